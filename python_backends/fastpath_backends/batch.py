@@ -1,0 +1,67 @@
+"""Run one computation over many requests without letting one request fail its batch-mates.
+
+A Python model's `execute` receives the requests of a dynamic batch. Each request is parsed on
+its own (a parse error is that request's answer); the good ones are computed together; if the
+combined run raises, each is retried alone so only the request that causes the failure fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+LOGGER = logging.getLogger(__name__)
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def run_isolated(payloads: Sequence[P | Exception], compute: Callable[[list[P]], list[R]]) -> list[R | Exception]:
+    """Compute the good payloads together; keep each failure confined to its own request.
+
+    Args:
+        payloads: one entry per request: the parsed payload, or the exception its parsing raised.
+        compute: maps a list of payloads to a list of results of the same length.
+
+    Returns:
+        One entry per request, in order: its result or an exception to report for it.
+    """
+    results: list[R | Exception] = list(payloads)  # exceptions stay where they are
+    good = [i for i, p in enumerate(payloads) if not isinstance(p, Exception)]
+    if not good:
+        return results
+    try:
+        outputs = compute([payloads[i] for i in good])  # type: ignore[misc]
+        if len(outputs) != len(good):
+            raise RuntimeError(f"compute returned {len(outputs)} results for {len(good)} requests")
+        for i, out in zip(good, outputs):
+            results[i] = out
+        return results
+    except Exception:
+        if len(good) == 1:
+            results[good[0]] = _as_error(payloads[good[0]], compute)
+            return results
+        LOGGER.warning("batched compute over %d requests failed; retrying each alone", len(good))
+    for i in good:
+        results[i] = _as_error(payloads[i], compute)
+    return results
+
+
+def _as_error(payload: P, compute: Callable[[list[P]], list[R]]) -> R | Exception:
+    try:
+        return compute([payload])[0]
+    except Exception as error:
+        return error
+
+
+def concat_rows(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+    """Stack per-request arrays along the batch axis; return the stack and each request's row count."""
+    counts = [len(a) for a in arrays]
+    return (np.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]), counts
+
+
+def split_rows(array: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
+    """Undo `concat_rows`: split a batched output back into per-request arrays."""
+    return np.split(array, np.cumsum(counts)[:-1], axis=0) if len(counts) > 1 else [array]

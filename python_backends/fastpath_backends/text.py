@@ -1,0 +1,94 @@
+"""Text validation and fixed-length tokenization for the tokenizer model.
+
+`decode_texts` turns the raw bytes of a request into clean strings or raises `BadRequest`
+naming the row and the problem (empty, whitespace only, not UTF-8, NUL bytes, too large).
+`TextEncoder` pads every text to `max_length` tokens (so requests of any length batch
+together) and reports truncation per row instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fastpath_backends.errors import BadRequest
+
+DEFAULT_MAX_TEXT_BYTES = 1_000_000
+
+
+def decode_texts(
+    raw: np.ndarray, *, input_name: str = "text", max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+) -> list[str]:
+    """Decode a request's TYPE_STRING tensor (any shape) into stripped strings.
+
+    Raises:
+        BadRequest: naming `input_name[row]` and the problem, for the first bad row.
+    """
+    texts = []
+    for row, value in enumerate(np.asarray(raw, dtype=object).reshape(-1)):
+        where = f"{input_name}[{row}]"
+        data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        if len(data) > max_text_bytes:
+            raise BadRequest(f"{where} is {len(data):,} bytes; the limit is {max_text_bytes:,} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise BadRequest(
+                f"{where} is not valid UTF-8: {error.reason} (byte 0x{data[error.start]:02x} at offset {error.start})"
+            ) from None
+        if "\x00" in text:
+            raise BadRequest(f"{where} contains a NUL character at offset {text.index(chr(0))}; send plain text")
+        text = text.strip()
+        if not text:
+            raise BadRequest(f"{where} is empty or whitespace only; send at least one word")
+        texts.append(text)
+    if not texts:
+        raise BadRequest(f"{input_name} has no rows; send at least one text")
+    return texts
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids of a batch of texts, padded to a fixed length."""
+
+    input_ids: np.ndarray  # [N, max_length] int64
+    attention_mask: np.ndarray  # [N, max_length] int64
+    truncated: np.ndarray  # [N, 1] bool: the text had more tokens than max_length
+
+
+class TextEncoder:
+    """A `tokenizers` tokenizer configured once for fixed-length, truncating encoding.
+
+    Args:
+        tokenizer_file: a `tokenizer.json` (Hugging Face `tokenizers` format).
+        max_length: tokens per text, special tokens included.
+    """
+
+    def __init__(self, tokenizer_file: str | Path, max_length: int) -> None:
+        from tokenizers import Tokenizer  # heavy import kept out of module import
+
+        path = Path(tokenizer_file)
+        self.fingerprint = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        self.max_length = max_length
+        # Texts are cut to this many characters before tokenizing, so a huge text costs no more
+        # than a long one; far more characters than max_length tokens can use.
+        self.max_chars = max(1024, 32 * max_length)
+        self._tokenizer = Tokenizer.from_file(str(path))
+        pad_id = self._tokenizer.token_to_id("[PAD]")
+        self._tokenizer.enable_truncation(max_length=max_length)
+        self._tokenizer.enable_padding(length=max_length, pad_id=0 if pad_id is None else pad_id)
+
+    def encode(self, texts: Sequence[str]) -> Encoded:
+        """Encode texts to [N, max_length] ids and mask, with a per-row truncation flag."""
+        cut = [t[: self.max_chars] for t in texts]
+        encodings = self._tokenizer.encode_batch(cut)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        truncated = np.array(
+            [[bool(e.overflowing) or len(t) > self.max_chars] for e, t in zip(encodings, texts)], dtype=bool
+        )
+        return Encoded(ids, mask, truncated)

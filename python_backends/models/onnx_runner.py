@@ -1,0 +1,47 @@
+"""Triton Python model: an ONNX graph on onnxruntime (CPU), for the embedded target.
+
+The embedded tritonserver has no onnxruntime backend, so this adapter stands in for it; the
+container target uses the native `onnxruntime_onnx` platform with the same config otherwise.
+Requests of one dynamic batch run as one onnxruntime call; a poisoned request fails alone.
+"""
+
+import json
+
+import triton_python_backend_utils as pb_utils
+
+from fastpath_backends.batch import concat_rows, run_isolated, split_rows
+from fastpath_backends.errors import BadRequest
+from fastpath_backends.onnx_model import OnnxModel, check_finite
+from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = model_parameters(args)
+        config = json.loads(args["model_config"])
+        self.name = args["model_name"]
+        self.input_names = [i["name"] for i in config["input"]]
+        self.output_names = [o["name"] for o in config["output"]]
+        self.reject_non_finite = params.get("reject_non_finite", "false").lower() == "true"
+        path = version_dir(args) / params.get("onnx_file", "model.onnx")
+        self.model = OnnxModel(path, intra_op_threads=int(params.get("intra_op_threads", "1")))
+
+    def execute(self, requests):
+        payloads = []
+        for request in requests:
+            try:
+                inputs = {name: read_input(pb_utils, request, name) for name in self.input_names}
+                if self.reject_non_finite:
+                    check_finite(inputs)
+                payloads.append(inputs)
+            except BadRequest as error:
+                payloads.append(error)
+        return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
+
+    def _run(self, batches):
+        stacked, counts = {}, []
+        for name in self.input_names:
+            stacked[name], counts = concat_rows([b[name] for b in batches])
+        outputs = self.model.run(stacked, self.output_names)
+        split = {name: split_rows(value, counts) for name, value in outputs.items()}
+        return [{name: split[name][i] for name in self.output_names} for i in range(len(batches))]

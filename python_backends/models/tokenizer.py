@@ -1,0 +1,44 @@
+"""Triton Python model: text -> fixed-length token ids, with a per-row truncation flag.
+
+Adapter only: the logic lives in `fastpath_backends.text`. The tokenizer is loaded once per
+instance; each request is validated alone, so one bad text fails only its own request.
+"""
+
+import triton_python_backend_utils as pb_utils
+
+from fastpath_backends.batch import run_isolated, split_rows
+from fastpath_backends.errors import BadRequest
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts
+from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = model_parameters(args)
+        self.name = args["model_name"]
+        self.encoder = TextEncoder(version_dir(args) / params["tokenizer_file"], int(params["max_length"]))
+        self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
+
+    def execute(self, requests):
+        payloads = []
+        for request in requests:
+            try:
+                payloads.append(decode_texts(read_input(pb_utils, request, "text"), max_text_bytes=self.max_text_bytes))
+            except BadRequest as error:
+                payloads.append(error)
+        results = run_isolated(payloads, self._encode)
+        return [to_response(pb_utils, result, self.name) for result in results]
+
+    def _encode(self, batches):
+        flat = [text for texts in batches for text in texts]
+        encoded = self.encoder.encode(flat)
+        counts = [len(texts) for texts in batches]
+        parts = zip(
+            split_rows(encoded.input_ids, counts),
+            split_rows(encoded.attention_mask, counts),
+            split_rows(encoded.truncated, counts),
+        )
+        return [{"input_ids": ids, "attention_mask": mask, "truncated": cut} for ids, mask, cut in parts]
+
+    def finalize(self):
+        self.encoder = None

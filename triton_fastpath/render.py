@@ -1,0 +1,216 @@
+"""Render a `ModelSpec` into Triton's `config.pbtxt`, for the embedded or the container target.
+
+`render(spec, target)` is pure: it builds a plain dict one section at a time. `to_model_config`
+parses that dict with Triton's own `ModelConfig` protobuf, so a misspelled field fails at build
+time; `to_pbtxt` prints it. `write_config` is the only function here that touches the disk.
+
+Targets:
+    embedded: the tritonserver inside nvidia-pytriton (Python backend only): ONNX models are
+        served by the `onnx_runner` Python model, everything runs on KIND_CPU.
+    container: the NGC image: ONNX on the native `onnxruntime_onnx` platform and TensorRT plans
+        on `tensorrt_plan`, both on KIND_GPU; Python models stay on KIND_CPU.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2
+
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.spec import ModelKind, ModelSpec, QueuePolicy, TensorSpec
+
+ONNX_RUNNER = "onnx_runner"
+
+
+class Target(StrEnum):
+    """Where the repository will be served."""
+
+    EMBEDDED = "embedded"
+    CONTAINER = "container"
+
+
+def python_adapter(spec: ModelSpec, target: Target) -> str | None:
+    """Name of the adapter in `python_backends/models/` that serves `spec` on `target`, if any."""
+    if spec.kind is ModelKind.PYTHON:
+        return spec.python_model
+    if spec.kind is ModelKind.ONNX and Target(target) is Target.EMBEDDED:
+        return ONNX_RUNNER
+    return None
+
+
+def render(spec: ModelSpec, target: Target | str) -> dict[str, Any]:
+    """Turn a spec into the dict form of `ModelConfig` for `target` (pure)."""
+    target = Target(target)
+    config: dict[str, Any] = {"name": spec.name}
+    _set_platform(config, spec, target)
+    _set_batching(config, spec)
+    _set_io(config, spec)
+    _set_instances(config, spec, target)
+    _set_warmup(config, spec)
+    _set_ensemble(config, spec)
+    _set_parameters(config, spec, target)
+    if spec.response_cache:
+        config["response_cache"] = {"enable": True}
+    return config
+
+
+def _set_platform(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
+    if spec.kind is ModelKind.ENSEMBLE:
+        config["platform"] = "ensemble"
+    elif python_adapter(spec, target):
+        config["backend"] = "python"
+    elif spec.kind is ModelKind.ONNX:
+        config["platform"] = "onnxruntime_onnx"
+        config["default_model_filename"] = spec.model_file
+    elif spec.kind is ModelKind.TENSORRT:
+        if target is Target.EMBEDDED:
+            raise ConfigError(
+                f"model {spec.name!r}: kind=tensorrt cannot be served by the embedded target (its "
+                "tritonserver has no tensorrt backend); render it with target=container"
+            )
+        config["platform"] = "tensorrt_plan"
+        config["default_model_filename"] = spec.model_file
+
+
+def _queue_policy(policy: QueuePolicy) -> dict[str, Any]:
+    return {
+        "timeout_action": policy.timeout_action,
+        "default_timeout_microseconds": policy.default_timeout_us,
+        "allow_timeout_override": policy.allow_timeout_override,
+        "max_queue_size": policy.max_queue_size,
+    }
+
+
+def _set_batching(config: dict[str, Any], spec: ModelSpec) -> None:
+    config["max_batch_size"] = spec.max_batch_size
+    batching = spec.dynamic_batching
+    if batching is None:
+        return
+    section: dict[str, Any] = {"max_queue_delay_microseconds": batching.max_queue_delay_us}
+    if batching.preferred_batch_sizes:
+        section["preferred_batch_size"] = list(batching.preferred_batch_sizes)
+    if batching.preserve_ordering:
+        section["preserve_ordering"] = True
+    if batching.priority_levels:
+        section["priority_levels"] = batching.priority_levels
+        section["default_priority_level"] = batching.default_priority_level
+    if batching.default_queue_policy is not None:
+        section["default_queue_policy"] = _queue_policy(batching.default_queue_policy)
+    if batching.priority_queue_policy:
+        section["priority_queue_policy"] = {
+            str(level): _queue_policy(policy) for level, policy in sorted(batching.priority_queue_policy.items())
+        }
+    config["dynamic_batching"] = section
+
+
+def _tensor(tensor: TensorSpec, *, is_input: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": tensor.name, "data_type": tensor.data_type, "dims": list(tensor.dims)}
+    if tensor.reshape is not None:
+        entry["reshape"] = {"shape": list(tensor.reshape)}
+    if is_input and tensor.optional:
+        entry["optional"] = True
+    return entry
+
+
+def _set_io(config: dict[str, Any], spec: ModelSpec) -> None:
+    config["input"] = [_tensor(t, is_input=True) for t in spec.inputs]
+    config["output"] = [_tensor(t, is_input=False) for t in spec.outputs]
+
+
+def _set_instances(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
+    if spec.kind is ModelKind.ENSEMBLE:
+        return
+    accelerated = spec.kind in (ModelKind.ONNX, ModelKind.TENSORRT)
+    if target is Target.CONTAINER and accelerated:
+        config["instance_group"] = [{"kind": "KIND_GPU", "count": spec.gpu_instance_count}]
+    else:
+        config["instance_group"] = [{"kind": "KIND_CPU", "count": spec.instance_count}]
+
+
+def _set_warmup(config: dict[str, Any], spec: ModelSpec) -> None:
+    if not spec.warmups:
+        return
+    section = []
+    for warmup in spec.warmups:
+        inputs: dict[str, Any] = {}
+        for item in warmup.inputs:
+            declared = spec.input(item.name)
+            entry: dict[str, Any] = {
+                "data_type": declared.data_type,
+                "dims": list(item.dims if item.dims is not None else declared.dims),
+            }
+            if item.zero_data:
+                entry["zero_data"] = True
+            else:
+                entry["input_data_file"] = item.input_data_file
+            inputs[item.name] = entry
+        section.append({"name": warmup.name, "batch_size": warmup.batch_size, "count": warmup.count, "inputs": inputs})
+    config["model_warmup"] = section
+
+
+def _set_ensemble(config: dict[str, Any], spec: ModelSpec) -> None:
+    if spec.kind is not ModelKind.ENSEMBLE:
+        return
+    config["ensemble_scheduling"] = {
+        "step": [
+            {
+                "model_name": step.model_name,
+                "model_version": step.model_version,
+                "input_map": dict(step.input_map),
+                "output_map": dict(step.output_map),
+            }
+            for step in spec.ensemble_steps
+        ]
+    }
+
+
+def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
+    parameters = dict(spec.parameters)
+    if spec.kind is ModelKind.ONNX:
+        if target is Target.EMBEDDED:
+            parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
+            parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
+        else:
+            parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
+            parameters.setdefault("inter_op_thread_count", "1")
+    if parameters:
+        config["parameters"] = {key: {"string_value": str(value)} for key, value in sorted(parameters.items())}
+
+
+def to_model_config(config: dict[str, Any]) -> model_config_pb2.ModelConfig:
+    """Parse the dict form with Triton's `ModelConfig` protobuf (the schema is the judge).
+
+    Raises:
+        ConfigError: naming the model and the field the protobuf rejected.
+    """
+    try:
+        return json_format.ParseDict(config, model_config_pb2.ModelConfig())
+    except json_format.ParseError as error:
+        raise ConfigError(f"model {config.get('name')!r}: Triton's ModelConfig rejects the config: {error}") from error
+
+
+def to_pbtxt(spec: ModelSpec, target: Target | str) -> str:
+    """Render `spec` for `target` and print it in protobuf text format, as `config.pbtxt`."""
+    message = to_model_config(render(spec, target))
+    header = f"# Generated by triton-fastpath from the spec of {spec.name!r} (target: {Target(target).value}).\n"
+    header += "# Do not edit by hand: change the spec and run `make build`.\n"
+    return header + text_format.MessageToString(message)
+
+
+def parse_pbtxt(text: str) -> model_config_pb2.ModelConfig:
+    """Parse a `config.pbtxt` text back into a `ModelConfig` (used by round-trip tests and tools)."""
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def write_config(spec: ModelSpec, target: Target | str, repository: Path) -> Path:
+    """Write `<repository>/<name>/config.pbtxt` for `target`; returns its path."""
+    path = Path(repository) / spec.name / "config.pbtxt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = to_pbtxt(spec, target)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path

@@ -1,0 +1,219 @@
+"""The model repository's specs: reusable factories for a text classifier and an ONNX classifier.
+
+`text_classifier_specs` gives the four models of a text-classification ensemble
+(tokenizer -> encoder -> postprocess), used for the bundled `sentiment` model and for a user's
+own Hugging Face classifier alike. `onnx_classifier_spec` serves one ONNX graph directly
+(`digits`, or a user's ONNX file). `default_specs` is the committed demo repository.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.spec import (
+    DynamicBatching,
+    EnsembleStep,
+    ModelKind,
+    ModelSpec,
+    QueuePolicy,
+    TensorSpec,
+    Warmup,
+    WarmupInput,
+    validate_repository,
+)
+
+PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
+
+
+@dataclass(frozen=True)
+class RepoSettings:
+    """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
+
+    Attributes:
+        precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
+        max_length: tokens per text, fixed so requests of different lengths batch together.
+        max_batch_size: largest batch each model accepts.
+        tokenizer_instances / encoder_instances / postprocess_instances / digits_instances:
+            CPU instances per model.
+        onnx_threads: onnxruntime intra-op threads per encoder instance (1 beat 2 here).
+        max_queue_delay_us: how long the batcher waits to fill a batch (~1 ms measured best).
+        max_queue_size: requests queued per model before new ones are rejected (fast fail).
+        queue_timeout_us: a request still queued after this long is rejected (0 = no limit).
+        priority_levels: request priorities accepted (1 = highest); the default is the lowest.
+        response_cache: enable Triton's response cache on the top-level models.
+    """
+
+    precision: str = "int8"
+    max_length: int = 64
+    max_batch_size: int = 64
+    tokenizer_instances: int = 1
+    encoder_instances: int = 2
+    postprocess_instances: int = 1
+    digits_instances: int = 1
+    onnx_threads: int = 1
+    max_queue_delay_us: int = 1000
+    max_queue_size: int = 1024
+    queue_timeout_us: int = 5_000_000
+    priority_levels: int = 2
+    response_cache: bool = False
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
+        if not 8 <= self.max_length <= 512:
+            raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
+
+    def batching(self) -> DynamicBatching:
+        """The dynamic batching section shared by every batched step."""
+        return DynamicBatching(
+            max_queue_delay_us=self.max_queue_delay_us,
+            priority_levels=self.priority_levels,
+            default_priority_level=self.priority_levels,
+            default_queue_policy=QueuePolicy(
+                timeout_action="REJECT",
+                default_timeout_us=self.queue_timeout_us,
+                allow_timeout_override=True,
+                max_queue_size=self.max_queue_size,
+            ),
+        )
+
+
+def _warmups(spec_inputs: Sequence[TensorSpec], max_batch_size: int, *, files: bool) -> tuple[Warmup, ...]:
+    """Warm up at batch 1 and at the max batch, with zeros or with the sample files."""
+    inputs = tuple(WarmupInput(t.name, input_data_file=t.name if files else None) for t in spec_inputs)
+    sizes = sorted({1, max_batch_size})
+    return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
+
+
+def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettings) -> list[ModelSpec]:
+    """The four specs of a text-classification ensemble named `name`.
+
+    Returns `<name>_tokenizer`, `<name>_encoder`, `<name>_postprocess` and the ensemble `<name>`
+    (input `text`; outputs `label`, `probability`, `probabilities`, `truncated`).
+    """
+    if len(labels) < 2:
+        raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
+    length, batch, n_labels = settings.max_length, settings.max_batch_size, len(labels)
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
+    mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
+    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    logits = TensorSpec("logits", "TYPE_FP32", (n_labels,))
+    label = TensorSpec("label", "TYPE_STRING", (1,))
+    probability = TensorSpec("probability", "TYPE_FP32", (1,))
+    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
+    tokenizer = ModelSpec(
+        name=f"{name}_tokenizer",
+        kind=ModelKind.PYTHON,
+        python_model="tokenizer",
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(ids, mask, truncated),
+        instance_count=settings.tokenizer_instances,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((text,), batch, files=True),
+        parameters={"tokenizer_file": "tokenizer.json", "max_length": str(length)},
+    )
+    encoder = ModelSpec(
+        name=f"{name}_encoder",
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[settings.precision],
+        max_batch_size=batch,
+        inputs=(ids, mask),
+        outputs=(logits,),
+        instance_count=settings.encoder_instances,
+        onnx_threads=settings.onnx_threads,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((ids, mask), batch, files=True),
+    )
+    postprocess = ModelSpec(
+        name=f"{name}_postprocess",
+        kind=ModelKind.PYTHON,
+        python_model="postprocess",
+        max_batch_size=batch,
+        inputs=(logits,),
+        outputs=(label, probability, probabilities),
+        instance_count=settings.postprocess_instances,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((logits,), batch, files=False),
+        parameters={"labels": ",".join(labels)},
+    )
+    ensemble = ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(label, probability, probabilities, truncated),
+        response_cache=settings.response_cache,
+        ensemble_steps=(
+            EnsembleStep(
+                tokenizer.name,
+                input_map={"text": "text"},
+                output_map={"input_ids": "input_ids", "attention_mask": "attention_mask", "truncated": "truncated"},
+            ),
+            EnsembleStep(
+                encoder.name,
+                input_map={"input_ids": "input_ids", "attention_mask": "attention_mask"},
+                output_map={"logits": "logits"},
+            ),
+            EnsembleStep(
+                postprocess.name,
+                input_map={"logits": "logits"},
+                output_map={"label": "label", "probability": "probability", "probabilities": "probabilities"},
+            ),
+        ),
+    )
+    return [tokenizer, encoder, postprocess, ensemble]
+
+
+def onnx_classifier_spec(
+    name: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    settings: RepoSettings,
+    *,
+    instances: int = 1,
+    precision: str | None = None,
+) -> ModelSpec:
+    """A single ONNX model served directly (zero-data warmup; non-finite floats rejected)."""
+    precision = precision or settings.precision
+    return ModelSpec(
+        name=name,
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[precision],
+        max_batch_size=settings.max_batch_size,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        instance_count=instances,
+        onnx_threads=settings.onnx_threads,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups(inputs, settings.max_batch_size, files=False),
+        parameters={"reject_non_finite": "true"},
+    )
+
+
+DIGITS_INPUTS = (TensorSpec("pixels", "TYPE_FP32", (8, 8)),)
+DIGITS_OUTPUTS = (TensorSpec("probabilities", "TYPE_FP32", (10,)), TensorSpec("label", "TYPE_INT64", (1,)))
+SENTIMENT_LABELS = ("negative", "positive")
+
+
+def default_specs(settings: RepoSettings | None = None) -> list[ModelSpec]:
+    """The demo repository: the `sentiment` ensemble and the `digits` CNN, validated."""
+    settings = settings or RepoSettings()
+    # digits is tiny: FP32 is both exact and fast, so it is served in FP32 whatever the encoder uses.
+    digits = onnx_classifier_spec(
+        "digits", DIGITS_INPUTS, DIGITS_OUTPUTS, settings, instances=settings.digits_instances, precision="fp32"
+    )
+    specs = [*text_classifier_specs("sentiment", SENTIMENT_LABELS, settings), digits]
+    validate_repository(specs)
+    return specs
+
+
+def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
+    """The same ONNX spec serving the other weights file ('fp32' or 'int8')."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision={precision!r}; expected one of {sorted(PRECISIONS)}")
+    return replace(spec, model_file=PRECISIONS[precision])

@@ -1,0 +1,378 @@
+"""Typed model specs: each model in the repository is described once, here, and checked at birth.
+
+A `ModelSpec` is target-neutral: the renderer (`triton_fastpath.render`) turns it into a
+`config.pbtxt` for the embedded server or for the NGC container. Every check that can be made
+without a server lives in `__post_init__` or in `validate_ensemble`, and every error names the
+field that is wrong and what would be right.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from triton_fastpath.errors import ConfigError
+
+# Triton data types we support, with the numpy dtype names they carry on the wire.
+DATA_TYPES: dict[str, str] = {
+    "TYPE_BOOL": "bool",
+    "TYPE_UINT8": "uint8",
+    "TYPE_INT8": "int8",
+    "TYPE_INT32": "int32",
+    "TYPE_INT64": "int64",
+    "TYPE_FP16": "float16",
+    "TYPE_FP32": "float32",
+    "TYPE_FP64": "float64",
+    "TYPE_STRING": "object",
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+
+
+class ModelKind(StrEnum):
+    """What runs a model; the renderer maps each kind to a backend or platform per target."""
+
+    PYTHON = "python"
+    ONNX = "onnx"
+    TENSORRT = "tensorrt"
+    ENSEMBLE = "ensemble"
+
+
+def _check_name(what: str, name: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConfigError(
+            f"{what}={name!r} is not a valid name: use letters, digits, '_', '.', '-' and do not start with '.' or '-'"
+        )
+
+
+def _check_dims(what: str, dims: Sequence[int]) -> None:
+    if any(not isinstance(d, int) or (d < 1 and d != -1) for d in dims):
+        raise ConfigError(f"{what}={tuple(dims)!r}: each dimension must be -1 (variable) or >= 1")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output tensor, dims without the batch dimension."""
+
+    name: str
+    data_type: str
+    dims: tuple[int, ...]
+    optional: bool = False
+    reshape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("tensor name", self.name)
+        if self.data_type not in DATA_TYPES:
+            raise ConfigError(
+                f"tensor {self.name!r}: data_type={self.data_type!r}; expected one of {', '.join(DATA_TYPES)}"
+            )
+        object.__setattr__(self, "dims", tuple(self.dims))
+        if not self.dims:
+            raise ConfigError(
+                f"tensor {self.name!r}: dims=() ; give at least one dimension (use (1,) for a "
+                "scalar per batch row, with reshape=() if the model wants a scalar)"
+            )
+        _check_dims(f"tensor {self.name!r}: dims", self.dims)
+        if self.reshape is not None:
+            object.__setattr__(self, "reshape", tuple(self.reshape))
+
+    @property
+    def numpy_dtype(self) -> str:
+        """The numpy dtype name of this tensor ('object' for TYPE_STRING)."""
+        return DATA_TYPES[self.data_type]
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """How requests wait in the dynamic batcher's queue (mirrors `ModelQueuePolicy`)."""
+
+    timeout_action: str = "REJECT"
+    default_timeout_us: int = 0
+    allow_timeout_override: bool = True
+    max_queue_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.timeout_action not in TIMEOUT_ACTIONS:
+            raise ConfigError(f"queue policy timeout_action={self.timeout_action!r}; expected one of {TIMEOUT_ACTIONS}")
+        if self.default_timeout_us < 0:
+            raise ConfigError(f"queue policy default_timeout_us={self.default_timeout_us}; expected >= 0")
+        if self.max_queue_size < 0:
+            raise ConfigError(f"queue policy max_queue_size={self.max_queue_size}; expected >= 0 (0 = unbounded)")
+
+
+@dataclass(frozen=True)
+class DynamicBatching:
+    """Dynamic batcher settings (mirrors `ModelDynamicBatching`)."""
+
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 1000
+    preserve_ordering: bool = False
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_queue_policy: QueuePolicy | None = None
+    priority_queue_policy: Mapping[int, QueuePolicy] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
+        if self.max_queue_delay_us < 0:
+            raise ConfigError(f"dynamic_batching.max_queue_delay_us={self.max_queue_delay_us}; expected >= 0")
+        if self.priority_levels < 0:
+            raise ConfigError(f"dynamic_batching.priority_levels={self.priority_levels}; expected >= 0")
+        if self.priority_levels and not 1 <= self.default_priority_level <= self.priority_levels:
+            raise ConfigError(
+                f"dynamic_batching.default_priority_level={self.default_priority_level}; expected "
+                f"1..{self.priority_levels} when priority_levels={self.priority_levels}"
+            )
+        if not self.priority_levels and (self.default_priority_level or self.priority_queue_policy):
+            raise ConfigError(
+                "dynamic_batching.default_priority_level / priority_queue_policy need priority_levels >= 1"
+            )
+        for level in self.priority_queue_policy:
+            if not 1 <= level <= self.priority_levels:
+                raise ConfigError(
+                    f"dynamic_batching.priority_queue_policy has level {level}; expected 1..{self.priority_levels}"
+                )
+
+
+@dataclass(frozen=True)
+class WarmupInput:
+    """Data for one input of a warmup request: zeros, or a file under `<model>/warmup/`."""
+
+    name: str
+    input_data_file: str | None = None
+    dims: tuple[int, ...] | None = None
+
+    @property
+    def zero_data(self) -> bool:
+        """True when this input is warmed with zeros rather than a sample file."""
+        return self.input_data_file is None
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """One warmup request sent by Triton before the model is marked ready."""
+
+    name: str
+    batch_size: int
+    inputs: tuple[WarmupInput, ...]
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class EnsembleStep:
+    """One step of an ensemble: maps step tensors to ensemble tensors, in execution order."""
+
+    model_name: str
+    input_map: Mapping[str, str]
+    output_map: Mapping[str, str]
+    model_version: int = -1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything the repository needs to know about one model, for every target.
+
+    Attributes:
+        name: model name in the repository.
+        kind: what runs it (python, onnx, tensorrt, ensemble).
+        max_batch_size: 0 disables batching; >= 1 adds a leading batch dimension.
+        inputs / outputs: tensors without the batch dimension.
+        instance_count: CPU instances (embedded target; python models in every target).
+        gpu_instance_count: GPU instances of onnx/tensorrt models in the container target.
+        dynamic_batching: batcher settings, or None for no dynamic batching.
+        warmups: requests Triton sends before the model is ready (not for ensembles).
+        parameters: string parameters passed to the backend.
+        response_cache: enable Triton's response cache for this model.
+        ensemble_steps: the pipeline of an ensemble, in execution order.
+        model_file: weights file in the version folder (onnx: `model.onnx`, `model.int8.onnx`).
+        python_model: the adapter in `python_backends/models/` serving a python model.
+        onnx_threads: onnxruntime intra-op threads per instance.
+    """
+
+    name: str
+    kind: ModelKind
+    max_batch_size: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    instance_count: int = 1
+    gpu_instance_count: int = 1
+    dynamic_batching: DynamicBatching | None = None
+    warmups: tuple[Warmup, ...] = ()
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    response_cache: bool = False
+    ensemble_steps: tuple[EnsembleStep, ...] = ()
+    model_file: str | None = None
+    python_model: str | None = None
+    onnx_threads: int = 1
+
+    def __post_init__(self) -> None:
+        _check_name("model name", self.name)
+        object.__setattr__(self, "kind", ModelKind(self.kind))
+        for attr in ("inputs", "outputs", "warmups", "ensemble_steps"):
+            object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        where = f"model {self.name!r}"
+        if self.max_batch_size < 0:
+            raise ConfigError(f"{where}: max_batch_size={self.max_batch_size}; expected >= 0")
+        if not self.inputs or not self.outputs:
+            raise ConfigError(f"{where}: declare at least one input and one output")
+        names = [t.name for t in self.inputs + self.outputs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"{where}: tensor names must be unique across inputs and outputs; repeated: {dupes}")
+        if self.instance_count < 1 or self.gpu_instance_count < 1:
+            raise ConfigError(
+                f"{where}: instance_count={self.instance_count}, gpu_instance_count="
+                f"{self.gpu_instance_count}; expected >= 1"
+            )
+        if self.onnx_threads < 1:
+            raise ConfigError(f"{where}: onnx_threads={self.onnx_threads}; expected >= 1")
+        self._check_batching(where)
+        self._check_kind(where)
+        self._check_warmups(where)
+
+    def _check_batching(self, where: str) -> None:
+        batching = self.dynamic_batching
+        if batching is None:
+            return
+        if self.max_batch_size < 1:
+            raise ConfigError(f"{where}: dynamic_batching needs max_batch_size >= 1 (got {self.max_batch_size})")
+        bad = [b for b in batching.preferred_batch_sizes if not 1 <= b <= self.max_batch_size]
+        if bad:
+            raise ConfigError(
+                f"{where}: dynamic_batching.preferred_batch_sizes {bad} outside 1..max_batch_size "
+                f"({self.max_batch_size})"
+            )
+
+    def _check_kind(self, where: str) -> None:
+        if self.kind is ModelKind.ENSEMBLE:
+            if not self.ensemble_steps:
+                raise ConfigError(f"{where}: kind=ensemble needs ensemble_steps")
+            if self.dynamic_batching is not None or self.warmups:
+                raise ConfigError(f"{where}: an ensemble takes no dynamic_batching or warmups; set them on its steps")
+            return
+        if self.ensemble_steps:
+            raise ConfigError(f"{where}: ensemble_steps given but kind={self.kind.value}; expected kind=ensemble")
+        if self.kind in (ModelKind.ONNX, ModelKind.TENSORRT) and not self.model_file:
+            raise ConfigError(f"{where}: kind={self.kind.value} needs model_file (e.g. 'model.onnx')")
+        if self.kind is ModelKind.PYTHON and not self.python_model:
+            raise ConfigError(f"{where}: kind=python needs python_model, the adapter name in python_backends/models/")
+
+    def _check_warmups(self, where: str) -> None:
+        declared = {t.name: t for t in self.inputs}
+        required = {t.name for t in self.inputs if not t.optional}
+        for warmup in self.warmups:
+            at = f"{where}: warmup {warmup.name!r}"
+            limit = max(1, self.max_batch_size)
+            if not 1 <= warmup.batch_size <= limit:
+                raise ConfigError(f"{at}: batch_size={warmup.batch_size}; expected 1..{limit}")
+            given = {w.name for w in warmup.inputs}
+            unknown = sorted(given - set(declared))
+            if unknown:
+                raise ConfigError(f"{at}: inputs {unknown} are not declared; declared: {sorted(declared)}")
+            missing = sorted(required - given)
+            if missing:
+                raise ConfigError(f"{at}: required inputs {missing} have no warmup data")
+            for w in warmup.inputs:
+                dims = w.dims if w.dims is not None else declared[w.name].dims
+                if any(d < 1 for d in dims):
+                    raise ConfigError(
+                        f"{at}: input {w.name!r} has variable dims {tuple(dims)}; give concrete "
+                        "WarmupInput.dims without the batch dimension"
+                    )
+                if w.zero_data and declared[w.name].data_type == "TYPE_STRING":
+                    raise ConfigError(
+                        f"{at}: input {w.name!r} is TYPE_STRING; zeros are not valid text, give an "
+                        "input_data_file with a sample"
+                    )
+
+    def input(self, name: str) -> TensorSpec:
+        """The input tensor named `name` (ConfigError naming the declared ones if absent)."""
+        return _find(self, self.inputs, name, "input")
+
+    def output(self, name: str) -> TensorSpec:
+        """The output tensor named `name` (ConfigError naming the declared ones if absent)."""
+        return _find(self, self.outputs, name, "output")
+
+
+def _find(spec: ModelSpec, tensors: Sequence[TensorSpec], name: str, what: str) -> TensorSpec:
+    for tensor in tensors:
+        if tensor.name == name:
+            return tensor
+    raise ConfigError(f"model {spec.name!r} has no {what} {name!r}; its {what}s: {[t.name for t in tensors]}")
+
+
+def _dims_agree(a: Sequence[int], b: Sequence[int]) -> bool:
+    return len(a) == len(b) and all(x == y or -1 in (x, y) for x, y in zip(a, b))
+
+
+def _check_same(where: str, expected: TensorSpec, got: TensorSpec) -> None:
+    if expected.data_type != got.data_type or not _dims_agree(expected.dims, got.dims):
+        raise ConfigError(
+            f"{where}: {got.name!r} is {got.data_type}{list(got.dims)} but "
+            f"{expected.name!r} expects {expected.data_type}{list(expected.dims)}"
+        )
+
+
+def validate_ensemble(ensemble: ModelSpec, models: Mapping[str, ModelSpec]) -> None:
+    """Check an ensemble's wiring against the specs of its steps, before any server starts.
+
+    Checks: every step model exists; every step input is mapped from an ensemble input or an
+    earlier step's output with the same dtype and dims; every mapped name is declared; every
+    ensemble output is produced exactly once; the ensemble's max_batch_size fits every step.
+
+    Raises:
+        ConfigError: naming the step, the tensor and what was expected.
+    """
+    if ensemble.kind is not ModelKind.ENSEMBLE:
+        raise ConfigError(f"model {ensemble.name!r} is not an ensemble (kind={ensemble.kind.value})")
+    available: dict[str, TensorSpec] = {t.name: t for t in ensemble.inputs}
+    consumed: set[str] = set()
+    for index, step in enumerate(ensemble.ensemble_steps):
+        at = f"ensemble {ensemble.name!r} step {index} ({step.model_name})"
+        model = models.get(step.model_name)
+        if model is None:
+            raise ConfigError(f"{at}: model {step.model_name!r} is not in the repository; known: {sorted(models)}")
+        if ensemble.max_batch_size > model.max_batch_size:
+            raise ConfigError(
+                f"{at}: ensemble max_batch_size={ensemble.max_batch_size} exceeds the step's "
+                f"max_batch_size={model.max_batch_size}"
+            )
+        for step_input, source in step.input_map.items():
+            target = model.input(step_input)
+            if source not in available:
+                raise ConfigError(
+                    f"{at}: input {step_input!r} is mapped from {source!r}, which is neither an "
+                    f"ensemble input nor an earlier step's output; available: {sorted(available)}"
+                )
+            _check_same(at, target, available[source])
+            consumed.add(source)
+        unmapped = sorted(t.name for t in model.inputs if not t.optional and t.name not in step.input_map)
+        if unmapped:
+            raise ConfigError(f"{at}: required inputs {unmapped} are not mapped")
+        for step_output, target_name in step.output_map.items():
+            produced = model.output(step_output)
+            if target_name in available:
+                raise ConfigError(f"{at}: {target_name!r} is produced twice; ensemble tensor names must be unique")
+            available[target_name] = TensorSpec(target_name, produced.data_type, produced.dims)
+    for out in ensemble.outputs:
+        if out.name not in available or out.name in {t.name for t in ensemble.inputs}:
+            raise ConfigError(f"ensemble {ensemble.name!r}: output {out.name!r} is not produced by any step")
+        _check_same(f"ensemble {ensemble.name!r} output", out, available[out.name])
+    unused = sorted(t.name for t in ensemble.inputs if t.name not in consumed)
+    if unused:
+        raise ConfigError(f"ensemble {ensemble.name!r}: inputs {unused} are not used by any step")
+
+
+def validate_repository(specs: Sequence[ModelSpec]) -> dict[str, ModelSpec]:
+    """Check a whole repository: unique names and every ensemble's wiring. Returns specs by name."""
+    by_name: dict[str, ModelSpec] = {}
+    for spec in specs:
+        if spec.name in by_name:
+            raise ConfigError(f"model name {spec.name!r} is used twice in the repository")
+        by_name[spec.name] = spec
+    for spec in specs:
+        if spec.kind is ModelKind.ENSEMBLE:
+            validate_ensemble(spec, by_name)
+    return by_name
