@@ -16,34 +16,65 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from triton_fastpath.build import build_repository, format_report  # noqa: E402
-from triton_fastpath.errors import FastpathError  # noqa: E402
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY  # noqa: E402
-from triton_fastpath.render import Target  # noqa: E402
-from triton_fastpath.repository import PRECISIONS, RepoSettings  # noqa: E402
+from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.render import Target
+from triton_fastpath.repository import PRECISIONS, RepoSettings
 
 
 def parser() -> argparse.ArgumentParser:
     defaults = RepoSettings()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="output repository (default: %(default)s)")
-    p.add_argument("--target", choices=[t.value for t in Target], default="embedded",
-                   help="embedded: the tritonserver in nvidia-pytriton (CPU, ONNX via a Python model); "
-                        "container: the NGC image (native onnxruntime, GPU). Default: %(default)s")
-    p.add_argument("--only", nargs="+", choices=["sentiment", "digits"], default=["sentiment", "digits"],
-                   help="build only these models (default: all)")
-    p.add_argument("--precision", choices=sorted(PRECISIONS), default=defaults.precision,
-                   help="encoder weights to serve (default: %(default)s; both are always built and verified)")
-    p.add_argument("--max-length", type=int, default=defaults.max_length,
-                   help="tokens per text; longer texts are truncated and flagged (default: %(default)s)")
+    p.add_argument(
+        "--repository", type=Path, default=DEFAULT_REPOSITORY, help="output repository (default: %(default)s)"
+    )
+    p.add_argument(
+        "--target",
+        choices=[t.value for t in Target],
+        default="embedded",
+        help="embedded: the tritonserver in nvidia-pytriton (CPU, ONNX via a Python model); "
+        "container: the NGC image (native onnxruntime, GPU). Default: %(default)s",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=["sentiment", "digits"],
+        default=["sentiment", "digits"],
+        help="build only these models (default: all)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=sorted(PRECISIONS),
+        default=defaults.precision,
+        help="encoder weights to serve (default: %(default)s; both are always built and verified)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=defaults.max_length,
+        help="tokens per text; longer texts are truncated and flagged (default: %(default)s)",
+    )
     p.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size, help="default: %(default)s")
-    p.add_argument("--encoder-instances", type=int, default=defaults.encoder_instances,
-                   help="encoder instances (default %(default)s, sized for 2 cores)")
+    p.add_argument(
+        "--encoder-instances",
+        type=int,
+        default=defaults.encoder_instances,
+        help="encoder instances (default %(default)s, sized for 2 cores)",
+    )
     p.add_argument("--tokenizer-instances", type=int, default=defaults.tokenizer_instances, help="default: %(default)s")
-    p.add_argument("--onnx-threads", type=int, default=defaults.onnx_threads,
-                   help="onnxruntime intra-op threads per instance (default: %(default)s)")
-    p.add_argument("--max-queue-delay-us", type=int, default=defaults.max_queue_delay_us,
-                   help="dynamic batcher wait to fill a batch (default: %(default)s)")
+    p.add_argument(
+        "--onnx-threads",
+        type=int,
+        default=defaults.onnx_threads,
+        help="onnxruntime intra-op threads per instance (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=defaults.max_queue_delay_us,
+        help="dynamic batcher wait to fill a batch (default: %(default)s)",
+    )
     p.add_argument("--response-cache", action="store_true", help="enable Triton's response cache on the ensembles")
     p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -52,7 +83,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     started = time.monotonic()
 
     def progress(message: str) -> None:
@@ -70,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
             response_cache=args.response_cache,
         )
         reports = build_repository(
-            repository=args.repository, settings=settings, target=args.target, only=args.only,
-            force=args.force, progress=progress,
+            repository=args.repository,
+            settings=settings,
+            target=args.target,
+            only=args.only,
+            force=args.force,
+            progress=progress,
         )
     except FastpathError as error:
         print(f"build failed: {error}", file=sys.stderr)

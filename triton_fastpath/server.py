@@ -109,22 +109,25 @@ class ServerConfig:
         try:
             ipaddress.IPv4Address(self.address)
         except ValueError:
-            raise ConfigError(f"address: got {self.address!r}; expected an IPv4 address such "
-                              "as 127.0.0.1 (this machine only) or 0.0.0.0 (all)") from None
+            raise ConfigError(
+                f"address: got {self.address!r}; expected an IPv4 address such "
+                "as 127.0.0.1 (this machine only) or 0.0.0.0 (all)"
+            ) from None
         _check_int("cache_size_bytes", self.cache_size_bytes, 0)
         _check_int("log_verbose", self.log_verbose, 0)
         _check_int("exit_timeout_s", self.exit_timeout_s, 1)
         _check_int("metrics_interval_ms", self.metrics_interval_ms, 1)
         if self.model_control_mode not in MODEL_CONTROL_MODES:
-            raise ConfigError(f"model_control_mode: got {self.model_control_mode!r}; "
-                              f"expected one of {', '.join(MODEL_CONTROL_MODES)}")
+            raise ConfigError(
+                f"model_control_mode: got {self.model_control_mode!r}; expected one of {', '.join(MODEL_CONTROL_MODES)}"
+            )
         if self.load_models and self.model_control_mode != "explicit":
-            raise ConfigError(f"load_models: got {self.load_models}; expected () unless "
-                              "model_control_mode is 'explicit'")
+            raise ConfigError(
+                f"load_models: got {self.load_models}; expected () unless model_control_mode is 'explicit'"
+            )
         for name in ("load_models", "extra_args"):
             if not all(isinstance(item, str) and item for item in getattr(self, name)):
-                raise ConfigError(f"{name}: got {getattr(self, name)!r}; "
-                                  "expected a tuple of non-empty strings")
+                raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected a tuple of non-empty strings")
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
@@ -137,29 +140,34 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> N
 
 def to_args_list(config: ServerConfig, layout: ServerLayout) -> list[str]:
     """Return the tritonserver argv (binary first) for ``config``; pure, ports used as given."""
-    args = [str(layout.binary), "--model-repository", str(config.model_repository),
-            "--backend-directory", str(layout.backends_dir),
-            "--cache-directory", str(layout.caches_dir)]
+    options: list[tuple[str, object]] = [
+        ("--model-repository", config.model_repository),
+        ("--backend-directory", layout.backends_dir),
+        ("--cache-directory", layout.caches_dir),
+    ]
     for proto in ("http", "grpc", "metrics"):
-        args += [f"--{proto}-address", config.address,
-                 f"--{proto}-port", str(getattr(config, f"{proto}_port"))]
-    args += ["--metrics-interval-ms", str(config.metrics_interval_ms),
-             "--strict-readiness", str(config.strict_readiness).lower(),
-             "--exit-timeout-secs", str(config.exit_timeout_s),
-             "--log-verbose", str(config.log_verbose),
-             "--model-control-mode", config.model_control_mode]
+        options += [(f"--{proto}-address", config.address), (f"--{proto}-port", getattr(config, f"{proto}_port"))]
+    options += [
+        ("--metrics-interval-ms", config.metrics_interval_ms),
+        ("--strict-readiness", str(config.strict_readiness).lower()),
+        ("--exit-timeout-secs", config.exit_timeout_s),
+        ("--log-verbose", config.log_verbose),
+        ("--model-control-mode", config.model_control_mode),
+    ]
     if config.summary_latencies:
-        args += ["--metrics-config", "summary_latencies=true"]
+        options.append(("--metrics-config", "summary_latencies=true"))
     if config.cache_size_bytes:
-        args += ["--cache-config", f"local,size={config.cache_size_bytes}"]
-    for model in config.load_models:
-        args += ["--load-model", model]
-    return args + list(config.extra_args)
+        options.append(("--cache-config", f"local,size={config.cache_size_bytes}"))
+    options += [("--load-model", model) for model in config.load_models]
+    return [str(layout.binary), *(str(item) for option in options for item in option), *config.extra_args]
 
 
-def build_env(layout: ServerLayout, base_env: Mapping[str, str],
-              extra_env: Mapping[str, str] | None = None,
-              python_bin_dir: Path | None = None) -> dict[str, str]:
+def build_env(
+    layout: ServerLayout,
+    base_env: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+    python_bin_dir: Path | None = None,
+) -> dict[str, str]:
     """Return the tritonserver environment: ``base_env`` + ``extra_env``, adjusted; pure.
 
     The Python-backend stub imports packages from the Python whose ``bin/`` is first on PATH,
@@ -188,9 +196,12 @@ def find_wheel_tree() -> tuple[Path, Path]:
     return tree, libs
 
 
-def prepare_layout(dest_dir: Path | None = None, source_dir: Path | None = None,
-                   libs_dir: Path | None = None,
-                   python_version: tuple[int, int] | None = None) -> ServerLayout:
+def prepare_layout(
+    dest_dir: Path | None = None,
+    source_dir: Path | None = None,
+    libs_dir: Path | None = None,
+    python_version: tuple[int, int] | None = None,
+) -> ServerLayout:
     """Copy the wheel's tritonserver tree to ``dest_dir`` with this Python's backend stub.
 
     ``dest_dir`` defaults to ``<project>/build/tritonserver/py3.X``; ``source_dir``/``libs_dir``
@@ -209,8 +220,9 @@ def prepare_layout(dest_dir: Path | None = None, source_dir: Path | None = None,
     stub = stubs_dir / f"{major}.{minor}" / "triton_python_backend_stub"
     if not stub.is_file():
         have = sorted(p.name for p in stubs_dir.iterdir()) if stubs_dir.is_dir() else []
-        raise ServerError(f"no Python backend stub for Python {major}.{minor} at {stub}; "
-                          f"expected one of the wheel's versions {have}")
+        raise ServerError(
+            f"no Python backend stub for Python {major}.{minor} at {stub}; expected one of the wheel's versions {have}"
+        )
     stamp = {"source": str(source_dir), "python": f"{major}.{minor}"}
     for key, path in (("binary", source_dir / "bin" / "tritonserver"), ("stub", stub)):
         stamp[key] = f"{path.stat().st_size}:{path.stat().st_mtime_ns}"
@@ -270,8 +282,10 @@ def check_ports_free(config: ServerConfig) -> None:
                 sock.bind((config.address, port))
             except OSError as exc:
                 flag = "--" + name.replace("_", "-")
-                raise ServerError(f"{name} {port} is already in use on {config.address}; "
-                                  f"pass {flag} 0 for a free port ({exc.strerror})") from None
+                raise ServerError(
+                    f"{name} {port} is already in use on {config.address}; "
+                    f"pass {flag} 0 for a free port ({exc.strerror})"
+                ) from None
 
 
 def read_log_tail(path: Path, offset: int = 0, n_lines: int = LOG_TAIL_LINES) -> str:
@@ -367,9 +381,14 @@ class EmbeddedTritonServer:
                 self._log_path.parent.mkdir(parents=True, exist_ok=True)
                 self._log = self._log_path.open("ab")
                 self._log_offset = self._log.tell()
-                self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env,
-                                                 stdout=self._log, stderr=subprocess.STDOUT,
-                                                 start_new_session=True)  # own group/session
+                self._process = subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # own group/session
             except OSError as exc:
                 if self._log is not None:
                     self._log.close()
@@ -395,10 +414,15 @@ class EmbeddedTritonServer:
                 if reply.status == 200:
                     return
             time.sleep(0.2)
-        problem = (f"exited with code {code} before it was ready" if code is not None
-                   else f"was not ready after {ready_timeout_s} s")
-        raise ServerError(f"tritonserver {problem} (log: {self._log_path}); last log lines:\n"
-                          f"{read_log_tail(self._log_path, self._log_offset)}")
+        problem = (
+            f"exited with code {code} before it was ready"
+            if code is not None
+            else f"was not ready after {ready_timeout_s} s"
+        )
+        raise ServerError(
+            f"tritonserver {problem} (log: {self._log_path}); last log lines:\n"
+            f"{read_log_tail(self._log_path, self._log_offset)}"
+        )
 
     def stop(self) -> int | None:
         """Stop tritonserver and its process group; idempotent. Returns the exit code or None.

@@ -61,7 +61,9 @@ def _seed(seed: int) -> None:
     np.random.seed(seed)
 
 
-def train_digits(data: Dataset, out_file: Path, *, epochs: int = 30, seed: int = 0, progress: Progress = LOGGER.info) -> Path:
+def train_digits(
+    data: Dataset, out_file: Path, *, epochs: int = 30, seed: int = 0, progress: Progress = LOGGER.info
+) -> Path:
     """Train the digits CNN and save its state dict to `out_file`."""
     _seed(seed)
     model = DigitsCNN()

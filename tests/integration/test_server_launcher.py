@@ -25,8 +25,10 @@ import pytest
 from triton_fastpath.errors import ServerError
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, ServerLayout
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
-                                reason="nvidia-pytriton (tritonserver) is not installed")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("pytriton") is None, reason="nvidia-pytriton is not installed"),
+]
 
 CONFIG_PBTXT = """
 name: "{name}"
@@ -71,8 +73,9 @@ def write_model(repo: Path, name: str, model_py: str) -> None:
 
 def free_port_config(repo: Path, log_dir: Path) -> ServerConfig:
     """A config on free ports with its log in ``log_dir``."""
-    return ServerConfig(repo, http_port=0, grpc_port=0, metrics_port=0,
-                        log_file=log_dir / "tritonserver.log", exit_timeout_s=10)
+    return ServerConfig(
+        repo, http_port=0, grpc_port=0, metrics_port=0, log_file=log_dir / "tritonserver.log", exit_timeout_s=10
+    )
 
 
 def proc_stat(pid: int) -> tuple[int, int, str, str] | None:
@@ -81,7 +84,7 @@ def proc_stat(pid: int) -> tuple[int, int, str, str] | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[1]), int(fields[2]), fields[0], fields[19]
@@ -113,7 +116,7 @@ def descendants(pid: int) -> dict[int, str]:
 def decode_proc_address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """Decode a /proc/net/tcp{,6} address (little-endian 32-bit words); unmap ::ffff:a.b.c.d."""
     raw = bytes.fromhex(hex_address)
-    address = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+    address = ipaddress.ip_address(b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4)))
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
@@ -128,7 +131,7 @@ def listening_sockets(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
@@ -149,8 +152,7 @@ def double_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(double_repo: Path,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedTritonServer]:
+def server(double_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedTritonServer]:
     """One running server shared by the read-only tests of this module."""
     instance = EmbeddedTritonServer(free_port_config(double_repo, tmp_path_factory.mktemp("log")))
     try:
@@ -247,8 +249,7 @@ def test_taken_port_raises_naming_port(double_repo: Path, tmp_path: Path) -> Non
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        config = ServerConfig(double_repo, http_port=port, grpc_port=0, metrics_port=0,
-                              log_file=tmp_path / "t.log")
+        config = ServerConfig(double_repo, http_port=port, grpc_port=0, metrics_port=0, log_file=tmp_path / "t.log")
         server = EmbeddedTritonServer(config)
         try:
             with pytest.raises(ServerError) as info:
@@ -338,11 +339,23 @@ SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "serve.py"
 
 
 def test_serve_script_runs_until_sigint(double_repo: Path, tmp_path: Path) -> None:
-    command = [sys.executable, str(SERVE_SCRIPT), "--model-repository", str(double_repo),
-               "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
-               "--log-file", str(tmp_path / "serve.log"), "--exit-timeout-s", "10"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    command = [
+        sys.executable,
+        str(SERVE_SCRIPT),
+        "--model-repository",
+        str(double_repo),
+        "--http-port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--log-file",
+        str(tmp_path / "serve.log"),
+        "--exit-timeout-s",
+        "10",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         printed = []
@@ -366,7 +379,11 @@ def test_serve_script_runs_until_sigint(double_repo: Path, tmp_path: Path) -> No
 def test_serve_script_reports_errors_without_traceback(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(SERVE_SCRIPT), "--model-repository", str(tmp_path / "missing")],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("error: model_repository:")
     assert "Traceback" not in result.stderr

@@ -55,13 +55,19 @@ def test_default_args(repo: Path, layout: ServerLayout) -> None:
         "--model-repository": [str(repo)],
         "--backend-directory": [str(layout.root / "backends")],
         "--cache-directory": [str(layout.root / "caches")],
-        "--http-address": ["127.0.0.1"], "--grpc-address": ["127.0.0.1"],
+        "--http-address": ["127.0.0.1"],
+        "--grpc-address": ["127.0.0.1"],
         "--metrics-address": ["127.0.0.1"],
-        "--http-port": ["8000"], "--grpc-port": ["8001"], "--metrics-port": ["8002"],
+        "--http-port": ["8000"],
+        "--grpc-port": ["8001"],
+        "--metrics-port": ["8002"],
         "--cache-config": [f"local,size={64 * 1024 * 1024}"],
         "--metrics-config": ["summary_latencies=true"],
-        "--metrics-interval-ms": ["1000"], "--strict-readiness": ["true"],
-        "--exit-timeout-secs": ["30"], "--log-verbose": ["0"], "--model-control-mode": ["none"],
+        "--metrics-interval-ms": ["1000"],
+        "--strict-readiness": ["true"],
+        "--exit-timeout-secs": ["30"],
+        "--log-verbose": ["0"],
+        "--model-control-mode": ["none"],
         "--load-model": [],
     }
     for flag, values in expected.items():
@@ -70,10 +76,20 @@ def test_default_args(repo: Path, layout: ServerLayout) -> None:
 
 def test_options_map_to_flags(repo: Path, layout: ServerLayout) -> None:
     config = ServerConfig(
-        repo, http_port=9000, grpc_port=9001, metrics_port=9002, address="0.0.0.0",
-        cache_size_bytes=1024, log_verbose=2, model_control_mode="explicit",
-        load_models=("a", "b"), strict_readiness=False, exit_timeout_s=5,
-        metrics_interval_ms=250, extra_args=("--backend-config", "python,x=1"))
+        repo,
+        http_port=9000,
+        grpc_port=9001,
+        metrics_port=9002,
+        address="0.0.0.0",
+        cache_size_bytes=1024,
+        log_verbose=2,
+        model_control_mode="explicit",
+        load_models=("a", "b"),
+        strict_readiness=False,
+        exit_timeout_s=5,
+        metrics_interval_ms=250,
+        extra_args=("--backend-config", "python,x=1"),
+    )
     args = to_args_list(config, layout)
     for proto, port in (("http", "9000"), ("grpc", "9001"), ("metrics", "9002")):
         assert flag_values(args, f"--{proto}-address") == ["0.0.0.0"]
@@ -103,15 +119,13 @@ def test_to_args_list_is_pure(repo: Path, layout: ServerLayout) -> None:
 
 def test_env_puts_python_bin_and_libs_first(layout: ServerLayout) -> None:
     base = {"PATH": "/usr/bin:/venv/bin:/bin", "LD_LIBRARY_PATH": "/opt/lib", "HOME": "/h"}
-    env = build_env(layout, base, {"PYTHONPATH": "/src", "OMP_NUM_THREADS": "1"},
-                    python_bin_dir=Path("/venv/bin"))
+    env = build_env(layout, base, {"PYTHONPATH": "/src", "OMP_NUM_THREADS": "1"}, python_bin_dir=Path("/venv/bin"))
     assert env["PATH"].split(os.pathsep) == ["/venv/bin", "/usr/bin", "/bin"]
     assert env["LD_LIBRARY_PATH"].split(os.pathsep) == [str(layout.libs_dir), "/opt/lib"]
     assert env["PYTHONPATH"] == "/src"
     assert env["OMP_NUM_THREADS"] == "1"
     assert env["HOME"] == "/h"
-    assert base == {"PATH": "/usr/bin:/venv/bin:/bin", "LD_LIBRARY_PATH": "/opt/lib",
-                    "HOME": "/h"}
+    assert base == {"PATH": "/usr/bin:/venv/bin:/bin", "LD_LIBRARY_PATH": "/opt/lib", "HOME": "/h"}
 
 
 def test_env_defaults_to_this_interpreter_bin_unresolved(layout: ServerLayout) -> None:
@@ -128,8 +142,8 @@ def test_env_extra_path_is_kept_after_python_bin(layout: ServerLayout) -> None:
 
 
 def test_config_coerces_types(repo: Path) -> None:
-    config = ServerConfig(str(repo), log_file=str(repo / "x.log"),  # type: ignore[arg-type]
-                          model_control_mode="explicit", load_models=["m"])  # type: ignore[arg-type]
+    loose: dict[str, object] = {"log_file": str(repo / "x.log"), "load_models": ["m"]}
+    config = ServerConfig(str(repo), model_control_mode="explicit", **loose)  # type: ignore[arg-type]
     assert config.model_repository == repo
     assert config.log_file == repo / "x.log"
     assert config.load_models == ("m",)
@@ -138,23 +152,25 @@ def test_config_coerces_types(repo: Path) -> None:
         config.http_port = 1  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("changes", "field", "expected"), [
-    ({"http_port": -1}, "http_port", "0..65535"),
-    ({"grpc_port": 65536}, "grpc_port", "0..65535"),
-    ({"metrics_port": "8002"}, "metrics_port", "integer"),
-    ({"http_port": True}, "http_port", "integer"),
-    ({"grpc_port": 8000}, "ports", "distinct"),
-    ({"address": "localhost"}, "address", "127.0.0.1"),
-    ({"cache_size_bytes": -1}, "cache_size_bytes", ">= 0"),
-    ({"log_verbose": -1}, "log_verbose", ">= 0"),
-    ({"exit_timeout_s": 0}, "exit_timeout_s", ">= 1"),
-    ({"metrics_interval_ms": 0}, "metrics_interval_ms", ">= 1"),
-    ({"model_control_mode": "auto"}, "model_control_mode", "explicit"),
-    ({"load_models": ("m",)}, "load_models", "explicit"),
-    ({"extra_args": ("--x", 1)}, "extra_args", "non-empty strings"),
-])
-def test_invalid_config_names_field(repo: Path, changes: dict[str, object], field: str,
-                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("changes", "field", "expected"),
+    [
+        ({"http_port": -1}, "http_port", "0..65535"),
+        ({"grpc_port": 65536}, "grpc_port", "0..65535"),
+        ({"metrics_port": "8002"}, "metrics_port", "integer"),
+        ({"http_port": True}, "http_port", "integer"),
+        ({"grpc_port": 8000}, "ports", "distinct"),
+        ({"address": "localhost"}, "address", "127.0.0.1"),
+        ({"cache_size_bytes": -1}, "cache_size_bytes", ">= 0"),
+        ({"log_verbose": -1}, "log_verbose", ">= 0"),
+        ({"exit_timeout_s": 0}, "exit_timeout_s", ">= 1"),
+        ({"metrics_interval_ms": 0}, "metrics_interval_ms", ">= 1"),
+        ({"model_control_mode": "auto"}, "model_control_mode", "explicit"),
+        ({"load_models": ("m",)}, "load_models", "explicit"),
+        ({"extra_args": ("--x", 1)}, "extra_args", "non-empty strings"),
+    ],
+)
+def test_invalid_config_names_field(repo: Path, changes: dict[str, object], field: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         ServerConfig(repo, **changes)  # type: ignore[arg-type]
     message = str(info.value)
@@ -225,10 +241,13 @@ def test_read_log_tail_keeps_offset_tail_and_early_errors(tmp_path: Path) -> Non
 def make_fake_wheel(root: Path) -> tuple[Path, Path]:
     """Create a minimal tritonserver tree like the wheel's, with stubs for 3.11 and 3.12."""
     tree, libs = root / "tritonserver", root / "libs"
-    for rel in ("bin/tritonserver", "backends/python/libtriton_python.so",
-                "caches/local/libtritoncache_local.so",
-                "python_backend_stubs/3.11/triton_python_backend_stub",
-                "python_backend_stubs/3.12/triton_python_backend_stub"):
+    for rel in (
+        "bin/tritonserver",
+        "backends/python/libtriton_python.so",
+        "caches/local/libtritoncache_local.so",
+        "python_backend_stubs/3.11/triton_python_backend_stub",
+        "python_backend_stubs/3.12/triton_python_backend_stub",
+    ):
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(rel)
     libs.mkdir()

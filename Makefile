@@ -1,0 +1,46 @@
+# triton-fastpath: every target bootstraps .venv (and the system packages it needs) first.
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+ARGS ?=
+
+.PHONY: help venv build demo serve test test-unit test-export test-integration lint format clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+
+$(VENV_STAMP): requirements.txt scripts/bootstrap.sh
+	bash scripts/bootstrap.sh
+
+venv: $(VENV_STAMP)  ## create .venv and install pinned requirements (and system packages)
+
+build: $(VENV_STAMP)  ## train, export, verify and write model_repository/ (ARGS="--precision fp32" ...)
+	$(PY) scripts/build.py $(ARGS)
+
+demo: $(VENV_STAMP)  ## build, start the embedded Triton, send held-out requests, print accuracy and latency
+	$(PY) scripts/demo.py $(ARGS)
+
+serve: build  ## serve model_repository/ on 127.0.0.1:8000/8001/8002 until Ctrl-C
+	$(PY) scripts/serve.py $(ARGS)
+
+test: $(VENV_STAMP) lint  ## lint, then every test (unit, export, integration with a real tritonserver)
+	$(PY) -m pytest $(ARGS)
+
+test-unit: $(VENV_STAMP)  ## unit tests only (no torch, no server)
+	$(PY) -m pytest tests/unit $(ARGS)
+
+test-export: $(VENV_STAMP)
+	$(PY) -m pytest tests/export $(ARGS)
+
+test-integration: $(VENV_STAMP)
+	$(PY) -m pytest tests/integration $(ARGS)
+
+lint: $(VENV_STAMP)  ## ruff check and format check
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(VENV_STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf build model_repository/*/1 model_repository/*/warmup

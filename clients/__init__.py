@@ -1,0 +1,1 @@
+"""Client libraries for triton-fastpath: a thin gRPC client and (later) SDKs generated from the repository."""

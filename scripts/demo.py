@@ -1,0 +1,139 @@
+"""The whole path in one command: build the repository, start the embedded Triton, serve real requests.
+
+Sends held-out Rotten Tomatoes snippets to `sentiment` and held-out images to `digits`, one
+request per example from a few concurrent clients, and prints accuracy measured through the
+server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
+
+    python scripts/demo.py                  # build if needed, 300 requests per model
+    python scripts/demo.py --requests 1000 --concurrency 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from clients.errors import ClientError
+from clients.grpc_client import FastpathClient
+from triton_fastpath import data as datasets
+from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+
+
+def percentile_ms(latencies_s: list[float], q: float) -> float:
+    """The q-th percentile of latencies, in milliseconds."""
+    return float(np.percentile(np.asarray(latencies_s) * 1000, q))
+
+
+def run_load(url: str, items: list, call, concurrency: int) -> tuple[list, list[float], float]:
+    """Send each item as its own request from `concurrency` threads; returns results, latencies, wall time."""
+    local = threading.local()
+
+    def one(item):
+        if not hasattr(local, "client"):
+            local.client = FastpathClient(url, timeout_s=30)
+        start = time.perf_counter()
+        result = call(local.client, item)
+        return result, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(one, items[: 2 * concurrency]))  # warm-up: open each thread's channel, not measured
+        started = time.perf_counter()
+        pairs = list(pool.map(one, items))
+    return [r for r, _ in pairs], [t for _, t in pairs], time.perf_counter() - started
+
+
+def show_examples(client: FastpathClient) -> None:
+    print("\nExamples through the `sentiment` ensemble:")
+    texts = [
+        "A moving, beautifully acted film that stays with you.",
+        "Tedious, predictable and far too long.",
+        "great " * 200,
+    ]
+    for text, prediction in zip(texts, client.classify_text(texts)):
+        shown = text if len(text) < 60 else text[:40] + f"... ({len(text)} chars)"
+        print(
+            f"  {shown!r:<62} -> {prediction.label:<8} p={prediction.probability:.3f}"
+            f"{'  (truncated to the model max length)' if prediction.truncated else ''}"
+        )
+    print("\nBad input gets a clear error (and never fails other requests in its batch):")
+    for bad in (b"", b"   ", b"caf\xe9 \xff"):
+        try:
+            client.classify_text([bad])
+            print(f"  {bad!r}: accepted?!")
+        except ClientError as error:
+            print(f"  {bad!r:<16} -> {type(error).__name__}: {error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=300, help="requests per model (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default: %(default)s)")
+    parser.add_argument("--skip-build", action="store_true", help="serve the repository as it is")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[demo {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    try:
+        if not args.skip_build:
+            progress("building the model repository (skips what is up to date)")
+            reports = build_repository(repository=args.repository, progress=progress)
+            print("\nBuild report (exports verified against torch, held-out data):")
+            print(format_report(reports))
+        sentiment = datasets.load_sentiment(BUILD_DIR / "data").test
+        digits = datasets.load_digits_dataset().test
+        config = ServerConfig(
+            model_repository=args.repository,
+            http_port=0,
+            grpc_port=0,
+            metrics_port=0,
+            log_file=BUILD_DIR / "logs" / "demo-tritonserver.log",
+        )
+        progress("starting the embedded tritonserver (models load and warm up)")
+        with EmbeddedTritonServer(config) as server:
+            progress(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}")
+            with FastpathClient(server.grpc_url) as client:
+                show_examples(client)
+            n_text = min(args.requests, len(sentiment))
+            n_img = min(args.requests, len(digits))
+            progress(f"sending {n_text} + {n_img} held-out requests, {args.concurrency} concurrent clients")
+            text_results, text_lat, text_wall = run_load(
+                server.grpc_url, list(sentiment.x[:n_text]), lambda c, t: c.classify_text([t])[0], args.concurrency
+            )
+            img_results, img_lat, img_wall = run_load(
+                server.grpc_url, list(digits.x[:n_img]), lambda c, x: c.classify_digits(x)[0], args.concurrency
+            )
+        progress("server stopped")
+    except FastpathError as error:
+        print(f"demo failed: {error}", file=sys.stderr)
+        return 1
+    text_acc = np.mean([r.label == "positive" for r in text_results] == sentiment.y[:n_text].astype(bool))
+    img_acc = np.mean(np.array([r.label for r in img_results]) == digits.y[:n_img])
+    print("\nMeasured through the server (client-side latency, one example per request):")
+    print(f"{'model':<11}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
+    for name, n, acc, lat, wall in (
+        ("sentiment", n_text, text_acc, text_lat, text_wall),
+        ("digits", n_img, img_acc, img_lat, img_wall),
+    ):
+        print(
+            f"{name:<11}{n:>9}{acc:>10.2%}{percentile_ms(lat, 50):>9.2f}{percentile_ms(lat, 99):>9.2f}{n / wall:>8.0f}"
+        )
+    print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
