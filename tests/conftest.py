@@ -1,0 +1,75 @@
+"""Shared fixtures: the built repository and a real embedded tritonserver serving it.
+
+Tests are split by cost: tests/unit (no torch, no server), tests/export (torch/onnx),
+tests/integration (real servers started here, on free ports, always stopped).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def built_repository() -> Path:
+    """model_repository/, built if needed (`make test` builds it first, with visible progress)."""
+    from triton_fastpath.build import build_repository
+    from triton_fastpath.paths import DEFAULT_REPOSITORY
+
+    build_repository(progress=print)  # skips what is up to date
+    return DEFAULT_REPOSITORY
+
+
+def start_server(repository: Path, log_dir: Path):
+    """An EmbeddedTritonServer on free ports (caller stops it)."""
+    from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+
+    config = ServerConfig(
+        model_repository=repository,
+        http_port=0,
+        grpc_port=0,
+        metrics_port=0,
+        log_file=log_dir / "tritonserver.log",
+    )
+    return EmbeddedTritonServer(config).start(ready_timeout_s=180)
+
+
+@pytest.fixture(scope="session")
+def triton(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The embedded tritonserver serving the built repository for the whole session."""
+    server = start_server(built_repository, tmp_path_factory.mktemp("triton-logs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def client(triton):
+    from clients.grpc_client import FastpathClient
+
+    with FastpathClient(triton.grpc_url, timeout_s=30) as c:
+        yield c
+
+
+def copy_repository(source: Path, target: Path) -> Path:
+    """A copy of a built repository (weights included) whose configs a test may re-render."""
+    shutil.copytree(source, target, symlinks=False)
+    return target
+
+
+def metric(metrics_url: str, name: str, model: str) -> float:
+    """One Prometheus counter of one model from Triton's metrics endpoint."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    match = re.search(rf'^{name}{{model="{re.escape(model)}",version="1"}} (\S+)$', text, re.MULTILINE)
+    if match is None:
+        raise AssertionError(f"metric {name} for {model} not found at {metrics_url}")
+    return float(match.group(1))

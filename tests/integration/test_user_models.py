@@ -1,0 +1,136 @@
+"""Bring your own model: a local HF folder and an ONNX file, imported, verified and served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.grpc_client import FastpathClient
+from tests.conftest import start_server
+from triton_fastpath.errors import ExportError, VerificationError
+from triton_fastpath.render import parse_pbtxt
+
+pytestmark = [pytest.mark.integration, pytest.mark.export]
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["a joyful film", "a dull film", "joyful and bright", "dull, grey and slow", "what a joy", "so dull"] * 4
+
+
+def save_tiny_hf_classifier(folder: Path) -> Path:
+    """A 1-layer BERT with a WordPiece tokenizer, saved as an ordinary HF model folder."""
+    from triton_fastpath.train import train_wordpiece
+
+    torch.manual_seed(0)
+    tokenizer = train_wordpiece(TEXTS * 5, vocab_size=120)
+    config = transformers.BertConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=3,
+        id2label={0: "sad", 1: "neutral", 2: "happy"},
+        label2id={"sad": 0, "neutral": 1, "happy": 2},
+    )
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    ).save_pretrained(folder)
+    return folder
+
+
+def test_hf_folder_is_exported_verified_and_served(tmp_path):
+    from triton_fastpath.importers import import_hf_classifier
+    from triton_fastpath.repository import RepoSettings
+
+    hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
+    eval_csv = tmp_path / "eval.csv"
+    eval_csv.write_text("text,label\n" + "\n".join(f'"{t}",{"happy" if "jo" in t else "sad"}' for t in TEXTS))
+    repository = tmp_path / "repository"
+    report = import_hf_classifier(
+        hf_dir,
+        name="tiny_mood",
+        repository=repository,
+        settings=RepoSettings(max_length=16, max_batch_size=8),
+        eval_csv=eval_csv,
+    )
+    assert {v.precision for v in report.variants} == {"fp32", "int8"}
+    assert report.variants[0].max_abs_diff < 1e-3 and report.variants[0].label_agreement == 1.0
+    for model in ("tiny_mood", "tiny_mood_tokenizer", "tiny_mood_encoder", "tiny_mood_postprocess"):
+        config = parse_pbtxt((repository / model / "config.pbtxt").read_text())
+        assert config.name == model
+    assert (repository / "tiny_mood_encoder" / "1" / "model.int8.onnx").exists()
+
+    server = start_server(repository, tmp_path)
+    try:
+        with FastpathClient(server.grpc_url) as client:
+            predictions = client.classify_text(["a joyful film", "x " * 100], model="tiny_mood")
+    finally:
+        server.stop()
+    assert all(p.label in ("sad", "neutral", "happy") for p in predictions)
+    assert len(predictions[0].probabilities) == 3
+    assert predictions[1].truncated and not predictions[0].truncated
+
+
+def test_onnx_file_is_imported_and_served(tmp_path):
+    from triton_fastpath.export.torch2onnx import export
+    from triton_fastpath.importers import import_onnx
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    onnx_file = export(
+        model=model,
+        example_inputs={"input": torch.randn(2, 4)},
+        output_path=tmp_path / "scorer.onnx",
+        output_names=["scores"],
+        dynamic_axes={"input": {0: "batch"}},
+    )
+    repository = tmp_path / "repository"
+    report = import_onnx(onnx_file, name="tiny_scorer", repository=repository)
+    assert report.variants[0].precision == "fp32"
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    server = start_server(repository, tmp_path)
+    try:
+        with FastpathClient(server.grpc_url) as client:
+            served = client.infer("tiny_scorer", {"input": x}, ["scores"])["scores"]
+    finally:
+        server.stop()
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+
+
+def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_path):
+    from triton_fastpath.export.torch2onnx import export
+    from triton_fastpath.importers import import_onnx
+
+    fixed = export(
+        model=torch.nn.Linear(4, 2),
+        example_inputs={"input": torch.randn(2, 4)},
+        output_path=tmp_path / "fixed.onnx",
+        output_names=["out"],
+        dynamic_axes={},
+    )
+    with pytest.raises(ExportError, match="first dimension .* must be dynamic"):
+        import_onnx(fixed, name="fixed", repository=tmp_path / "repository")
+
+
+def test_a_folder_without_config_json_is_refused(tmp_path):
+    from triton_fastpath.importers import import_hf_classifier
+
+    with pytest.raises(ExportError, match="not a Hugging Face model folder"):
+        import_hf_classifier(tmp_path, name="nothing", repository=tmp_path / "repository")
+
+
+def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_path):
+    from triton_fastpath.build import Thresholds
+    from triton_fastpath.importers import import_hf_classifier
+
+    hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
+    impossible = Thresholds(int8_max_abs_diff=0.0)
+    with pytest.raises(VerificationError, match=r"INT8.*import_model\.py hf"):
+        import_hf_classifier(hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible)

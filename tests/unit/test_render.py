@@ -1,0 +1,464 @@
+"""The renderer, one section at a time, plus round trips through Triton's own `ModelConfig`
+protobuf, hand-written golden files, and the drift check of the committed `model_repository/`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import text_format
+
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.render import (
+    ONNX_RUNNER,
+    Target,
+    parse_pbtxt,
+    python_adapter,
+    render,
+    to_model_config,
+    to_pbtxt,
+    write_config,
+)
+from triton_fastpath.repository import default_specs
+from triton_fastpath.spec import (
+    DynamicBatching,
+    EnsembleStep,
+    ModelKind,
+    ModelSpec,
+    QueuePolicy,
+    TensorSpec,
+    Warmup,
+    WarmupInput,
+)
+
+ASSETS = Path(__file__).parent / "assets"
+TARGETS = [Target.EMBEDDED, Target.CONTAINER]
+DEFAULT_SPECS = default_specs()
+
+
+def x_in() -> TensorSpec:
+    return TensorSpec("x", "TYPE_FP32", (4,))
+
+
+def y_out() -> TensorSpec:
+    return TensorSpec("y", "TYPE_FP32", (2,))
+
+
+def make_spec(kind: ModelKind, **overrides: Any) -> ModelSpec:
+    """A valid spec of `kind` named `m` (x: FP32[4] -> y: FP32[2], batch 8)."""
+    fields: dict[str, Any] = {
+        "name": "m",
+        "kind": kind,
+        "max_batch_size": 8,
+        "inputs": (x_in(),),
+        "outputs": (y_out(),),
+    }
+    if kind is ModelKind.PYTHON:
+        fields["python_model"] = "postprocess"
+    elif kind is ModelKind.ONNX:
+        fields["model_file"] = "model.int8.onnx"
+    elif kind is ModelKind.TENSORRT:
+        fields["model_file"] = "model.plan"
+    else:
+        fields["ensemble_steps"] = (EnsembleStep("inner", input_map={"x": "x"}, output_map={"y": "y"}),)
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def full_spec() -> ModelSpec:
+    """Every section at once; `assets/valid_full.pbtxt` is its hand-written container config."""
+    return ModelSpec(
+        name="full",
+        kind=ModelKind.PYTHON,
+        python_model="postprocess",
+        max_batch_size=16,
+        inputs=(
+            TensorSpec("text", "TYPE_STRING", (1,)),
+            TensorSpec("scores", "TYPE_FP32", (-1,), optional=True),
+            TensorSpec("scalar", "TYPE_INT32", (1,), reshape=()),
+        ),
+        outputs=(TensorSpec("label", "TYPE_STRING", (1,)), TensorSpec("probabilities", "TYPE_FP32", (2,))),
+        instance_count=2,
+        gpu_instance_count=3,  # ignored: python models run on the CPU
+        dynamic_batching=DynamicBatching(
+            preferred_batch_sizes=(4, 16),
+            max_queue_delay_us=500,
+            preserve_ordering=True,
+            priority_levels=2,
+            default_priority_level=2,
+            default_queue_policy=QueuePolicy("REJECT", 5000, True, 128),
+            priority_queue_policy={1: QueuePolicy("DELAY", 1000, False, 0)},
+        ),
+        warmups=(
+            Warmup("batch_1", 1, (WarmupInput("text", input_data_file="text"), WarmupInput("scalar"))),
+            Warmup(
+                "batch_16",
+                16,
+                (
+                    WarmupInput("text", input_data_file="text"),
+                    WarmupInput("scores", dims=(3,)),
+                    WarmupInput("scalar"),
+                ),
+                count=2,
+            ),
+        ),
+        parameters={"max_length": "64", "labels": "negative,positive"},
+        response_cache=True,
+    )
+
+
+# --- _set_platform -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "expected"),
+    [
+        (ModelKind.PYTHON, Target.EMBEDDED, {"backend": "python"}),
+        (ModelKind.PYTHON, Target.CONTAINER, {"backend": "python"}),
+        (ModelKind.ONNX, Target.EMBEDDED, {"backend": "python"}),
+        (
+            ModelKind.ONNX,
+            Target.CONTAINER,
+            {"platform": "onnxruntime_onnx", "default_model_filename": "model.int8.onnx"},
+        ),
+        (ModelKind.ENSEMBLE, Target.EMBEDDED, {"platform": "ensemble"}),
+        (ModelKind.ENSEMBLE, Target.CONTAINER, {"platform": "ensemble"}),
+        (ModelKind.TENSORRT, Target.CONTAINER, {"platform": "tensorrt_plan", "default_model_filename": "model.plan"}),
+    ],
+)
+def test_platform_section_per_kind_and_target(kind: ModelKind, target: Target, expected: dict[str, str]) -> None:
+    config = render(make_spec(kind), target)
+    got = {key: config[key] for key in ("backend", "platform", "default_model_filename") if key in config}
+    assert got == expected
+
+
+def test_platform_rejects_tensorrt_on_the_embedded_target() -> None:
+    with pytest.raises(
+        ConfigError, match=r"model 'm': kind=tensorrt cannot be served by the embedded target.*target=container"
+    ):
+        render(make_spec(ModelKind.TENSORRT), "embedded")
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "adapter"),
+    [
+        (ModelKind.PYTHON, Target.EMBEDDED, "postprocess"),
+        (ModelKind.PYTHON, Target.CONTAINER, "postprocess"),
+        (ModelKind.ONNX, Target.EMBEDDED, ONNX_RUNNER),
+        (ModelKind.ONNX, Target.CONTAINER, None),
+        (ModelKind.TENSORRT, Target.CONTAINER, None),
+        (ModelKind.ENSEMBLE, Target.EMBEDDED, None),
+    ],
+)
+def test_python_adapter_per_kind_and_target(kind: ModelKind, target: Target, adapter: str | None) -> None:
+    assert python_adapter(make_spec(kind), target) == adapter
+
+
+def test_render_accepts_the_target_as_a_string() -> None:
+    assert render(make_spec(ModelKind.ONNX), "container") == render(make_spec(ModelKind.ONNX), Target.CONTAINER)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="render.py:47 Target(target) raises a bare ValueError (\"'cloud' is not a valid Target\") instead of "
+    "a ConfigError naming `target` and the valid targets (embedded, container)",
+)
+def test_render_rejects_an_unknown_target_with_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"target='cloud'.*embedded.*container"):
+        render(make_spec(ModelKind.PYTHON), "cloud")
+
+
+# --- _set_batching -----------------------------------------------------------------------------
+
+
+def test_batching_section_is_absent_without_dynamic_batching() -> None:
+    config = render(make_spec(ModelKind.PYTHON, max_batch_size=0), "embedded")
+    assert config["max_batch_size"] == 0
+    assert "dynamic_batching" not in config
+
+
+def test_batching_section_with_defaults_has_only_the_queue_delay() -> None:
+    config = render(make_spec(ModelKind.PYTHON, dynamic_batching=DynamicBatching()), "embedded")
+    assert config["dynamic_batching"] == {"max_queue_delay_microseconds": 1000}
+
+
+def test_batching_section_with_queue_policy_and_priority_queue_policy() -> None:
+    batching = DynamicBatching(
+        preferred_batch_sizes=(2, 8),
+        max_queue_delay_us=250,
+        preserve_ordering=True,
+        priority_levels=3,
+        default_priority_level=3,
+        default_queue_policy=QueuePolicy("DELAY", 7, False, 9),
+        priority_queue_policy={3: QueuePolicy(max_queue_size=3), 1: QueuePolicy("REJECT", 100, True, 1)},
+    )
+    config = render(make_spec(ModelKind.PYTHON, dynamic_batching=batching), "embedded")
+    assert config["dynamic_batching"] == {
+        "max_queue_delay_microseconds": 250,
+        "preferred_batch_size": [2, 8],
+        "preserve_ordering": True,
+        "priority_levels": 3,
+        "default_priority_level": 3,
+        "default_queue_policy": {
+            "timeout_action": "DELAY",
+            "default_timeout_microseconds": 7,
+            "allow_timeout_override": False,
+            "max_queue_size": 9,
+        },
+        "priority_queue_policy": {
+            "1": {
+                "timeout_action": "REJECT",
+                "default_timeout_microseconds": 100,
+                "allow_timeout_override": True,
+                "max_queue_size": 1,
+            },
+            "3": {
+                "timeout_action": "REJECT",
+                "default_timeout_microseconds": 0,
+                "allow_timeout_override": True,
+                "max_queue_size": 3,
+            },
+        },
+    }
+    assert list(config["dynamic_batching"]["priority_queue_policy"]) == ["1", "3"]
+    message = to_model_config(config)
+    assert message.dynamic_batching.priority_queue_policy[1].max_queue_size == 1
+    assert (
+        message.dynamic_batching.default_queue_policy.timeout_action
+        == message.dynamic_batching.default_queue_policy.DELAY
+    )
+
+
+# --- _set_io -------------------------------------------------------------------------------------
+
+
+def test_io_section_with_reshape_and_optional() -> None:
+    inputs = (
+        TensorSpec("x", "TYPE_FP32", (4,)),
+        TensorSpec("mask", "TYPE_INT64", (-1,), optional=True),
+        TensorSpec("scalar", "TYPE_INT32", (1,), reshape=()),
+    )
+    outputs = (TensorSpec("y", "TYPE_FP32", (2, 1), reshape=(2,), optional=True),)
+    config = render(make_spec(ModelKind.PYTHON, inputs=inputs, outputs=outputs), "embedded")
+    assert config["input"] == [
+        {"name": "x", "data_type": "TYPE_FP32", "dims": [4]},
+        {"name": "mask", "data_type": "TYPE_INT64", "dims": [-1], "optional": True},
+        {"name": "scalar", "data_type": "TYPE_INT32", "dims": [1], "reshape": {"shape": []}},
+    ]
+    # `optional` exists only for inputs in ModelConfig: it is never rendered on an output.
+    assert config["output"] == [{"name": "y", "data_type": "TYPE_FP32", "dims": [2, 1], "reshape": {"shape": [2]}}]
+    message = to_model_config(config)
+    assert message.input[2].HasField("reshape")
+    assert list(message.input[2].reshape.shape) == []
+
+
+# --- _set_instances ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "expected"),
+    [
+        (ModelKind.PYTHON, Target.EMBEDDED, [{"kind": "KIND_CPU", "count": 2}]),
+        (ModelKind.PYTHON, Target.CONTAINER, [{"kind": "KIND_CPU", "count": 2}]),
+        (ModelKind.ONNX, Target.EMBEDDED, [{"kind": "KIND_CPU", "count": 2}]),
+        (ModelKind.ONNX, Target.CONTAINER, [{"kind": "KIND_GPU", "count": 3}]),
+        (ModelKind.TENSORRT, Target.CONTAINER, [{"kind": "KIND_GPU", "count": 3}]),
+    ],
+)
+def test_instances_section_cpu_or_gpu(kind: ModelKind, target: Target, expected: list[dict[str, Any]]) -> None:
+    config = render(make_spec(kind, instance_count=2, gpu_instance_count=3), target)
+    assert config["instance_group"] == expected
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_instances_section_is_absent_for_an_ensemble(target: Target) -> None:
+    assert "instance_group" not in render(make_spec(ModelKind.ENSEMBLE), target)
+
+
+# --- _set_warmup ---------------------------------------------------------------------------------
+
+
+def test_warmup_section_with_zero_data_and_a_sample_file() -> None:
+    inputs = (TensorSpec("x", "TYPE_FP32", (-1, 4)), TensorSpec("text", "TYPE_STRING", (1,)))
+    warmups = (
+        Warmup("batch_1", 1, (WarmupInput("x", dims=(3, 4)), WarmupInput("text", input_data_file="text_sample"))),
+        Warmup("batch_8", 8, (WarmupInput("x", dims=(1, 4)), WarmupInput("text", input_data_file="text_sample")), 4),
+    )
+    config = render(make_spec(ModelKind.PYTHON, inputs=inputs, warmups=warmups), "embedded")
+    assert config["model_warmup"] == [
+        {
+            "name": "batch_1",
+            "batch_size": 1,
+            "count": 1,
+            "inputs": {
+                "x": {"data_type": "TYPE_FP32", "dims": [3, 4], "zero_data": True},
+                "text": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": "text_sample"},
+            },
+        },
+        {
+            "name": "batch_8",
+            "batch_size": 8,
+            "count": 4,
+            "inputs": {
+                "x": {"data_type": "TYPE_FP32", "dims": [1, 4], "zero_data": True},
+                "text": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": "text_sample"},
+            },
+        },
+    ]
+
+
+def test_warmup_section_uses_the_declared_dims_by_default_and_is_absent_without_warmups() -> None:
+    config = render(make_spec(ModelKind.PYTHON, warmups=(Warmup("w", 2, (WarmupInput("x"),)),)), "embedded")
+    assert config["model_warmup"][0]["inputs"] == {"x": {"data_type": "TYPE_FP32", "dims": [4], "zero_data": True}}
+    assert "model_warmup" not in render(make_spec(ModelKind.PYTHON), "embedded")
+
+
+# --- _set_ensemble -------------------------------------------------------------------------------
+
+
+def test_ensemble_section_lists_the_steps_in_order() -> None:
+    steps = (
+        EnsembleStep("first", input_map={"x": "x"}, output_map={"h": "hidden"}, model_version=2),
+        EnsembleStep("second", input_map={"h": "hidden"}, output_map={"y": "y"}),
+    )
+    config = render(make_spec(ModelKind.ENSEMBLE, ensemble_steps=steps), "embedded")
+    assert config["ensemble_scheduling"] == {
+        "step": [
+            {"model_name": "first", "model_version": 2, "input_map": {"x": "x"}, "output_map": {"h": "hidden"}},
+            {"model_name": "second", "model_version": -1, "input_map": {"h": "hidden"}, "output_map": {"y": "y"}},
+        ]
+    }
+    assert "ensemble_scheduling" not in render(make_spec(ModelKind.PYTHON), "embedded")
+
+
+# --- _set_parameters -----------------------------------------------------------------------------
+
+
+def test_parameters_for_onnx_on_embedded_name_the_file_and_the_intra_op_threads() -> None:
+    config = render(make_spec(ModelKind.ONNX, onnx_threads=3, parameters={"reject_non_finite": "true"}), "embedded")
+    assert config["parameters"] == {
+        "intra_op_threads": {"string_value": "3"},
+        "onnx_file": {"string_value": "model.int8.onnx"},
+        "reject_non_finite": {"string_value": "true"},
+    }
+    assert list(config["parameters"]) == sorted(config["parameters"])
+
+
+def test_parameters_for_onnx_on_container_set_the_onnxruntime_thread_counts() -> None:
+    config = render(make_spec(ModelKind.ONNX, onnx_threads=2), "container")
+    assert config["parameters"] == {
+        "inter_op_thread_count": {"string_value": "1"},
+        "intra_op_thread_count": {"string_value": "2"},
+    }
+
+
+def test_parameters_given_in_the_spec_win_over_the_onnx_defaults() -> None:
+    config = render(make_spec(ModelKind.ONNX, parameters={"onnx_file": "custom.onnx"}), "embedded")
+    assert config["parameters"]["onnx_file"] == {"string_value": "custom.onnx"}
+
+
+def test_parameters_of_a_python_model_are_passed_as_strings_and_absent_when_empty() -> None:
+    config = render(make_spec(ModelKind.PYTHON, parameters={"labels": "a,b", "max_length": 64}), "container")
+    assert config["parameters"] == {"labels": {"string_value": "a,b"}, "max_length": {"string_value": "64"}}
+    assert "parameters" not in render(make_spec(ModelKind.PYTHON), "embedded")
+
+
+# --- response_cache ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_response_cache_section_only_when_enabled(target: Target) -> None:
+    assert render(make_spec(ModelKind.ENSEMBLE, response_cache=True), target)["response_cache"] == {"enable": True}
+    assert "response_cache" not in render(make_spec(ModelKind.ENSEMBLE), target)
+
+
+# --- protobuf round trips ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_write_config_round_trips_through_parse_pbtxt(tmp_path: Path, target: Target) -> None:
+    spec = full_spec()
+    path = write_config(spec, target, tmp_path)
+    assert path == tmp_path / "full" / "config.pbtxt"
+    text = path.read_text()
+    assert text.startswith("# Generated by triton-fastpath from the spec of 'full' (target: ")
+    assert "run `make build`" in text
+    assert parse_pbtxt(text) == to_model_config(render(spec, target))
+
+
+def test_write_config_leaves_an_identical_file_alone_and_rewrites_a_stale_one(tmp_path: Path) -> None:
+    spec = make_spec(ModelKind.PYTHON)
+    path = write_config(spec, "embedded", tmp_path)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    write_config(spec, "embedded", tmp_path)
+    assert path.stat().st_mtime_ns == 1_000_000_000
+    path.write_text("stale")
+    write_config(spec, "embedded", tmp_path)
+    assert path.read_text() == to_pbtxt(spec, "embedded")
+
+
+def test_to_model_config_rejects_a_misspelled_top_level_key() -> None:
+    config = render(make_spec(ModelKind.PYTHON), "embedded")
+    config["max_batch_sise"] = 8
+    with pytest.raises(ConfigError, match=r"model 'm': Triton's ModelConfig rejects the config: .*max_batch_sise"):
+        to_model_config(config)
+
+
+def test_to_model_config_rejects_a_misspelled_nested_key() -> None:
+    config = render(make_spec(ModelKind.PYTHON, dynamic_batching=DynamicBatching()), "embedded")
+    config["dynamic_batching"]["max_queue_delay_ms"] = 1
+    with pytest.raises(ConfigError, match=r"model 'm': .*max_queue_delay_ms"):
+        to_model_config(config)
+
+
+def test_to_model_config_rejects_an_unknown_enum_value() -> None:
+    config = render(make_spec(ModelKind.PYTHON), "embedded")
+    config["instance_group"][0]["kind"] = "KIND_TPU"
+    with pytest.raises(ConfigError, match=r"model 'm': .*KIND_TPU"):
+        to_model_config(config)
+
+
+def test_golden_full_config_equals_the_rendered_spec() -> None:
+    golden = parse_pbtxt((ASSETS / "valid_full.pbtxt").read_text())
+    rendered = to_model_config(render(full_spec(), "container"))
+    assert golden == rendered, text_format.MessageToString(rendered)
+    # the golden exercises every section the renderer writes
+    for section in ("dynamic_batching", "response_cache"):
+        assert golden.HasField(section)
+    assert (
+        golden.dynamic_batching.priority_queue_policy[1].timeout_action
+        == golden.dynamic_batching.default_queue_policy.DELAY
+    )
+    assert golden.instance_group and golden.model_warmup and golden.parameters
+
+
+def test_golden_invalid_field_config_is_rejected_by_parse_pbtxt() -> None:
+    with pytest.raises(text_format.ParseError, match=r"max_batch_sise"):
+        parse_pbtxt((ASSETS / "invalid_field.pbtxt").read_text())
+
+
+# --- the committed repository --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", DEFAULT_SPECS, ids=[s.name for s in DEFAULT_SPECS])
+def test_committed_config_matches_the_spec_byte_for_byte(spec: ModelSpec) -> None:
+    path = DEFAULT_REPOSITORY / spec.name / "config.pbtxt"
+    assert path.exists(), f"{path} is missing: run `make build` and commit model_repository/"
+    assert path.read_text() == to_pbtxt(spec, "embedded"), (
+        f"{path} has drifted from the spec of {spec.name!r}: run `make build` and commit model_repository/"
+    )
+
+
+@pytest.mark.parametrize("spec", DEFAULT_SPECS, ids=[s.name for s in DEFAULT_SPECS])
+def test_every_default_spec_renders_and_parses_for_the_container(spec: ModelSpec) -> None:
+    text = to_pbtxt(spec, "container")
+    assert "(target: container)" in text
+    message = parse_pbtxt(text)
+    assert message == to_model_config(render(spec, "container"))
+    if spec.kind is ModelKind.ONNX:
+        assert message.platform == "onnxruntime_onnx"
+        assert [g.kind for g in message.instance_group] == [message.instance_group[0].KIND_GPU]
