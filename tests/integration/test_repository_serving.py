@@ -115,7 +115,7 @@ def test_a_100k_character_text_is_truncated_and_flagged_not_rejected(client):
 
 def test_digits_rejects_wrong_dtype_shape_and_non_finite_pixels(client, digits_test):
     image = np.asarray(digits_test.x[:1], dtype=np.float32)
-    with pytest.raises(InvalidInput, match="FP64|datatype|data type"):
+    with pytest.raises(InvalidInput, match=r"FP64|datatype|data type"):
         client.infer("digits", {"pixels": image.astype(np.float64)}, ["label"])
     with pytest.raises(InvalidInput, match="shape"):
         client.infer("digits", {"pixels": np.zeros((1, 9, 9), dtype=np.float32)}, ["label"])

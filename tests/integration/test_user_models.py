@@ -115,7 +115,7 @@ def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_pat
         output_names=["out"],
         dynamic_axes={},
     )
-    with pytest.raises(ExportError, match="first dimension .* must be dynamic"):
+    with pytest.raises(ExportError, match=r"first dimension .* must be dynamic"):
         import_onnx(fixed, name="fixed", repository=tmp_path / "repository")
 
 
