@@ -44,12 +44,21 @@ def map_exception(error: InferenceServerException, model: str | None = None) -> 
     status = str(error.status() or "")
     message = str(error.message() or error)
     lowered = message.lower()
-    if "DEADLINE_EXCEEDED" in status or "deadline exceeded" in lowered or "timeout" in lowered:
-        cls: type[ClientError] = Timeout
-    elif "INVALID_ARG" in status or "unexpected" in lowered or "invalid" in lowered or "expected" in lowered:
-        cls = InvalidInput
-    elif "UNAVAILABLE" in status or "NOT_FOUND" in status or "unknown model" in lowered or "not found" in lowered:
-        cls = ModelUnavailable
-    else:
-        cls = ServerError
+    # The gRPC status decides; the message is consulted only when the status says nothing specific.
+    by_status: dict[str, type[ClientError]] = {
+        "DEADLINE_EXCEEDED": Timeout,
+        "INVALID_ARG": InvalidInput,
+        "UNAVAILABLE": ModelUnavailable,
+        "NOT_FOUND": ModelUnavailable,
+    }
+    cls = next((c for key, c in by_status.items() if key in status), None)
+    if cls is None:
+        if "deadline exceeded" in lowered or "timeout" in lowered:
+            cls = Timeout
+        elif "unknown model" in lowered or "not found" in lowered:
+            cls = ModelUnavailable
+        elif "unexpected" in lowered or "invalid" in lowered or "expected" in lowered:
+            cls = InvalidInput
+        else:
+            cls = ServerError
     return cls(message, model=model, status=status or None)

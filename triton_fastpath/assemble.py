@@ -19,7 +19,7 @@ import numpy as np
 
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE
-from triton_fastpath.render import Target, python_adapter, write_config
+from triton_fastpath.render import Target, as_target, python_adapter, write_config
 from triton_fastpath.spec import ModelSpec, validate_repository
 
 LOGGER = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def assemble(
     Returns:
         The config files written.
     """
-    target = Target(target)
+    target = as_target(target)
     validate_repository(specs)
     files = files or {}
     warmup_samples = warmup_samples or {}

@@ -26,7 +26,7 @@ from triton_fastpath import data as datasets
 from triton_fastpath.assemble import assemble
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
-from triton_fastpath.render import Target
+from triton_fastpath.render import Target, as_target
 from triton_fastpath.repository import (
     PRECISIONS,
     SAMPLE_TEXT,
@@ -412,6 +412,6 @@ def build_repository(
     specs = default_specs(settings)
     selected = [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
     assemble(selected, repository, target=target, files=files, warmup_samples=warmups)
-    progress(f"repository: {len(selected)} models written to {repository} (target: {Target(target).value})")
+    progress(f"repository: {len(selected)} models written to {repository} (target: {as_target(target).value})")
     write_report(reports, BUILD_DIR / "report.json")
     return reports

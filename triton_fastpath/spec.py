@@ -8,6 +8,7 @@ field that is wrong and what would be right.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,11 @@ class TensorSpec:
         _check_dims(f"tensor {self.name!r}: dims", self.dims)
         if self.reshape is not None:
             object.__setattr__(self, "reshape", tuple(self.reshape))
+            if -1 not in self.dims and -1 not in self.reshape and math.prod(self.dims) != math.prod(self.reshape):
+                raise ConfigError(
+                    f"tensor {self.name!r}: reshape={self.reshape!r} has {math.prod(self.reshape)} elements but "
+                    f"dims={self.dims!r} has {math.prod(self.dims)}; they must hold the same number"
+                )
 
     @property
     def numpy_dtype(self) -> str:
@@ -209,7 +215,12 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         _check_name("model name", self.name)
-        object.__setattr__(self, "kind", ModelKind(self.kind))
+        try:
+            object.__setattr__(self, "kind", ModelKind(self.kind))
+        except ValueError:
+            raise ConfigError(
+                f"model {self.name!r}: kind={self.kind!r}; expected one of {[k.value for k in ModelKind]}"
+            ) from None
         for attr in ("inputs", "outputs", "warmups", "ensemble_steps"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))
         where = f"model {self.name!r}"
@@ -276,6 +287,11 @@ class ModelSpec:
                 raise ConfigError(f"{at}: required inputs {missing} have no warmup data")
             for w in warmup.inputs:
                 dims = w.dims if w.dims is not None else declared[w.name].dims
+                if not _dims_agree(dims, declared[w.name].dims):
+                    raise ConfigError(
+                        f"{at}: input {w.name!r} warmup dims {tuple(dims)} do not match the declared dims "
+                        f"{declared[w.name].dims} (leave out the batch dimension)"
+                    )
                 if any(d < 1 for d in dims):
                     raise ConfigError(
                         f"{at}: input {w.name!r} has variable dims {tuple(dims)}; give concrete "

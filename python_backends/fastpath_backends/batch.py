@@ -51,8 +51,11 @@ def run_isolated(payloads: Sequence[P | Exception], compute: Callable[[list[P]],
 
 def _as_error(payload: P, compute: Callable[[list[P]], list[R]]) -> R | Exception:
     try:
-        return compute([payload])[0]
-    except Exception as error:
+        outputs = compute([payload])
+        if len(outputs) != 1:
+            raise RuntimeError(f"compute returned {len(outputs)} results for 1 request")
+        return outputs[0]
+    except Exception as error:  # reported as this request's error, never the batch's
         return error
 
 

@@ -142,12 +142,6 @@ def test_run_isolated_fails_every_request_when_compute_always_returns_too_few_re
     assert all(isinstance(r, Exception) for r in results)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch.py:43-44/52-54: when the combined call returns the wrong count, the retry alone takes "
-    "compute([p])[0] without checking the count again, so a per-row result list for a 2-row request is "
-    "accepted as that request's answer and the second row is silently dropped",
-)
 def test_run_isolated_rejects_a_wrong_result_count_on_the_retry_too() -> None:
     def flattens_rows(payloads: list[list[str]]) -> list[str]:
         return [text.upper() for texts in payloads for text in texts]  # one result per row, not per request

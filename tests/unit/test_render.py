@@ -162,11 +162,6 @@ def test_render_accepts_the_target_as_a_string() -> None:
     assert render(make_spec(ModelKind.ONNX), "container") == render(make_spec(ModelKind.ONNX), Target.CONTAINER)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="render.py:47 Target(target) raises a bare ValueError (\"'cloud' is not a valid Target\") instead of "
-    "a ConfigError naming `target` and the valid targets (embedded, container)",
-)
 def test_render_rejects_an_unknown_target_with_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"target='cloud'.*embedded.*container"):
         render(make_spec(ModelKind.PYTHON), "cloud")
