@@ -22,7 +22,8 @@ demo: $(VENV_STAMP)  ## build, start the embedded Triton, send held-out requests
 serve: build  ## serve model_repository/ on 127.0.0.1:8000/8001/8002 until Ctrl-C
 	$(PY) scripts/serve.py $(ARGS)
 
-test: $(VENV_STAMP) lint  ## lint, then every test (unit, export, integration with a real tritonserver)
+test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration)
+	$(PY) scripts/build.py
 	$(PY) -m pytest $(ARGS)
 
 test-unit: $(VENV_STAMP)  ## unit tests only (no torch, no server)
