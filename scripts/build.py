@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from triton_fastpath.build import build_repository, format_report
 from triton_fastpath.errors import FastpathError
+from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.render import Target
 from triton_fastpath.repository import PRECISIONS, RepoSettings
@@ -83,9 +84,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_cli_logging(args.verbose)
+    logging.getLogger("torch.onnx").setLevel(logging.DEBUG if args.verbose else logging.ERROR)  # torchvision notes
     started = time.monotonic()
 
     def progress(message: str) -> None:
