@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     server: EmbeddedTritonServer | None = None
+    ready = False
     try:
         config = ServerConfig(
             model_repository=args.model_repository,
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             "Press Ctrl-C to stop.",
             flush=True,
         )
+        ready = True
         code = server.wait()
         if code is not None:
             raise ServerError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")
@@ -149,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE_ERROR
     except KeyboardInterrupt:
+        if ready:  # a signal that lands before wait() installs its handlers is still a normal stop
+            LOGGER.info("Signal received; stopping tritonserver")
+            return 0
         print("Interrupted during startup; stopped.", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

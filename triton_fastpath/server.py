@@ -407,12 +407,16 @@ class EmbeddedTritonServer:
         """Poll readiness; raise ServerError with the log tail on early exit or timeout."""
         assert self._process is not None and self._log_path is not None
         deadline = time.monotonic() + ready_timeout_s
-        url = f"http://{self.http_url}/v2/health/ready"
+        # Models ready first; then the metrics endpoint, which tritonserver opens a moment later.
+        pending = [f"http://{self.http_url}/v2/health/ready", self.metrics_url]
         while (code := self._process.poll()) is None and time.monotonic() < deadline:
             # OSError covers "connection refused" and HTTPError 503 while models load
-            with contextlib.suppress(OSError), _DIRECT_OPENER.open(url, timeout=2.0) as reply:
+            with contextlib.suppress(OSError), _DIRECT_OPENER.open(pending[0], timeout=2.0) as reply:
                 if reply.status == 200:
-                    return
+                    pending.pop(0)
+                    if not pending:
+                        return
+                    continue
             time.sleep(0.2)
         problem = (
             f"exited with code {code} before it was ready"

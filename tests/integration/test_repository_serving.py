@@ -54,13 +54,15 @@ def test_sentiment_ensemble_equals_onnxruntime_in_process(client, built_reposito
 
 def test_single_row_requests_agree_with_one_batched_request(client, sentiment_test):
     # The INT8 encoder quantizes activations dynamically, with one scale per batch: a row's
-    # probabilities move slightly with its batch-mates (FP32 does not). Labels must not flip here.
-    texts = list(sentiment_test.x[100:110])
+    # probabilities move slightly with its batch-mates (FP32 does not), so a text right at the
+    # decision boundary may flip; one with a clear margin must not.
+    texts = list(sentiment_test.x[100:130])
     batched = client.classify_text(texts)
     single = [client.classify_text([t])[0] for t in texts]
     for a, b in zip(batched, single, strict=True):
-        assert a.label == b.label
         np.testing.assert_allclose(a.probabilities, b.probabilities, atol=0.02)
+        if abs(a.probability - 0.5) > 0.02:
+            assert a.label == b.label
 
 
 def test_digits_equals_onnxruntime_in_process(client, built_repository, digits_test):

@@ -280,11 +280,12 @@ def test_broken_model_fails_fast_with_log_lines(tmp_path: Path) -> None:
 
 
 FAKE_SERVER = """#!{python}
-# Stand-in for tritonserver: answers readiness, ignores SIGTERM and has a child in its group.
-import http.server, signal, subprocess, sys
+# Stand-in for tritonserver: answers readiness and metrics, ignores SIGTERM, has a child in its group.
+import http.server, signal, subprocess, sys, threading
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 port = int(sys.argv[sys.argv.index("--http-port") + 1])
+metrics_port = int(sys.argv[sys.argv.index("--metrics-port") + 1])
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print("child", child.pid, flush=True)
 
@@ -295,6 +296,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 
+metrics = http.server.HTTPServer(("127.0.0.1", metrics_port), Handler)
+threading.Thread(target=metrics.serve_forever, daemon=True).start()
 http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
