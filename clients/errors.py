@@ -1,4 +1,17 @@
-"""The client's error hierarchy, and the one place where tritonclient errors are mapped onto it."""
+"""The client's error hierarchy, and the one place where tritonclient errors are mapped onto it.
+
+Every client in `clients/` (the thin `FastpathClient` and the generated SDKs) raises only these
+errors; each mapped error keeps the original as its `__cause__` (`raise map_exception(e) from e`).
+`ClientError.retryable` says whether the generated clients may retry it (with backoff, within the
+caller's deadline and the retry budget).
+
+    ClientError
+    ├── InvalidInput       the request's data is wrong (never retried)
+    ├── ModelUnavailable   unknown/unloaded model, or the server cannot be reached
+    │   └── Overloaded     the server shed the request (queue full, RESOURCE_EXHAUSTED)
+    ├── Timeout            the deadline passed (client deadline or server queue timeout)
+    └── ServerError        anything else the server reported
+"""
 
 from __future__ import annotations
 
@@ -8,27 +21,46 @@ __all__ = [
     "ClientError",
     "InvalidInput",
     "ModelUnavailable",
+    "Overloaded",
     "ServerError",
     "Timeout",
     "map_exception",
 ]
 
+# gRPC statuses after which the same request may succeed: the server was unreachable (restart,
+# rolling update), the model was not ready, or its queue was full.
+_RETRYABLE_STATUSES = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED")
+
 
 class ClientError(Exception):
-    """Base class of every error the client raises."""
+    """Base class of every error the client raises.
 
-    def __init__(self, message: str, *, model: str | None = None, status: str | None = None) -> None:
+    Attributes:
+        model: the model the call was for, when known.
+        status: the gRPC status string (`StatusCode.UNAVAILABLE`...), when the server sent one.
+        retryable: True when the same request may succeed later (UNAVAILABLE or RESOURCE_EXHAUSTED, and not a timeout).
+    """
+
+    def __init__(
+        self, message: str, *, model: str | None = None, status: str | None = None, retryable: bool = False
+    ) -> None:
         super().__init__(message)
         self.model = model
         self.status = status
+        self.retryable = retryable
 
 
 class InvalidInput(ClientError):
-    """The server rejected the request's data (wrong dtype/shape, empty text, bad bytes...)."""
+    """The request's data was rejected (wrong dtype/shape, empty text, bad bytes...), by the
+    client's own checks (the message names the field) or by the server."""
 
 
 class ModelUnavailable(ClientError):
     """The model is unknown, not loaded, not ready, or the server cannot be reached."""
+
+
+class Overloaded(ModelUnavailable):
+    """The server is up but shed the request (queue full, RESOURCE_EXHAUSTED): back off and retry."""
 
 
 class Timeout(ClientError):
@@ -39,19 +71,41 @@ class ServerError(ClientError):
     """Anything else the server reported (internal errors)."""
 
 
+# Messages that say more than their status: checked first, in order.
+_BY_MESSAGE: tuple[tuple[str, type[ClientError]], ...] = (
+    ("request timeout expired", Timeout),  # Triton's queue timeout comes as UNAVAILABLE
+    ("exceeds maximum queue size", Overloaded),  # Triton's queue full comes as UNAVAILABLE
+    ("larger than max", InvalidInput),  # gRPC's message-size limit comes as RESOURCE_EXHAUSTED
+)
+_BY_STATUS: tuple[tuple[str, type[ClientError]], ...] = (
+    ("DEADLINE_EXCEEDED", Timeout),
+    ("INVALID_ARG", InvalidInput),
+    ("RESOURCE_EXHAUSTED", Overloaded),
+    ("UNAVAILABLE", ModelUnavailable),
+    ("NOT_FOUND", ModelUnavailable),
+)
+
+
 def map_exception(error: InferenceServerException, model: str | None = None) -> ClientError:
-    """Map a tritonclient exception onto our hierarchy; raise the result `from error`."""
+    """Map a tritonclient exception onto our hierarchy; raise the result `from error`.
+
+    A few specific messages decide first (Triton's queue timeout and queue-full answers, gRPC's
+    message-size limit); then the gRPC status; the message's wording is consulted only when the
+    status says nothing specific.
+
+    Args:
+        error: what tritonclient raised.
+        model: the model the call was for (kept on the result).
+
+    Returns:
+        The mapped error, with `retryable` set; the caller raises it `from error`.
+    """
     status = str(error.status() or "")
     message = str(error.message() or error)
     lowered = message.lower()
-    # The gRPC status decides; the message is consulted only when the status says nothing specific.
-    by_status: dict[str, type[ClientError]] = {
-        "DEADLINE_EXCEEDED": Timeout,
-        "INVALID_ARG": InvalidInput,
-        "UNAVAILABLE": ModelUnavailable,
-        "NOT_FOUND": ModelUnavailable,
-    }
-    cls = next((c for key, c in by_status.items() if key in status), None)
+    cls = next((c for key, c in _BY_MESSAGE if key in lowered), None)
+    if cls is None:
+        cls = next((c for key, c in _BY_STATUS if key in status), None)
     if cls is None:
         if "deadline exceeded" in lowered or "timeout" in lowered:
             cls = Timeout
@@ -61,4 +115,5 @@ def map_exception(error: InferenceServerException, model: str | None = None) -> 
             cls = InvalidInput
         else:
             cls = ServerError
-    return cls(message, model=model, status=status or None)
+    retryable = status in _RETRYABLE_STATUSES and issubclass(cls, ModelUnavailable)
+    return cls(message, model=model, status=status or None, retryable=retryable)

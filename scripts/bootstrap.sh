@@ -4,15 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3.11}
-# System packages: libpython3.11 is linked by tritonserver's Python-backend stub.
-APT_PACKAGES=(libpython3.11)
+# The venv must be made from Debian's python3.11: tritonserver's Python-backend stub embeds
+# Debian's libpython3.11 and loads the stdlib of the venv's base interpreter, so both must be
+# the same build (with pyenv's 3.11.7 stdlib, `import ssl` fails inside the stub: seen).
+PYTHON=/usr/bin/python3.11
+# System packages: that Python, libpython3.11 (linked by the stub), and redis-server, the L2
+# cache (tests and scripts start their own, on free ports).
+APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 redis-server)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
-command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3.11 python3.11-venv)
 if ((${#missing[@]})); then
   echo "bootstrap: installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -20,6 +23,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')" != "/usr" ]; then
+  echo "bootstrap: .venv was made from another Python ($(.venv/bin/python -c 'import sys; print(sys.base_prefix)')); recreating it"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv

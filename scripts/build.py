@@ -76,7 +76,12 @@ def parser() -> argparse.ArgumentParser:
         default=defaults.max_queue_delay_us,
         help="dynamic batcher wait to fill a batch (default: %(default)s)",
     )
-    p.add_argument("--response-cache", action="store_true", help="enable Triton's response cache on the ensembles")
+    p.add_argument(
+        "--no-response-cache", action="store_true", help="disable Triton's response cache on the top-level models"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="no cache-lookup (L1/Redis L2) step: the ensemble calls the encoder"
+    )
     p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
@@ -100,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             tokenizer_instances=args.tokenizer_instances,
             onnx_threads=args.onnx_threads,
             max_queue_delay_us=args.max_queue_delay_us,
-            response_cache=args.response_cache,
+            response_cache=not args.no_response_cache,
+            cache=not args.no_cache,
         )
         reports = build_repository(
             repository=args.repository,

@@ -27,24 +27,37 @@ def built_repository() -> Path:
     return DEFAULT_REPOSITORY
 
 
-def start_server(repository: Path, log_dir: Path):
-    """An EmbeddedTritonServer on free ports (caller stops it)."""
+def start_server(repository: Path, log_dir: Path, *, redis_url: str | None = None, ports: tuple = (0, 0, 0)):
+    """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the L2 cache."""
     from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
     config = ServerConfig(
         model_repository=repository,
-        http_port=0,
-        grpc_port=0,
-        metrics_port=0,
+        http_port=ports[0],
+        grpc_port=ports[1],
+        metrics_port=ports[2],
         log_file=log_dir / "tritonserver.log",
+        extra_env={"FASTPATH_REDIS_URL": redis_url} if redis_url else {},
     )
     return EmbeddedTritonServer(config).start(ready_timeout_s=180)
 
 
 @pytest.fixture(scope="session")
-def triton(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """The embedded tritonserver serving the built repository for the whole session."""
-    server = start_server(built_repository, tmp_path_factory.mktemp("triton-logs"))
+def redis_server() -> Iterator:
+    """A real redis-server on a free 127.0.0.1 port for the whole session."""
+    from triton_fastpath.redis_server import RedisServer
+
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The embedded tritonserver serving the built repository (Redis L2 on) for the whole session."""
+    server = start_server(built_repository, tmp_path_factory.mktemp("triton-logs"), redis_url=redis_server.url)
     try:
         yield server
     finally:

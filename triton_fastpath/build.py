@@ -12,6 +12,7 @@ Run `python scripts/build.py --help`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -276,6 +277,7 @@ def export_text_classifier(
     files = {
         f"{name}_tokenizer": [out_dir / "tokenizer.json"],
         f"{name}_encoder": [out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]],
+        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision)],
     }
     sample = encoder.encode([SAMPLE_TEXT])
     warmups = {
@@ -283,6 +285,25 @@ def export_text_classifier(
         f"{name}_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
     }
     return report, specs, files, warmups
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
+    """What the cache keys of `name` depend on: a retrained model or tokenizer changes the namespace."""
+    identity = {
+        "encoder": f"{name}_encoder",
+        "version": "1",
+        "weights_sha256": _sha256(out_dir / PRECISIONS[precision]),
+        "tokenizer_sha256": _sha256(out_dir / "tokenizer.json"),
+    }
+    path = out_dir / "cache_identity.json"
+    text = json.dumps(identity, indent=2, sort_keys=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:

@@ -43,7 +43,12 @@ class RepoSettings:
         max_queue_size: requests queued per model before new ones are rejected (fast fail).
         queue_timeout_us: a request still queued after this long is rejected (0 = no limit).
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
-        response_cache: enable Triton's response cache on the top-level models.
+        response_cache: enable Triton's response cache on the top-level models (exact request match).
+        cache: put the cache-lookup model (L1 in-process, L2 Redis) between tokenizer and encoder.
+        cache_instances: instances of the cache model; each waits on its BLS call, so match the encoder.
+        l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
+        l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
+        redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
     """
 
     precision: str = "int8"
@@ -58,7 +63,13 @@ class RepoSettings:
     max_queue_size: int = 1024
     queue_timeout_us: int = 5_000_000
     priority_levels: int = 2
-    response_cache: bool = False
+    response_cache: bool = True
+    cache: bool = True
+    cache_instances: int = 2
+    l1_max_entries: int = 10_000
+    l1_ttl_s: int = 300
+    l2_ttl_s: int = 86_400
+    redis_key_prefix: str = "fastpath:"
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -91,8 +102,10 @@ def _warmups(spec_inputs: Sequence[TensorSpec], max_batch_size: int, *, files: b
 def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettings) -> list[ModelSpec]:
     """The four specs of a text-classification ensemble named `name`.
 
-    Returns `<name>_tokenizer`, `<name>_encoder`, `<name>_postprocess` and the ensemble `<name>`
-    (input `text`; outputs `label`, `probability`, `probabilities`, `truncated`).
+    Returns `<name>_tokenizer`, `<name>_encoder`, `<name>_postprocess`, with `settings.cache` the
+    cache-lookup model `<name>_cache` (which calls the encoder through BLS for missed rows only),
+    and the ensemble `<name>` (input `text`; outputs `label`, `probability`, `probabilities`,
+    `truncated`). The ensemble's interface is the same with or without the cache.
     """
     if len(labels) < 2:
         raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
@@ -141,6 +154,29 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
         warmups=_warmups((logits,), batch, files=False),
         parameters={"labels": ",".join(labels)},
     )
+    middle = encoder
+    cache_specs = []
+    if settings.cache:
+        middle = ModelSpec(
+            name=f"{name}_cache",
+            kind=ModelKind.PYTHON,
+            python_model="cache_lookup",
+            max_batch_size=batch,
+            inputs=(ids, mask),
+            outputs=(logits,),
+            instance_count=settings.cache_instances,
+            dynamic_batching=settings.batching(),
+            # No warmup: it would call the encoder through BLS before that model is surely loaded.
+            parameters={
+                "encoder_model": encoder.name,
+                "encoder_max_batch_size": str(batch),
+                "l1_max_entries": str(settings.l1_max_entries),
+                "l1_ttl_s": str(settings.l1_ttl_s),
+                "l2_ttl_s": str(settings.l2_ttl_s),
+                "redis_key_prefix": settings.redis_key_prefix,
+            },
+        )
+        cache_specs = [middle]
     ensemble = ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
@@ -155,7 +191,7 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
                 output_map={"input_ids": "input_ids", "attention_mask": "attention_mask", "truncated": "truncated"},
             ),
             EnsembleStep(
-                encoder.name,
+                middle.name,
                 input_map={"input_ids": "input_ids", "attention_mask": "attention_mask"},
                 output_map={"logits": "logits"},
             ),
@@ -166,7 +202,7 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
             ),
         ),
     )
-    return [tokenizer, encoder, postprocess, ensemble]
+    return [tokenizer, encoder, *cache_specs, postprocess, ensemble]
 
 
 def onnx_classifier_spec(
@@ -192,6 +228,7 @@ def onnx_classifier_spec(
         dynamic_batching=settings.batching(),
         warmups=_warmups(inputs, settings.max_batch_size, files=False),
         parameters={"reject_non_finite": "true"},
+        response_cache=settings.response_cache,
     )
 
 

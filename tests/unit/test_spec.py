@@ -543,17 +543,20 @@ def test_validate_repository_returns_specs_by_name_and_checks_ensembles() -> Non
 
 @pytest.mark.parametrize(
     "settings",
-    [RepoSettings(), RepoSettings(precision="fp32", response_cache=True), RepoSettings(max_length=8, max_batch_size=1)],
-    ids=["defaults", "fp32-cached", "smallest"],
+    [
+        RepoSettings(),
+        RepoSettings(precision="fp32", response_cache=False, cache=False),
+        RepoSettings(max_length=8, max_batch_size=1),
+    ],
+    ids=["defaults", "fp32-uncached", "smallest"],
 )
 def test_default_specs_are_a_valid_repository(settings: RepoSettings) -> None:
     specs = default_specs(settings)
     by_name = validate_repository(specs)
-    assert sorted(by_name) == [
-        "digits",
-        "sentiment",
-        "sentiment_encoder",
-        "sentiment_postprocess",
-        "sentiment_tokenizer",
-    ]
+    expected = ["digits", "sentiment", "sentiment_encoder", "sentiment_postprocess", "sentiment_tokenizer"]
+    if settings.cache:
+        expected.insert(2, "sentiment_cache")
+    assert sorted(by_name) == expected
+    middle = by_name["sentiment"].ensemble_steps[1].model_name
+    assert middle == ("sentiment_cache" if settings.cache else "sentiment_encoder")
     assert by_name["sentiment"].kind is ModelKind.ENSEMBLE

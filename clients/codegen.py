@@ -1,0 +1,460 @@
+"""Generate typed client modules from a Triton model repository (pure, except `load_repository`).
+
+    configs = load_repository(Path("model_repository"))   # {name: ModelConfig}, ensembles included
+    plan = plan_models(configs)                            # which models get a client, and why not
+    files = render_package(plan, configs, source="model_repository")  # {"sentiment.py": "...", ...}
+
+Which models get a client: every model that is not a step of an ensemble (a step such as
+`sentiment_tokenizer` is an implementation detail of `sentiment`; `include_steps=True`, the
+generator's `--all`, includes them). Never: decoupled (streaming) or sequence-batched (stateful)
+models, and models with a datatype numpy cannot hold (BF16); these are reported as skipped.
+
+The output is already `ruff format`-clean and lint-clean: every bracket that holds more than one
+item is written exploded with a trailing comma, which the formatter keeps as it is.
+"""
+
+from __future__ import annotations
+
+import keyword
+import logging
+import re
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2
+
+from clients.tensors import ModelSignature, TensorSpec
+from triton_fastpath.render import parse_pbtxt
+
+__all__ = [
+    "GeneratedModule",
+    "ModelPlan",
+    "class_prefix",
+    "field_name",
+    "load_repository",
+    "module_name",
+    "plan_models",
+    "render_module",
+    "render_package",
+    "signature_of",
+]
+
+LOGGER = logging.getLogger(__name__)
+LINE_LENGTH = 120
+SCALAR_TYPES = {"BYTES": "str", "BOOL": "bool", "FP16": "float", "FP32": "float", "FP64": "float"}
+
+
+def load_repository(repository: Path) -> dict[str, model_config_pb2.ModelConfig]:
+    """Parse every `<repository>/<model>/config.pbtxt`, keyed by model name (the config's, or the folder's).
+
+    Raises:
+        FileNotFoundError: when `repository` holds no `config.pbtxt`.
+    """
+    configs = {}
+    for path in sorted(Path(repository).glob("*/config.pbtxt")):
+        config = parse_pbtxt(path.read_text())
+        configs[config.name or path.parent.name] = config
+    if not configs:
+        raise FileNotFoundError(f"no */config.pbtxt under {repository}; expected a Triton model repository")
+    return configs
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """Which models get a client (`selected`, sorted) and why the others do not (`skipped`)."""
+
+    selected: tuple[str, ...]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _steps(config: model_config_pb2.ModelConfig) -> list[str]:
+    return [step.model_name for step in config.ensemble_scheduling.step]
+
+
+def _unsupported(config: model_config_pb2.ModelConfig) -> str | None:
+    """Why no client can be generated for `config`, or None."""
+    if config.model_transaction_policy.decoupled:
+        return "decoupled (streaming) model: needs the stream API"
+    if config.HasField("sequence_batching"):
+        return "stateful (sequence batching) model: needs sequence ids"
+    for tensor in [*config.input, *config.output]:
+        if _wire_datatype(tensor.data_type) is None:
+            return f"tensor {tensor.name!r} has {model_config_pb2.DataType.Name(tensor.data_type)}, which numpy cannot hold"
+    try:
+        signature_of(config.name, {config.name: config})
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def plan_models(configs: Mapping[str, model_config_pb2.ModelConfig], include_steps: bool = False) -> ModelPlan:
+    """Choose the models that get a client: top-level models (not steps of an ensemble).
+
+    Args:
+        configs: the repository, as `load_repository` returns it.
+        include_steps: also generate clients for models that are steps of an ensemble.
+
+    Returns:
+        The selection, with a reason for every model left out.
+    """
+    used_by: dict[str, list[str]] = {}
+    for name, config in configs.items():
+        for step in _steps(config):
+            used_by.setdefault(step, []).append(name)
+    selected, skipped = [], {}
+    for name in sorted(configs):
+        reason = _unsupported(configs[name])
+        if reason is None and name in used_by and not include_steps:
+            reason = f"a step of ensemble {', '.join(sorted(used_by[name]))} (use --all to include steps)"
+        if reason is None:
+            selected.append(name)
+        else:
+            skipped[name] = reason
+    return ModelPlan(tuple(selected), skipped)
+
+
+def _wire_datatype(data_type: int) -> str | None:
+    name = model_config_pb2.DataType.Name(data_type).removeprefix("TYPE_")
+    return {"STRING": "BYTES", "BF16": None, "INVALID": None}.get(name, name)
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])", name) if w]
+
+
+def module_name(model_name: str) -> str:
+    """The generated module's name: `sentiment` -> `sentiment`, `My-Model.v2` -> `my_model_v2`."""
+    name = "_".join(w.lower() for w in _words(model_name)) or "model"
+    return f"m_{name}" if name[0].isdigit() or keyword.iskeyword(name) else name
+
+
+def class_prefix(model_name: str) -> str:
+    """The prefix of the generated classes: `sentiment` -> `Sentiment`, `text_rank-v2` -> `TextRankV2`."""
+    prefix = "".join(w[:1].upper() + w[1:] for w in _words(model_name)) or "Model"
+    return f"M{prefix}" if prefix[0].isdigit() else prefix
+
+
+def field_name(tensor_name: str) -> str:
+    """A Python attribute name for a tensor: `INPUT__0` -> `input__0`, `class` -> `class_`."""
+    name = re.sub(r"\W", "_", tensor_name).lower() or "tensor"
+    if name[0].isdigit():
+        name = f"t_{name}"
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
+def _priority_levels(name: str, configs: Mapping[str, model_config_pb2.ModelConfig], seen: frozenset = frozenset()) -> int:
+    """The model's priority levels; an ensemble passes priorities to its steps, so it has theirs (the most)."""
+    config = configs.get(name)
+    if config is None or name in seen:
+        return 0
+    own = config.dynamic_batching.priority_levels
+    steps = [_priority_levels(step, configs, seen | {name}) for step in _steps(config)]
+    return max([own, *steps])
+
+
+def signature_of(name: str, configs: Mapping[str, model_config_pb2.ModelConfig]) -> ModelSignature:
+    """The `ModelSignature` of model `name`.
+
+    Raises:
+        ValueError: when two tensors map to the same field name, or a datatype is unsupported.
+    """
+    config = configs[name]
+
+    def spec(tensor: model_config_pb2.ModelInput | model_config_pb2.ModelOutput) -> TensorSpec:
+        datatype = _wire_datatype(tensor.data_type)
+        if datatype is None:
+            raise ValueError(f"model {name!r}: tensor {tensor.name!r} has an unsupported datatype")
+        optional = bool(getattr(tensor, "optional", False))
+        return TensorSpec(tensor.name, datatype, tuple(tensor.dims), field=field_name(tensor.name), optional=optional)
+
+    return ModelSignature(
+        model_name=name,
+        inputs=tuple(spec(t) for t in config.input),
+        outputs=tuple(spec(t) for t in config.output),
+        max_batch_size=config.max_batch_size,
+        priority_levels=_priority_levels(name, configs),
+    )
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GeneratedModule:
+    """One generated module: its file name, its source, and the names it exports."""
+
+    model_name: str
+    module: str
+    source: str
+    exports: tuple[str, ...]
+
+
+def _exploded(head: str, items: list[str], indent: int, tail: str = "") -> str:
+    """`head(` + one item per line with a trailing comma + `)` + tail (the formatter keeps this)."""
+    pad = " " * (indent + 4)
+    return f"{head}\n" + "".join(f"{pad}{item},\n" for item in items) + " " * indent + tail
+
+
+def _fits(line: str, indent: int) -> bool:
+    return indent + len(line) <= LINE_LENGTH
+
+
+def _tensor_spec(spec: TensorSpec, indent: int) -> str:
+    args = [repr(spec.name), repr(spec.datatype), repr(spec.dims), f"field={spec.field!r}"]
+    if spec.optional:
+        args.append("optional=True")
+    inline = f"TensorSpec({', '.join(args)})"
+    return inline if _fits(inline + ",", indent) else _exploded("TensorSpec(", args, indent, ")")
+
+
+def _tensor_tuple(specs: tuple[TensorSpec, ...], indent: int) -> str:
+    if not specs:
+        return "()"
+    if len(specs) == 1:
+        inline = f"({_tensor_spec(specs[0], indent)},)"
+        if "\n" not in inline and _fits(inline + ",", indent):
+            return inline
+    return _exploded("(", [_tensor_spec(s, indent + 4) for s in specs], indent, ")")
+
+
+def _docstring(text: str, indent: int) -> str:
+    """A docstring whose lines fit; `text` paragraphs are separated by blank lines."""
+    pad = " " * indent
+    width = LINE_LENGTH - indent
+    out = []
+    for paragraph in text.strip("\n").split("\n\n"):
+        lines = paragraph.split("\n")
+        if all(line.startswith(" ") or not line for line in lines[1:]) and len(lines) > 1 and lines[0].endswith(":"):
+            out.append("\n".join(pad + line if line else "" for line in lines))  # a block (Args:...)
+        else:
+            out.append(textwrap.fill(" ".join(lines), width, initial_indent=pad, subsequent_indent=pad))
+    body = "\n\n".join(out).removeprefix(pad)
+    return f'{pad}"""{body}\n{pad}"""' if "\n" in body or len(body) + indent + 6 > LINE_LENGTH else f'{pad}"""{body}"""'
+
+
+def _request_type(spec: TensorSpec) -> str:
+    if not spec.is_scalar:
+        return "ArrayLike"
+    if spec.datatype == "BYTES":
+        return "str | bytes"
+    return SCALAR_TYPES.get(spec.datatype, "int")
+
+
+def _response_type(spec: TensorSpec) -> str:
+    return SCALAR_TYPES.get(spec.datatype, "int") if spec.is_scalar else "np.ndarray"
+
+
+def _attribute_doc(spec: TensorSpec, kind: str) -> str:
+    note = " (str is sent as UTF-8)" if kind == "input" and spec.datatype == "BYTES" else ""
+    note += "; optional" if spec.optional else ""
+    return f"{spec.field}: {kind} `{spec.name}`, {spec.describe()}{note}."
+
+
+def _dataclass(name: str, summary: str, fields: list[tuple[str, str, str]], has_arrays: bool) -> str:
+    """A frozen dataclass; `fields` are (name, annotation, default or "")."""
+    decorator = "@dataclass(frozen=True, eq=False)" if has_arrays else "@dataclass(frozen=True)"
+    lines = [decorator, f"class {name}:", _docstring(summary, 4), ""]
+    lines += [f"    {f}: {annotation}{f' = {default}' if default else ''}" for f, annotation, default in fields]
+    return "\n".join(lines)
+
+
+def _method(
+    verb: str, prefix: str, signature: ModelSignature, items_type: str, is_async: bool, source_doc: str
+) -> str:
+    batch = signature.max_batch_size
+    split = f"split into requests of at most {batch} rows" if batch else "sent one row per request"
+    doc = f"""{verb.capitalize()} `items` with `{signature.model_name}`: {split}, under one deadline.
+
+Args:
+    items: one {prefix}Request per row{source_doc}.
+    timeout_s: deadline of the whole call in seconds (retries included); default: the client's.
+    priority: 0 for the model's default, 1 (highest) to {signature.priority_levels or 0}.
+    request_id: sent with the request ("<id>/<i>" for each of several).
+
+Returns:
+    One {prefix}Response per item, in order.
+
+Raises:
+    InvalidInput: a field cannot be sent as declared (the message names it) or the server rejected it.
+    Timeout: the deadline passed.
+    ModelUnavailable: unknown model, or no server within the deadline (Overloaded: queue full).
+    ServerError: the model failed."""
+    head = f"    async def {verb}(" if is_async else f"    def {verb}("
+    params = [
+        "self",
+        f"items: {items_type}",
+        "*",
+        "timeout_s: float | None = None",
+        "priority: int = 0",
+        'request_id: str = ""',
+    ]
+    call = "self._run(items, timeout_s=timeout_s, priority=priority, request_id=request_id)"
+    return "\n".join(
+        [
+            _exploded(head, params, 4, f") -> list[{prefix}Response]:"),
+            _docstring(doc, 8),
+            f"        return {'await ' if is_async else ''}{call}",
+        ]
+    )
+
+
+def render_module(signature: ModelSignature, config: model_config_pb2.ModelConfig, source: str) -> GeneratedModule:
+    """The source of `clients/generated/<module>.py` for one model.
+
+    Args:
+        signature: the model's signature (`signature_of`).
+        config: the model's config (for its kind and steps, named in the docstring).
+        source: where the config was read, for the docstring (e.g. `model_repository/sentiment/config.pbtxt`).
+
+    Returns:
+        The module's name, source text and exported names.
+    """
+    prefix = class_prefix(signature.model_name)
+    verb = "classify" if any(s.name == "label" for s in signature.outputs) else "predict"
+    steps = _steps(config)
+    kind = f"ensemble: {' -> '.join(steps)}" if steps else (config.backend or config.platform or "model")
+    request, response = f"{prefix}Request", f"{prefix}Response"
+    sync_client, async_client = f"{prefix}Client", f"Async{prefix}Client"
+    exports = ("SIGNATURE", async_client, sync_client, request, response)
+
+    inputs = sorted(signature.inputs, key=lambda s: s.optional)  # required fields first
+    request_fields = [(s.field, _request_type(s) + (" | None" if s.optional else ""), "None" if s.optional else "") for s in inputs]
+    response_fields = [(s.field, _response_type(s), "") for s in signature.outputs]
+    single = signature.inputs[0] if len(signature.inputs) == 1 else None
+    items_type = f"Sequence[{request}]"
+    source_doc = ""
+    if single is not None:
+        items_type = f"Sequence[{request} | {_request_type(single)}] | np.ndarray"
+        source_doc = f", or just its `{single.field}` value, or one array with the rows first"
+    uses_array_like = any(t == "ArrayLike" for _, t, _ in request_fields) or "ArrayLike" in items_type
+    uses_numpy = "np." in items_type or any("np." in t for _, t, _ in response_fields)
+
+    example_value = _example(single)
+    imports = ["from __future__ import annotations", "", "from collections.abc import Sequence", "from dataclasses import dataclass", ""]
+    if uses_numpy:
+        imports.append("import numpy as np")
+    if uses_array_like:
+        imports.append("from numpy.typing import ArrayLike")
+    if uses_numpy or uses_array_like:
+        imports.append("")
+    imports += ["from clients.runtime import AsyncModelClient, ModelClient", "from clients.tensors import ModelSignature, TensorSpec"]
+
+    module_doc = f'''"""Typed client of the Triton model `{signature.model_name}` ({kind}).
+
+Generated by `scripts/generate_clients.py` from `{source}`: do not edit. After the model
+changes, run `make generate-clients` and commit the result.
+
+    from clients.generated.{module_name(signature.model_name)} import {sync_client}
+
+    with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
+        results = client.{verb}([{example_value}])
+"""'''
+    signature_src = _exploded(
+        "SIGNATURE = ModelSignature(",
+        [
+            f"model_name={signature.model_name!r}",
+            f"inputs={_tensor_tuple(signature.inputs, 4)}",
+            f"outputs={_tensor_tuple(signature.outputs, 4)}",
+            f"max_batch_size={signature.max_batch_size}",
+            f"priority_levels={signature.priority_levels}",
+        ],
+        0,
+        ")",
+    )
+    has_request_arrays = any(t.startswith("ArrayLike") for _, t, _ in request_fields)
+    has_response_arrays = any(t == "np.ndarray" for _, t, _ in response_fields)
+    request_doc = f"One row of a `{signature.model_name}` request.\n\nAttributes:\n" + "\n".join(
+        f"    {_attribute_doc(s, 'input')}" for s in inputs
+    )
+    response_doc = f"One row of a `{signature.model_name}` response" + (
+        " (compared by identity: it holds numpy arrays)." if has_response_arrays else "."
+    )
+    response_doc += "\n\nAttributes:\n" + "\n".join(f"    {_attribute_doc(s, 'output')}" for s in signature.outputs)
+    class_body = f"""    SIGNATURE = SIGNATURE
+    REQUEST = {request}
+    RESPONSE = {response}"""
+    parts = [
+        module_doc,
+        "\n".join(imports),
+        _exploded("__all__ = [", [repr(e) for e in exports], 0, "]"),
+        signature_src,
+        _dataclass(request, request_doc, request_fields, has_request_arrays),
+        _dataclass(response, response_doc, response_fields, has_response_arrays),
+        "\n".join(
+            [
+                f"class {sync_client}(ModelClient[{request}, {response}]):",
+                _docstring(f"Synchronous client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4),
+                "",
+                class_body,
+                "",
+                _method(verb, prefix, signature, items_type, False, source_doc),
+            ]
+        ),
+        "\n".join(
+            [
+                f"class {async_client}(AsyncModelClient[{request}, {response}]):",
+                _docstring(f"asyncio client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4),
+                "",
+                class_body,
+                "",
+                _method(verb, prefix, signature, items_type, True, source_doc),
+            ]
+        ),
+    ]
+    text = "\n\n\n".join(parts[3:])
+    source_text = f"{parts[0]}\n\n{parts[1]}\n\n{parts[2]}\n\n{text}\n"
+    return GeneratedModule(signature.model_name, module_name(signature.model_name), source_text, exports)
+
+
+def _example(spec: TensorSpec | None) -> str:
+    """A literal for the module docstring's example call."""
+    if spec is None:
+        return "..."
+    if spec.datatype == "BYTES" and spec.is_scalar:
+        return '"a gripping, beautifully shot film"'
+    if spec.is_scalar:
+        return "1"
+    return f"np.zeros({tuple(max(d, 1) for d in spec.dims)!r})"
+
+
+def render_package(
+    plan: ModelPlan, configs: Mapping[str, model_config_pb2.ModelConfig], source: str
+) -> dict[str, str]:
+    """Every file of `clients/generated/`: one module per selected model, and `__init__.py`.
+
+    Args:
+        plan: the models to generate (`plan_models`).
+        configs: the repository (`load_repository`).
+        source: the repository as named in docstrings (e.g. `model_repository`).
+
+    Returns:
+        `{file name: source text}`.
+    """
+    modules = [
+        render_module(signature_of(name, configs), configs[name], f"{source}/{name}/config.pbtxt")
+        for name in plan.selected
+    ]
+    modules.sort(key=lambda m: m.module)
+    files = {f"{m.module}.py": m.source for m in modules}
+    files["__init__.py"] = _render_init(modules, plan, source)
+    return files
+
+
+def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -> str:
+    rows = "\n".join(f"    {m.model_name}: `{m.module}.py`, {', '.join(m.exports[1:3])}" for m in modules)
+    skipped = "\n".join(f"    {name}: {reason}" for name, reason in sorted(plan.skipped.items()))
+    doc = f"Typed clients generated from `{source}` by `scripts/generate_clients.py`: do not edit.\n\nModels:\n{rows or '    (none)'}"
+    if skipped:
+        doc += f"\n\nNot generated:\n{skipped}"
+    lines = [_docstring(doc, 0), ""]
+    exported = []
+    for m in modules:
+        names = sorted(m.exports[1:])
+        exported += names
+        inline = f"from clients.generated.{m.module} import {', '.join(names)}"
+        lines.append(inline if _fits(inline, 0) else _exploded(f"from clients.generated.{m.module} import (", names, 0, ")"))
+    lines.append("")
+    lines.append(_exploded("__all__ = [", [repr(n) for n in sorted(exported)], 0, "]") if exported else "__all__: list[str] = []")
+    return "\n".join(lines) + "\n"
