@@ -86,3 +86,26 @@ def metric(metrics_url: str, name: str, model: str) -> float:
     if match is None:
         raise AssertionError(f"metric {name} for {model} not found at {metrics_url}")
     return float(match.group(1))
+
+
+def metric_value(metrics_url: str, name: str, **labels: str) -> float:
+    """A sample from Triton's metrics endpoint whose labels include `labels` (0 when absent)."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:  # noqa: S310 - local server
+        text = response.read().decode()
+    total = 0.0
+    for match in re.finditer(rf"^{re.escape(name)}{{([^}}]*)}} (\S+)$", text, re.MULTILINE):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+def render_copy(source: Path, target: Path, settings) -> Path:
+    """A copy of a built repository with every default spec re-rendered for `settings`."""
+    from triton_fastpath.render import write_config
+    from triton_fastpath.repository import default_specs
+
+    copy_repository(source, target)
+    for spec in default_specs(settings):
+        write_config(spec, "embedded", target)
+    return target

@@ -1,0 +1,174 @@
+"""The cache layers against a real redis-server and a real tritonserver.
+
+The stack here has L1 and Triton's response cache off, so every row's fate (L2 hit or miss)
+shows in the cache model's metrics; L1 and the response cache are checked on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import numpy as np
+import pytest
+import redis
+
+from clients.grpc_client import FastpathClient
+from tests.conftest import metric_value, render_copy, start_server
+from triton_fastpath.redis_server import RedisServer
+from triton_fastpath.repository import RepoSettings
+
+pytestmark = pytest.mark.integration
+L2_TTL_S = 4
+
+
+@pytest.fixture(scope="module")
+def own_redis():
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def l2_stack(built_repository, own_redis, tmp_path_factory):
+    settings = RepoSettings(response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
+    repository = render_copy(built_repository, tmp_path_factory.mktemp("l2") / "repository", settings)
+    server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
+    try:
+        yield server, repository
+    finally:
+        server.stop()
+
+
+def unique(text: str) -> str:
+    return f"{text} {uuid.uuid4().hex[:8]}"
+
+
+class Counts:
+    """Deltas of the cache model's row counters and the encoder's inference count."""
+
+    def __init__(self, server) -> None:
+        self.url = server.metrics_url
+        self.before = self.read()
+
+    def read(self) -> dict[str, float]:
+        rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in ("l1_hit", "l2_hit", "miss")}
+        rows["encoded"] = metric_value(self.url, "nv_inference_count", model="sentiment_encoder")
+        rows["l2_errors"] = metric_value(self.url, "fastpath_cache_l2_failures_total")
+        return rows
+
+    def delta(self) -> dict[str, float]:
+        now = self.read()
+        return {k: now[k] - self.before[k] for k in now}
+
+
+def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):
+    server, _ = l2_stack
+    text = unique("a gorgeous, moving film")
+    with FastpathClient(server.grpc_url) as client:
+        counts = Counts(server)
+        first = client.classify_text([text])[0]
+        assert counts.delta()["miss"] == 1
+        second = client.classify_text([text])[0]
+    delta = counts.delta()
+    assert (delta["miss"], delta["l2_hit"], delta["encoded"]) == (1, 1, 1)
+    assert first.label == second.label
+    np.testing.assert_allclose(first.probabilities, second.probabilities, atol=1e-6)
+
+
+def test_partial_miss_sends_only_the_missed_rows_to_the_encoder(l2_stack):
+    server, _ = l2_stack
+    known = [unique("a warm comedy"), unique("a cold thriller")]
+    with FastpathClient(server.grpc_url) as client:
+        client.classify_text(known)
+        counts = Counts(server)
+        results = client.classify_text([known[0], unique("brand new text"), known[1]])
+    delta = counts.delta()
+    assert (delta["l2_hit"], delta["miss"], delta["encoded"]) == (2, 1, 1)
+    assert len(results) == 3
+
+
+def test_entries_expire_after_the_l2_ttl(l2_stack, own_redis):
+    server, _ = l2_stack
+    text = unique("an instant classic")
+    with FastpathClient(server.grpc_url) as client:
+        client.classify_text([text])
+        keys = redis.Redis.from_url(own_redis.url).keys("fastpath:*")
+        ttls_ms = [redis.Redis.from_url(own_redis.url).pttl(k) for k in keys]
+        assert all(0 < t <= L2_TTL_S * 1000 for t in ttls_ms)
+        time.sleep(L2_TTL_S + 0.5)  # waiting for expiry, not measuring anything
+        counts = Counts(server)
+        client.classify_text([text])
+    assert counts.delta()["miss"] == 1
+
+
+def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_redis, tmp_path):
+    server, repository = l2_stack
+    text = unique("a film about films")
+    store = redis.Redis.from_url(own_redis.url)
+    with FastpathClient(server.grpc_url) as client:
+        client.classify_text([text])
+    v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
+    identity_file = repository / "sentiment_cache" / "1" / "cache_identity.json"
+    other = render_copy(repository, tmp_path / "v2", RepoSettings(response_cache=False, l1_max_entries=0))
+    identity = json.loads(identity_file.read_text())
+    (other / "sentiment_cache" / "1" / "cache_identity.json").write_text(json.dumps({**identity, "version": "2"}))
+    v2 = start_server(other, tmp_path, redis_url=own_redis.url)
+    try:
+        counts = Counts(v2)
+        with FastpathClient(v2.grpc_url) as client:
+            client.classify_text([text])
+        assert counts.delta()["miss"] == 1 and counts.delta()["l2_hit"] == 0
+    finally:
+        v2.stop()
+    v2_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")} - v1_namespaces
+    assert len(v1_namespaces) == 1 and len(v2_namespaces) == 1
+
+
+def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_redis):
+    server, _ = l2_stack
+    with FastpathClient(server.grpc_url) as client:
+        client.classify_text([unique("warm up the connection")])
+        counts = Counts(server)
+        own_redis.kill()
+        answers = [client.classify_text([unique(f"request {i} while redis is down")])[0] for i in range(20)]
+        assert len(answers) == 20  # every request answered; none raised
+        assert counts.delta()["l2_errors"] >= 1
+        own_redis.start()
+        time.sleep(1.5)  # the breaker retries Redis after 1 s
+        text = unique("after redis came back")
+        client.classify_text([text])
+        client.classify_text([text])
+        client.classify_text([text])
+    delta = counts.delta()
+    assert delta["l2_hit"] >= 1, delta
+
+
+def test_l1_serves_repeats_without_redis(built_repository, tmp_path):
+    settings = RepoSettings(response_cache=False, cache_instances=1)
+    repository = render_copy(built_repository, tmp_path / "repository", settings)
+    server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
+    try:
+        text = unique("memorable")
+        with FastpathClient(server.grpc_url) as client:
+            client.classify_text([text])
+            counts = Counts(server)
+            client.classify_text([text])
+        assert counts.delta()["l1_hit"] == 1 and counts.delta()["encoded"] == 0
+    finally:
+        server.stop()
+
+
+def test_response_cache_answers_identical_requests_before_the_ensemble_runs(triton):
+    text = unique("identical request")
+    with FastpathClient(triton.grpc_url) as client:
+        client.classify_text([text])
+        before = metric_value(triton.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
+        tokenized = metric_value(triton.metrics_url, "nv_inference_count", model="sentiment_tokenizer")
+        client.classify_text([text])
+    time.sleep(1.2)  # Triton refreshes cache metrics each metrics interval (1 s)
+    assert metric_value(triton.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
+    assert metric_value(triton.metrics_url, "nv_inference_count", model="sentiment_tokenizer") == tokenized
