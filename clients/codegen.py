@@ -15,6 +15,7 @@ item is written exploded with a trailing comma, which the formatter keeps as it 
 
 from __future__ import annotations
 
+import json
 import keyword
 import logging
 import re
@@ -79,9 +80,6 @@ def _unsupported(config: model_config_pb2.ModelConfig) -> str | None:
         return "decoupled (streaming) model: needs the stream API"
     if config.HasField("sequence_batching"):
         return "stateful (sequence batching) model: needs sequence ids"
-    for tensor in [*config.input, *config.output]:
-        if _wire_datatype(tensor.data_type) is None:
-            return f"tensor {tensor.name!r} has {model_config_pb2.DataType.Name(tensor.data_type)}, which numpy cannot hold"
     try:
         signature_of(config.name, {config.name: config})
     except ValueError as error:
@@ -90,7 +88,10 @@ def _unsupported(config: model_config_pb2.ModelConfig) -> str | None:
 
 
 def plan_models(configs: Mapping[str, model_config_pb2.ModelConfig], include_steps: bool = False) -> ModelPlan:
-    """Choose the models that get a client: top-level models (not steps of an ensemble).
+    """Choose the models that get a client: top-level models, not steps of another model.
+
+    A step is a model named in an ensemble's `ensemble_scheduling`, or named by the value of
+    another model's parameter (a BLS target, e.g. `sentiment_cache`'s `encoder_model`).
 
     Args:
         configs: the repository, as `load_repository` returns it.
@@ -99,15 +100,18 @@ def plan_models(configs: Mapping[str, model_config_pb2.ModelConfig], include_ste
     Returns:
         The selection, with a reason for every model left out.
     """
-    used_by: dict[str, list[str]] = {}
+    used_by: dict[str, set[str]] = {}
     for name, config in configs.items():
         for step in _steps(config):
-            used_by.setdefault(step, []).append(name)
+            used_by.setdefault(step, set()).add(f"ensemble {name}")
+        for key, value in config.parameters.items():
+            if value.string_value in configs and value.string_value != name:
+                used_by.setdefault(value.string_value, set()).add(f"{name} (parameter {key})")
     selected, skipped = [], {}
     for name in sorted(configs):
         reason = _unsupported(configs[name])
         if reason is None and name in used_by and not include_steps:
-            reason = f"a step of ensemble {', '.join(sorted(used_by[name]))} (use --all to include steps)"
+            reason = f"a step of {', '.join(sorted(used_by[name]))} (use --all to include steps)"
         if reason is None:
             selected.append(name)
         else:
@@ -144,7 +148,9 @@ def field_name(tensor_name: str) -> str:
     return f"{name}_" if keyword.iskeyword(name) else name
 
 
-def _priority_levels(name: str, configs: Mapping[str, model_config_pb2.ModelConfig], seen: frozenset = frozenset()) -> int:
+def _priority_levels(
+    name: str, configs: Mapping[str, model_config_pb2.ModelConfig], seen: frozenset = frozenset()
+) -> int:
     """The model's priority levels; an ensemble passes priorities to its steps, so it has theirs (the most)."""
     config = configs.get(name)
     if config is None or name in seen:
@@ -165,7 +171,8 @@ def signature_of(name: str, configs: Mapping[str, model_config_pb2.ModelConfig])
     def spec(tensor: model_config_pb2.ModelInput | model_config_pb2.ModelOutput) -> TensorSpec:
         datatype = _wire_datatype(tensor.data_type)
         if datatype is None:
-            raise ValueError(f"model {name!r}: tensor {tensor.name!r} has an unsupported datatype")
+            type_name = model_config_pb2.DataType.Name(tensor.data_type)
+            raise ValueError(f"tensor {tensor.name!r} has {type_name}, which numpy cannot hold")
         optional = bool(getattr(tensor, "optional", False))
         return TensorSpec(tensor.name, datatype, tuple(tensor.dims), field=field_name(tensor.name), optional=optional)
 
@@ -188,6 +195,8 @@ class GeneratedModule:
     model_name: str
     module: str
     source: str
+    sync_client: str
+    async_client: str
     exports: tuple[str, ...]
 
 
@@ -197,12 +206,17 @@ def _exploded(head: str, items: list[str], indent: int, tail: str = "") -> str:
     return f"{head}\n" + "".join(f"{pad}{item},\n" for item in items) + " " * indent + tail
 
 
+def _literal(text: str) -> str:
+    """A double-quoted Python string literal (as the formatter writes them)."""
+    return json.dumps(text)
+
+
 def _fits(line: str, indent: int) -> bool:
     return indent + len(line) <= LINE_LENGTH
 
 
 def _tensor_spec(spec: TensorSpec, indent: int) -> str:
-    args = [repr(spec.name), repr(spec.datatype), repr(spec.dims), f"field={spec.field!r}"]
+    args = [_literal(spec.name), _literal(spec.datatype), repr(spec.dims), f"field={_literal(spec.field)}"]
     if spec.optional:
         args.append("optional=True")
     inline = f"TensorSpec({', '.join(args)})"
@@ -220,18 +234,18 @@ def _tensor_tuple(specs: tuple[TensorSpec, ...], indent: int) -> str:
 
 
 def _docstring(text: str, indent: int) -> str:
-    """A docstring whose lines fit; `text` paragraphs are separated by blank lines."""
+    """A docstring at `indent` whose lines fit; indented lines wrap under themselves, plus 4."""
     pad = " " * indent
-    width = LINE_LENGTH - indent
-    out = []
-    for paragraph in text.strip("\n").split("\n\n"):
-        lines = paragraph.split("\n")
-        if all(line.startswith(" ") or not line for line in lines[1:]) and len(lines) > 1 and lines[0].endswith(":"):
-            out.append("\n".join(pad + line if line else "" for line in lines))  # a block (Args:...)
-        else:
-            out.append(textwrap.fill(" ".join(lines), width, initial_indent=pad, subsequent_indent=pad))
-    body = "\n\n".join(out).removeprefix(pad)
-    return f'{pad}"""{body}\n{pad}"""' if "\n" in body or len(body) + indent + 6 > LINE_LENGTH else f'{pad}"""{body}"""'
+    lines: list[str] = []
+    for line in text.strip("\n").split("\n"):
+        lead = " " * (len(line) - len(line.lstrip()))
+        width = LINE_LENGTH - indent - (3 if not lines else 0)
+        wrapped = textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    " * bool(lead))
+        lines += wrapped or [""]
+    if len(lines) == 1 and indent + len(lines[0]) + 6 <= LINE_LENGTH:
+        return f'{pad}"""{lines[0]}"""'
+    body = "\n".join(pad + line if line else "" for line in lines[1:])
+    return f'{pad}"""{lines[0]}\n{body}\n{pad}"""'
 
 
 def _request_type(spec: TensorSpec) -> str:
@@ -261,7 +275,7 @@ def _dataclass(name: str, summary: str, fields: list[tuple[str, str, str]], has_
 
 
 def _method(
-    verb: str, prefix: str, signature: ModelSignature, items_type: str, is_async: bool, source_doc: str
+    signature: ModelSignature, *, verb: str, prefix: str, items_type: str, is_async: bool, source_doc: str
 ) -> str:
     batch = signature.max_batch_size
     split = f"split into requests of at most {batch} rows" if batch else "sent one row per request"
@@ -314,13 +328,15 @@ def render_module(signature: ModelSignature, config: model_config_pb2.ModelConfi
     prefix = class_prefix(signature.model_name)
     verb = "classify" if any(s.name == "label" for s in signature.outputs) else "predict"
     steps = _steps(config)
-    kind = f"ensemble: {' -> '.join(steps)}" if steps else (config.backend or config.platform or "model")
+    kind = f" (an ensemble: {' -> '.join(steps)})" if steps else ""
     request, response = f"{prefix}Request", f"{prefix}Response"
     sync_client, async_client = f"{prefix}Client", f"Async{prefix}Client"
-    exports = ("SIGNATURE", async_client, sync_client, request, response)
+    exports = ("SIGNATURE", *sorted([async_client, sync_client, request, response]))
 
     inputs = sorted(signature.inputs, key=lambda s: s.optional)  # required fields first
-    request_fields = [(s.field, _request_type(s) + (" | None" if s.optional else ""), "None" if s.optional else "") for s in inputs]
+    request_fields = [
+        (s.field, _request_type(s) + (" | None" if s.optional else ""), "None" if s.optional else "") for s in inputs
+    ]
     response_fields = [(s.field, _response_type(s), "") for s in signature.outputs]
     single = signature.inputs[0] if len(signature.inputs) == 1 else None
     items_type = f"Sequence[{request}]"
@@ -332,29 +348,40 @@ def render_module(signature: ModelSignature, config: model_config_pb2.ModelConfi
     uses_numpy = "np." in items_type or any("np." in t for _, t, _ in response_fields)
 
     example_value = _example(single)
-    imports = ["from __future__ import annotations", "", "from collections.abc import Sequence", "from dataclasses import dataclass", ""]
+    imports = [
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Sequence",
+        "from dataclasses import dataclass",
+        "",
+    ]
     if uses_numpy:
         imports.append("import numpy as np")
     if uses_array_like:
         imports.append("from numpy.typing import ArrayLike")
     if uses_numpy or uses_array_like:
         imports.append("")
-    imports += ["from clients.runtime import AsyncModelClient, ModelClient", "from clients.tensors import ModelSignature, TensorSpec"]
+    imports += [
+        "from clients.runtime import AsyncModelClient, ModelClient",
+        "from clients.tensors import ModelSignature, TensorSpec",
+    ]
 
-    module_doc = f'''"""Typed client of the Triton model `{signature.model_name}` ({kind}).
+    regenerate = "After the model changes, run `make generate-clients` and commit the result."
+    module_doc = _docstring(
+        f"""Typed client of the Triton model `{signature.model_name}`{kind}.
 
-Generated by `scripts/generate_clients.py` from `{source}`: do not edit. After the model
-changes, run `make generate-clients` and commit the result.
+Generated by `scripts/generate_clients.py` from `{source}`: do not edit. {regenerate}
 
     from clients.generated.{module_name(signature.model_name)} import {sync_client}
 
     with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
-        results = client.{verb}([{example_value}])
-"""'''
+        results = client.{verb}([{example_value}])""",
+        0,
+    )
     signature_src = _exploded(
         "SIGNATURE = ModelSignature(",
         [
-            f"model_name={signature.model_name!r}",
+            f"model_name={_literal(signature.model_name)}",
             f"inputs={_tensor_tuple(signature.inputs, 4)}",
             f"outputs={_tensor_tuple(signature.outputs, 4)}",
             f"max_batch_size={signature.max_batch_size}",
@@ -378,18 +405,22 @@ changes, run `make generate-clients` and commit the result.
     parts = [
         module_doc,
         "\n".join(imports),
-        _exploded("__all__ = [", [repr(e) for e in exports], 0, "]"),
+        _exploded("__all__ = [", [_literal(e) for e in exports], 0, "]"),
         signature_src,
         _dataclass(request, request_doc, request_fields, has_request_arrays),
         _dataclass(response, response_doc, response_fields, has_response_arrays),
         "\n".join(
             [
                 f"class {sync_client}(ModelClient[{request}, {response}]):",
-                _docstring(f"Synchronous client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4),
+                _docstring(
+                    f"Synchronous client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4
+                ),
                 "",
                 class_body,
                 "",
-                _method(verb, prefix, signature, items_type, False, source_doc),
+                _method(
+                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=False, source_doc=source_doc
+                ),
             ]
         ),
         "\n".join(
@@ -399,13 +430,17 @@ changes, run `make generate-clients` and commit the result.
                 "",
                 class_body,
                 "",
-                _method(verb, prefix, signature, items_type, True, source_doc),
+                _method(
+                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=True, source_doc=source_doc
+                ),
             ]
         ),
     ]
     text = "\n\n\n".join(parts[3:])
     source_text = f"{parts[0]}\n\n{parts[1]}\n\n{parts[2]}\n\n{text}\n"
-    return GeneratedModule(signature.model_name, module_name(signature.model_name), source_text, exports)
+    return GeneratedModule(
+        signature.model_name, module_name(signature.model_name), source_text, sync_client, async_client, exports
+    )
 
 
 def _example(spec: TensorSpec | None) -> str:
@@ -419,9 +454,7 @@ def _example(spec: TensorSpec | None) -> str:
     return f"np.zeros({tuple(max(d, 1) for d in spec.dims)!r})"
 
 
-def render_package(
-    plan: ModelPlan, configs: Mapping[str, model_config_pb2.ModelConfig], source: str
-) -> dict[str, str]:
+def render_package(plan: ModelPlan, configs: Mapping[str, model_config_pb2.ModelConfig], source: str) -> dict[str, str]:
     """Every file of `clients/generated/`: one module per selected model, and `__init__.py`.
 
     Args:
@@ -443,9 +476,10 @@ def render_package(
 
 
 def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -> str:
-    rows = "\n".join(f"    {m.model_name}: `{m.module}.py`, {', '.join(m.exports[1:3])}" for m in modules)
+    rows = "\n".join(f"    {m.model_name}: `{m.module}.py`, {m.sync_client}, {m.async_client}" for m in modules)
     skipped = "\n".join(f"    {name}: {reason}" for name, reason in sorted(plan.skipped.items()))
-    doc = f"Typed clients generated from `{source}` by `scripts/generate_clients.py`: do not edit.\n\nModels:\n{rows or '    (none)'}"
+    doc = f"Typed clients generated from `{source}` by `scripts/generate_clients.py`: do not edit."
+    doc += f"\n\nModels:\n{rows or '    (none)'}"
     if skipped:
         doc += f"\n\nNot generated:\n{skipped}"
     lines = [_docstring(doc, 0), ""]
@@ -454,7 +488,13 @@ def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -
         names = sorted(m.exports[1:])
         exported += names
         inline = f"from clients.generated.{m.module} import {', '.join(names)}"
-        lines.append(inline if _fits(inline, 0) else _exploded(f"from clients.generated.{m.module} import (", names, 0, ")"))
+        lines.append(
+            inline if _fits(inline, 0) else _exploded(f"from clients.generated.{m.module} import (", names, 0, ")")
+        )
     lines.append("")
-    lines.append(_exploded("__all__ = [", [repr(n) for n in sorted(exported)], 0, "]") if exported else "__all__: list[str] = []")
+    lines.append(
+        _exploded("__all__ = [", [_literal(n) for n in sorted(exported)], 0, "]")
+        if exported
+        else "__all__: list[str] = []"
+    )
     return "\n".join(lines) + "\n"

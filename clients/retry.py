@@ -174,6 +174,7 @@ def decide_retry(
     attempt: int,
     deadline: Deadline,
     policy: RetryPolicy,
+    *,
     budget: RetryBudget | None,
     uniform: Callable[[], float] = random.random,
 ) -> RetryDecision:
@@ -199,7 +200,8 @@ def decide_retry(
     delay_s = policy.backoff_s(attempt, uniform())
     if delay_s >= deadline.remaining_s():
         return RetryDecision(
-            None, f"gave up after {attempt} attempts: the next one would start after the {deadline.timeout_s} s deadline"
+            None,
+            f"gave up after {attempt} attempts: the next one would start after the {deadline.timeout_s} s deadline",
         )
     if budget is not None and not budget.try_spend():
         return RetryDecision(None, f"gave up after {attempt} attempts: the retry budget is spent (server overloaded?)")

@@ -242,7 +242,9 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         """Decide on a failed attempt; note why it is not retried on the error itself."""
         if error.retryable and not isinstance(error, Overloaded) and self._pool is not None:
             self._pool.forget_registrations()  # unreachable: the server may restart and forget them
-        decision = decide_retry(error, attempt, deadline, self.retry_policy, self.retry_budget, self._uniform)
+        decision = decide_retry(
+            error, attempt, deadline, self.retry_policy, budget=self.retry_budget, uniform=self._uniform
+        )
         if decision.retry:
             self.stats.add(retries=1)
             LOGGER.info(

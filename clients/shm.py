@@ -68,8 +68,8 @@ class SharedMemoryRegion:
         """
         offset = 0
         placements = {}
-        for name, array in arrays.items():
-            array = np.ascontiguousarray(array)
+        for name, value in arrays.items():
+            array = np.ascontiguousarray(value)
             if offset + array.nbytes > self.byte_size:
                 raise ValueError(f"region {self.name} ({self.byte_size} bytes) is too small for {name!r}")
             shared_memory.set_shared_memory_region(self.handle, [array], offset=offset)

@@ -219,8 +219,8 @@ def _whole_array(signature: ModelSignature, spec: TensorSpec, items: np.ndarray)
     if spec.is_scalar and items.ndim == 1:
         items = items.reshape(-1, 1)
     if not _shape_matches(items.shape[1:], spec.dims):
-        expected = ["N", *spec.dims]
-        raise _fail(signature, spec, f"expected an array of shape {expected}, got {list(items.shape)}")
+        expected = ", ".join(["N", *map(str, spec.dims)])
+        raise _fail(signature, spec, f"expected an array of shape [{expected}], got {list(items.shape)}")
     if spec.datatype == "BYTES":
         return _bytes_column(signature, spec, list(items))
     if items.dtype.kind in "OUSV":
@@ -305,9 +305,7 @@ def _output_column(spec: TensorSpec, array: np.ndarray) -> list[Any]:
     return list(array)
 
 
-def columns_to_rows(
-    signature: ModelSignature, outputs: Mapping[str, np.ndarray], response_type: type
-) -> list[Any]:
+def columns_to_rows(signature: ModelSignature, outputs: Mapping[str, np.ndarray], response_type: type) -> list[Any]:
     """Turn output arrays (rows first) into one `response_type` per row.
 
     Scalar outputs (dims `[1]`) become Python values (`str` for BYTES, decoded as UTF-8 with

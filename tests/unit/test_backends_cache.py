@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from fastpath_backends.cache import (
     LruTtlCache,
     RedisL2,
