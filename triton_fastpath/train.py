@@ -56,6 +56,23 @@ class ServedClassifier(nn.Module):
         return probabilities, torch.argmax(probabilities, dim=-1, keepdim=True)
 
 
+class MeanPoolEmbedding(nn.Module):
+    """Static token embeddings, mean-pooled over real tokens and L2-normalised (the `embed` graph)."""
+
+    def __init__(self, table: np.ndarray, skip_ids: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.table = nn.Embedding.from_pretrained(torch.from_numpy(np.asarray(table, dtype=np.float32)))
+        self.skip_ids = skip_ids
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        keep = attention_mask.to(torch.float32)
+        for skip in self.skip_ids:
+            keep = keep * (input_ids != skip).to(torch.float32)
+        summed = (self.table(input_ids) * keep.unsqueeze(-1)).sum(dim=1)
+        pooled = summed / keep.sum(dim=1, keepdim=True).clamp(min=1.0)
+        return torch.nn.functional.normalize(pooled, dim=-1, eps=1e-12)
+
+
 def _seed(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed)

@@ -181,6 +181,7 @@ class LookupStats:
     l2_errors: int = 0
     l2_skipped: int = 0
     corrupt: int = 0
+    semantic_hits: int = 0
     lookup_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -231,13 +232,26 @@ def cached_rows(
     keys: Sequence[str],
     compute: Callable[[np.ndarray], np.ndarray],
     cache: TieredCache,
+    semantic: Any = None,
+    vectors: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LookupStats]:
     """Rows for `keys`: cached ones from the cache, the rest from `compute(missed_row_indices)`.
 
     Only missed rows are computed (a partial miss sends just those to the encoder); duplicated
-    keys inside one batch are computed once.
+    keys inside one batch are computed once. With a `semantic` index (a `SemanticIndex`) and one
+    embedding per row in `vectors`, exact misses close enough to a remembered row take its value;
+    computed rows are remembered. Semantic answers never enter the exact L1/L2 caches.
     """
     values, stats = cache.lookup(keys)
+    if semantic is not None and vectors is not None:
+        pending = [i for i, v in enumerate(values) if v is None]
+        if pending:
+            found, _ = semantic.search(vectors[pending])
+            for i, value in zip(pending, found):
+                if value is not None:
+                    values[i] = value
+                    stats.semantic_hits += 1
+                    stats.misses -= 1
     missed: dict[str, list[int]] = {}
     for i, value in enumerate(values):
         if value is None:
@@ -251,5 +265,7 @@ def cached_rows(
             for i in rows:
                 values[i] = row_value
         cache.store(list(missed), list(computed))
+        if semantic is not None and vectors is not None:
+            semantic.add(vectors[first_rows], list(computed))
         stats.extra["computed_rows"] = len(first_rows)
     return np.stack(values), stats

@@ -16,6 +16,7 @@ import triton_python_backend_utils as pb_utils
 from fastpath_backends.batch import concat_rows, run_isolated, split_rows
 from fastpath_backends.cache import LruTtlCache, RedisL2, TieredCache, cached_rows, key_namespace, row_keys
 from fastpath_backends.errors import BadRequest
+from fastpath_backends.semantic import SemanticIndex
 from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
 
 
@@ -52,6 +53,11 @@ class TritonPythonModel:
         entries = int(params.get("l1_max_entries", "10000"))
         l1 = LruTtlCache(entries, float(params.get("l1_ttl_s", "300"))) if entries > 0 else None
         self.cache = TieredCache(l1, _redis_l2(params))
+        threshold = float(params.get("semantic_threshold", "0"))
+        self.semantic = None
+        if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
+            dim = int(params["semantic_dim"])
+            self.semantic = SemanticIndex(dim, int(params.get("semantic_capacity", "10000")), threshold)
         self._metrics()
 
     def _metrics(self):
@@ -59,7 +65,7 @@ class TritonPythonModel:
         results = pb_utils.MetricFamily("fastpath_cache_rows_total", "Rows looked up, by outcome", counter)
         self.rows = {
             outcome: results.Metric(labels={"model": self.name, "outcome": outcome})
-            for outcome in ("l1_hit", "l2_hit", "miss")
+            for outcome in ("l1_hit", "l2_hit", "semantic_hit", "miss")
         }
         l2 = pb_utils.MetricFamily("fastpath_cache_l2_failures_total", "Redis L2 errors and bypassed calls", counter)
         self.l2_errors = l2.Metric(labels={"model": self.name, "reason": "error"})
@@ -74,9 +80,9 @@ class TritonPythonModel:
         payloads = []
         for request in requests:
             try:
-                payloads.append(
-                    (read_input(pb_utils, request, "input_ids"), read_input(pb_utils, request, "attention_mask"))
-                )
+                ids, mask = read_input(pb_utils, request, "input_ids"), read_input(pb_utils, request, "attention_mask")
+                embedding = pb_utils.get_input_tensor_by_name(request, "embedding")
+                payloads.append((ids, mask, None if embedding is None else embedding.as_numpy()))
             except BadRequest as error:
                 payloads.append(error)
         return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._lookup)]
@@ -85,8 +91,19 @@ class TritonPythonModel:
         ids, counts = concat_rows([b[0] for b in batches])
         mask, _ = concat_rows([b[1] for b in batches])
         keys = row_keys(self.namespace, ids, mask, self.prefix)
-        logits, stats = cached_rows(keys, lambda rows: self._encode(ids[rows], mask[rows]), self.cache)
-        for outcome, value in (("l1_hit", stats.l1_hits), ("l2_hit", stats.l2_hits), ("miss", stats.misses)):
+        vectors = None
+        if self.semantic is not None and all(b[2] is not None for b in batches):
+            vectors, _ = concat_rows([b[2] for b in batches])
+        logits, stats = cached_rows(
+            keys, lambda rows: self._encode(ids[rows], mask[rows]), self.cache, self.semantic, vectors
+        )
+        outcomes = (
+            ("l1_hit", stats.l1_hits),
+            ("l2_hit", stats.l2_hits),
+            ("semantic_hit", stats.semantic_hits),
+            ("miss", stats.misses),
+        )
+        for outcome, value in outcomes:
             if value:
                 self.rows[outcome].increment(value)
         if stats.l2_errors:

@@ -55,7 +55,8 @@ class Counts:
         self.before = self.read()
 
     def read(self) -> dict[str, float]:
-        rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in ("l1_hit", "l2_hit", "miss")}
+        outcomes = ("l1_hit", "l2_hit", "semantic_hit", "miss")
+        rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in outcomes}
         rows["encoded"] = metric_value(self.url, "nv_inference_count", model="sentiment_encoder")
         rows["l2_errors"] = metric_value(self.url, "fastpath_cache_l2_failures_total")
         return rows
@@ -172,3 +173,38 @@ def test_response_cache_answers_identical_requests_before_the_ensemble_runs(trit
     time.sleep(1.2)  # Triton refreshes cache metrics each metrics interval (1 s)
     assert metric_value(triton.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
     assert metric_value(triton.metrics_url, "nv_inference_count", model="sentiment_tokenizer") == tokenized
+
+
+def test_embed_serves_the_same_vectors_as_the_in_process_pooling(triton, built_repository):
+    from fastpath_backends.onnx_model import OnnxModel
+    from fastpath_backends.text import TextEncoder
+
+    texts = [b"a great film", b"a dreadful, boring film", b"great film"]
+    with FastpathClient(triton.grpc_url) as client:
+        served = client.infer("embed", {"text": np.array([[t] for t in texts], dtype=object)}, ["embedding"])
+    encoder = TextEncoder(built_repository / "embed_tokenizer" / "1" / "tokenizer.json", RepoSettings().max_length)
+    encoded = encoder.encode([t.decode() for t in texts])
+    expected = OnnxModel(built_repository / "embed_encoder" / "1" / "model.onnx").run(
+        {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    )["embedding"]
+    np.testing.assert_allclose(served["embedding"], expected, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(served["embedding"], axis=1), 1.0, atol=1e-5)
+
+
+def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_repository, tmp_path):
+    settings = RepoSettings(response_cache=False, cache_instances=1, semantic_threshold=0.995)
+    repository = render_copy(built_repository, tmp_path / "repository", settings)
+    server = start_server(repository, tmp_path)
+    try:
+        base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
+        with FastpathClient(server.grpc_url) as client:
+            first = client.classify_text([base + "."])[0]
+            counts = Counts(server)
+            near = client.classify_text([base])[0]  # the period dropped: different tokens, cosine ~0.998
+            unrelated = client.classify_text(["Loud, dumb and endless."])[0]
+        delta = counts.delta()
+        assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
+        assert near.probabilities == first.probabilities
+        assert unrelated.label in ("positive", "negative")
+    finally:
+        server.stop()

@@ -553,9 +553,10 @@ def test_validate_repository_returns_specs_by_name_and_checks_ensembles() -> Non
 def test_default_specs_are_a_valid_repository(settings: RepoSettings) -> None:
     specs = default_specs(settings)
     by_name = validate_repository(specs)
-    expected = ["digits", "sentiment", "sentiment_encoder", "sentiment_postprocess", "sentiment_tokenizer"]
+    expected = ["digits", "embed", "embed_encoder", "embed_tokenizer", "sentiment", "sentiment_encoder"]
+    expected += ["sentiment_postprocess", "sentiment_tokenizer"]
     if settings.cache:
-        expected.insert(2, "sentiment_cache")
+        expected.insert(5, "sentiment_cache")
     assert sorted(by_name) == expected
     middle = by_name["sentiment"].ensemble_steps[1].model_name
     assert middle == ("sentiment_cache" if settings.cache else "sentiment_encoder")
