@@ -207,20 +207,35 @@ def write_outputs(results: dict, n_heldout: int, n_perturbed: int, command: str)
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, result in results.items():
+    for (name, result), color in zip(results.items(), ("tab:blue", "tab:orange")):
         xs = [r["threshold"] for r in result["rows"]]
-        left.plot(xs, [r["wrong_rate"] * 100 for r in result["rows"]], marker="o", label=name)
-        right.plot(xs, [r["heldout_hit_rate"] * 100 for r in result["rows"]], marker="o", label=f"{name}: held-out")
+        left.plot(xs, [r["wrong_rate"] * 100 for r in result["rows"]], marker="o", color=color, label=name)
+        right.plot(
+            xs,
+            [r["heldout_hit_rate"] * 100 for r in result["rows"]],
+            marker="o",
+            color=color,
+            label=f"{name}: held-out",
+        )
+        right.plot(
+            xs,
+            [r["punct_hit_rate"] * 100 for r in result["rows"]],
+            marker="^",
+            ls=":",
+            color=color,
+            label=f"{name}: punctuation",
+        )
         right.plot(
             xs,
             [r["drop_word_hit_rate"] * 100 for r in result["rows"]],
             marker="x",
             ls="--",
+            color=color,
             label=f"{name}: dropped word",
         )
     left.axhline(MAX_WRONG * 100, color="red", lw=0.8, label="1% budget")
-    left.set(xlabel="cosine threshold", ylabel="wrong hits (% of hits)", title="Hit precision", yscale="symlog")
-    right.set(xlabel="cosine threshold", ylabel="hit rate (%)", title="Hit rate")
+    left.set(xlabel="cosine threshold", ylabel="wrong hits (% of semantic hits)", title="Hit precision", ylim=(0, 9))
+    right.set(xlabel="cosine threshold", ylabel="hit rate (%)", title="Hit rate by query kind")
     for axis in (left, right):
         axis.legend(fontsize=8)
         axis.grid(alpha=0.3)

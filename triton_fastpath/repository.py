@@ -51,7 +51,8 @@ class RepoSettings:
         redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
         semantic_threshold: cosine similarity at which the cache model reuses a remembered answer
             for a text that missed the exact caches (0 = off, the default). Measured wrong-hit
-            rates: docs/semantic-threshold.md (0.995 kept them under 1% on this data).
+            rates: docs/semantic-threshold.md; the safe value depends on the model (0.995 to 0.998
+            for two trainings here), so re-run scripts/semantic_threshold.py after retraining.
         semantic_capacity: remembered embeddings per cache instance.
     """
 
