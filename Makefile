@@ -45,3 +45,7 @@ format: $(VENV_STAMP)
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build model_repository/*/1 model_repository/*/warmup
+
+.PHONY: generate-clients
+generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/generated/ (ARGS="--check" to verify)
+	$(PY) scripts/generate_clients.py $(ARGS)

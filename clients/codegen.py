@@ -1,25 +1,24 @@
-"""Generate typed client modules from a Triton model repository (pure, except `load_repository`).
+"""What the client generator knows about a model repository (pure, except `load_repository`).
 
     configs = load_repository(Path("model_repository"))   # {name: ModelConfig}, ensembles included
     plan = plan_models(configs)                            # which models get a client, and why not
-    files = render_package(plan, configs, source="model_repository")  # {"sentiment.py": "...", ...}
+    signature = signature_of("sentiment", configs)         # what the client must know about it
 
-Which models get a client: every model that is not a step of an ensemble (a step such as
-`sentiment_tokenizer` is an implementation detail of `sentiment`; `include_steps=True`, the
-generator's `--all`, includes them). Never: decoupled (streaming) or sequence-batched (stateful)
-models, and models with a datatype numpy cannot hold (BF16); these are reported as skipped.
+`clients.codegen_render` turns these into source text.
 
-The output is already `ruff format`-clean and lint-clean: every bracket that holds more than one
-item is written exploded with a trailing comma, which the formatter keeps as it is.
+Which models get a client: every model that is not a step of another (a step such as
+`sentiment_tokenizer` is an implementation detail of the `sentiment` ensemble, and
+`sentiment_encoder` one of `sentiment_cache`, which calls it by BLS as its `encoder_model`
+parameter says; `include_steps=True`, the generator's `--all`, includes them). Never: decoupled
+(streaming) or sequence-batched (stateful) models, and models with a datatype numpy cannot hold
+(BF16); these are reported as skipped.
 """
 
 from __future__ import annotations
 
-import json
 import keyword
 import logging
 import re
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,21 +29,17 @@ from clients.tensors import ModelSignature, TensorSpec
 from triton_fastpath.render import parse_pbtxt
 
 __all__ = [
-    "GeneratedModule",
     "ModelPlan",
     "class_prefix",
     "field_name",
     "load_repository",
     "module_name",
     "plan_models",
-    "render_module",
-    "render_package",
     "signature_of",
+    "steps_of",
 ]
 
 LOGGER = logging.getLogger(__name__)
-LINE_LENGTH = 120
-SCALAR_TYPES = {"BYTES": "str", "BOOL": "bool", "FP16": "float", "FP32": "float", "FP64": "float"}
 
 
 def load_repository(repository: Path) -> dict[str, model_config_pb2.ModelConfig]:
@@ -70,7 +65,8 @@ class ModelPlan:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _steps(config: model_config_pb2.ModelConfig) -> list[str]:
+def steps_of(config: model_config_pb2.ModelConfig) -> list[str]:
+    """The models an ensemble runs, in order (empty for other models)."""
     return [step.model_name for step in config.ensemble_scheduling.step]
 
 
@@ -90,8 +86,9 @@ def _unsupported(config: model_config_pb2.ModelConfig) -> str | None:
 def plan_models(configs: Mapping[str, model_config_pb2.ModelConfig], include_steps: bool = False) -> ModelPlan:
     """Choose the models that get a client: top-level models, not steps of another model.
 
-    A step is a model named in an ensemble's `ensemble_scheduling`, or named by the value of
-    another model's parameter (a BLS target, e.g. `sentiment_cache`'s `encoder_model`).
+    A step is a model named in an ensemble's `ensemble_scheduling`, or a model other than an
+    ensemble named by the value of another model's parameter (a BLS target, e.g.
+    `sentiment_cache`'s `encoder_model`); an ensemble named that way is still meant to be called.
 
     Args:
         configs: the repository, as `load_repository` returns it.
@@ -102,10 +99,11 @@ def plan_models(configs: Mapping[str, model_config_pb2.ModelConfig], include_ste
     """
     used_by: dict[str, set[str]] = {}
     for name, config in configs.items():
-        for step in _steps(config):
+        for step in steps_of(config):
             used_by.setdefault(step, set()).add(f"ensemble {name}")
         for key, value in config.parameters.items():
-            if value.string_value in configs and value.string_value != name:
+            target = configs.get(value.string_value)
+            if target is not None and value.string_value != name and not steps_of(target):
                 used_by.setdefault(value.string_value, set()).add(f"{name} (parameter {key})")
     selected, skipped = [], {}
     for name in sorted(configs):
@@ -156,7 +154,7 @@ def _priority_levels(
     if config is None or name in seen:
         return 0
     own = config.dynamic_batching.priority_levels
-    steps = [_priority_levels(step, configs, seen | {name}) for step in _steps(config)]
+    steps = [_priority_levels(step, configs, seen | {name}) for step in steps_of(config)]
     return max([own, *steps])
 
 
@@ -183,318 +181,3 @@ def signature_of(name: str, configs: Mapping[str, model_config_pb2.ModelConfig])
         max_batch_size=config.max_batch_size,
         priority_levels=_priority_levels(name, configs),
     )
-
-
-# --- rendering ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GeneratedModule:
-    """One generated module: its file name, its source, and the names it exports."""
-
-    model_name: str
-    module: str
-    source: str
-    sync_client: str
-    async_client: str
-    exports: tuple[str, ...]
-
-
-def _exploded(head: str, items: list[str], indent: int, tail: str = "") -> str:
-    """`head(` + one item per line with a trailing comma + `)` + tail (the formatter keeps this)."""
-    pad = " " * (indent + 4)
-    return f"{head}\n" + "".join(f"{pad}{item},\n" for item in items) + " " * indent + tail
-
-
-def _literal(text: str) -> str:
-    """A double-quoted Python string literal (as the formatter writes them)."""
-    return json.dumps(text)
-
-
-def _fits(line: str, indent: int) -> bool:
-    return indent + len(line) <= LINE_LENGTH
-
-
-def _tensor_spec(spec: TensorSpec, indent: int) -> str:
-    args = [_literal(spec.name), _literal(spec.datatype), repr(spec.dims), f"field={_literal(spec.field)}"]
-    if spec.optional:
-        args.append("optional=True")
-    inline = f"TensorSpec({', '.join(args)})"
-    return inline if _fits(inline + ",", indent) else _exploded("TensorSpec(", args, indent, ")")
-
-
-def _tensor_tuple(specs: tuple[TensorSpec, ...], indent: int) -> str:
-    if not specs:
-        return "()"
-    if len(specs) == 1:
-        inline = f"({_tensor_spec(specs[0], indent)},)"
-        if "\n" not in inline and _fits(inline + ",", indent):
-            return inline
-    return _exploded("(", [_tensor_spec(s, indent + 4) for s in specs], indent, ")")
-
-
-def _docstring(text: str, indent: int) -> str:
-    """A docstring at `indent` whose lines fit; indented lines wrap under themselves, plus 4."""
-    pad = " " * indent
-    lines: list[str] = []
-    for line in text.strip("\n").split("\n"):
-        lead = " " * (len(line) - len(line.lstrip()))
-        width = LINE_LENGTH - indent - (3 if not lines else 0)
-        wrapped = textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    " * bool(lead))
-        lines += wrapped or [""]
-    if len(lines) == 1 and indent + len(lines[0]) + 6 <= LINE_LENGTH:
-        return f'{pad}"""{lines[0]}"""'
-    body = "\n".join(pad + line if line else "" for line in lines[1:])
-    return f'{pad}"""{lines[0]}\n{body}\n{pad}"""'
-
-
-def _request_type(spec: TensorSpec) -> str:
-    if not spec.is_scalar:
-        return "ArrayLike"
-    if spec.datatype == "BYTES":
-        return "str | bytes"
-    return SCALAR_TYPES.get(spec.datatype, "int")
-
-
-def _response_type(spec: TensorSpec) -> str:
-    return SCALAR_TYPES.get(spec.datatype, "int") if spec.is_scalar else "np.ndarray"
-
-
-def _attribute_doc(spec: TensorSpec, kind: str) -> str:
-    note = " (str is sent as UTF-8)" if kind == "input" and spec.datatype == "BYTES" else ""
-    note += "; optional" if spec.optional else ""
-    return f"{spec.field}: {kind} `{spec.name}`, {spec.describe()}{note}."
-
-
-def _dataclass(name: str, summary: str, fields: list[tuple[str, str, str]], has_arrays: bool) -> str:
-    """A frozen dataclass; `fields` are (name, annotation, default or "")."""
-    decorator = "@dataclass(frozen=True, eq=False)" if has_arrays else "@dataclass(frozen=True)"
-    lines = [decorator, f"class {name}:", _docstring(summary, 4), ""]
-    lines += [f"    {f}: {annotation}{f' = {default}' if default else ''}" for f, annotation, default in fields]
-    return "\n".join(lines)
-
-
-def _method(
-    signature: ModelSignature, *, verb: str, prefix: str, items_type: str, is_async: bool, source_doc: str
-) -> str:
-    batch = signature.max_batch_size
-    split = f"split into requests of at most {batch} rows" if batch else "sent one row per request"
-    doc = f"""{verb.capitalize()} `items` with `{signature.model_name}`: {split}, under one deadline.
-
-Args:
-    items: one {prefix}Request per row{source_doc}.
-    timeout_s: deadline of the whole call in seconds (retries included); default: the client's.
-    priority: 0 for the model's default, 1 (highest) to {signature.priority_levels or 0}.
-    request_id: sent with the request ("<id>/<i>" for each of several).
-
-Returns:
-    One {prefix}Response per item, in order.
-
-Raises:
-    InvalidInput: a field cannot be sent as declared (the message names it) or the server rejected it.
-    Timeout: the deadline passed.
-    ModelUnavailable: unknown model, or no server within the deadline (Overloaded: queue full).
-    ServerError: the model failed."""
-    head = f"    async def {verb}(" if is_async else f"    def {verb}("
-    params = [
-        "self",
-        f"items: {items_type}",
-        "*",
-        "timeout_s: float | None = None",
-        "priority: int = 0",
-        'request_id: str = ""',
-    ]
-    call = "self._run(items, timeout_s=timeout_s, priority=priority, request_id=request_id)"
-    return "\n".join(
-        [
-            _exploded(head, params, 4, f") -> list[{prefix}Response]:"),
-            _docstring(doc, 8),
-            f"        return {'await ' if is_async else ''}{call}",
-        ]
-    )
-
-
-def render_module(signature: ModelSignature, config: model_config_pb2.ModelConfig, source: str) -> GeneratedModule:
-    """The source of `clients/generated/<module>.py` for one model.
-
-    Args:
-        signature: the model's signature (`signature_of`).
-        config: the model's config (for its kind and steps, named in the docstring).
-        source: where the config was read, for the docstring (e.g. `model_repository/sentiment/config.pbtxt`).
-
-    Returns:
-        The module's name, source text and exported names.
-    """
-    prefix = class_prefix(signature.model_name)
-    verb = "classify" if any(s.name == "label" for s in signature.outputs) else "predict"
-    steps = _steps(config)
-    kind = f" (an ensemble: {' -> '.join(steps)})" if steps else ""
-    request, response = f"{prefix}Request", f"{prefix}Response"
-    sync_client, async_client = f"{prefix}Client", f"Async{prefix}Client"
-    exports = ("SIGNATURE", *sorted([async_client, sync_client, request, response]))
-
-    inputs = sorted(signature.inputs, key=lambda s: s.optional)  # required fields first
-    request_fields = [
-        (s.field, _request_type(s) + (" | None" if s.optional else ""), "None" if s.optional else "") for s in inputs
-    ]
-    response_fields = [(s.field, _response_type(s), "") for s in signature.outputs]
-    single = signature.inputs[0] if len(signature.inputs) == 1 else None
-    items_type = f"Sequence[{request}]"
-    source_doc = ""
-    if single is not None:
-        items_type = f"Sequence[{request} | {_request_type(single)}] | np.ndarray"
-        source_doc = f", or just its `{single.field}` value, or one array with the rows first"
-    uses_array_like = any(t == "ArrayLike" for _, t, _ in request_fields) or "ArrayLike" in items_type
-    uses_numpy = "np." in items_type or any("np." in t for _, t, _ in response_fields)
-
-    example_value = _example(single)
-    imports = [
-        "from __future__ import annotations",
-        "",
-        "from collections.abc import Sequence",
-        "from dataclasses import dataclass",
-        "",
-    ]
-    if uses_numpy:
-        imports.append("import numpy as np")
-    if uses_array_like:
-        imports.append("from numpy.typing import ArrayLike")
-    if uses_numpy or uses_array_like:
-        imports.append("")
-    imports += [
-        "from clients.runtime import AsyncModelClient, ModelClient",
-        "from clients.tensors import ModelSignature, TensorSpec",
-    ]
-
-    regenerate = "After the model changes, run `make generate-clients` and commit the result."
-    module_doc = _docstring(
-        f"""Typed client of the Triton model `{signature.model_name}`{kind}.
-
-Generated by `scripts/generate_clients.py` from `{source}`: do not edit. {regenerate}
-
-    from clients.generated.{module_name(signature.model_name)} import {sync_client}
-
-    with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
-        results = client.{verb}([{example_value}])""",
-        0,
-    )
-    signature_src = _exploded(
-        "SIGNATURE = ModelSignature(",
-        [
-            f"model_name={_literal(signature.model_name)}",
-            f"inputs={_tensor_tuple(signature.inputs, 4)}",
-            f"outputs={_tensor_tuple(signature.outputs, 4)}",
-            f"max_batch_size={signature.max_batch_size}",
-            f"priority_levels={signature.priority_levels}",
-        ],
-        0,
-        ")",
-    )
-    has_request_arrays = any(t.startswith("ArrayLike") for _, t, _ in request_fields)
-    has_response_arrays = any(t == "np.ndarray" for _, t, _ in response_fields)
-    request_doc = f"One row of a `{signature.model_name}` request.\n\nAttributes:\n" + "\n".join(
-        f"    {_attribute_doc(s, 'input')}" for s in inputs
-    )
-    response_doc = f"One row of a `{signature.model_name}` response" + (
-        " (compared by identity: it holds numpy arrays)." if has_response_arrays else "."
-    )
-    response_doc += "\n\nAttributes:\n" + "\n".join(f"    {_attribute_doc(s, 'output')}" for s in signature.outputs)
-    class_body = f"""    SIGNATURE = SIGNATURE
-    REQUEST = {request}
-    RESPONSE = {response}"""
-    parts = [
-        module_doc,
-        "\n".join(imports),
-        _exploded("__all__ = [", [_literal(e) for e in exports], 0, "]"),
-        signature_src,
-        _dataclass(request, request_doc, request_fields, has_request_arrays),
-        _dataclass(response, response_doc, response_fields, has_response_arrays),
-        "\n".join(
-            [
-                f"class {sync_client}(ModelClient[{request}, {response}]):",
-                _docstring(
-                    f"Synchronous client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4
-                ),
-                "",
-                class_body,
-                "",
-                _method(
-                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=False, source_doc=source_doc
-                ),
-            ]
-        ),
-        "\n".join(
-            [
-                f"class {async_client}(AsyncModelClient[{request}, {response}]):",
-                _docstring(f"asyncio client of `{signature.model_name}`; options: `clients.runtime.ModelClient`.", 4),
-                "",
-                class_body,
-                "",
-                _method(
-                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=True, source_doc=source_doc
-                ),
-            ]
-        ),
-    ]
-    text = "\n\n\n".join(parts[3:])
-    source_text = f"{parts[0]}\n\n{parts[1]}\n\n{parts[2]}\n\n{text}\n"
-    return GeneratedModule(
-        signature.model_name, module_name(signature.model_name), source_text, sync_client, async_client, exports
-    )
-
-
-def _example(spec: TensorSpec | None) -> str:
-    """A literal for the module docstring's example call."""
-    if spec is None:
-        return "..."
-    if spec.datatype == "BYTES" and spec.is_scalar:
-        return '"a gripping, beautifully shot film"'
-    if spec.is_scalar:
-        return "1"
-    return f"np.zeros({tuple(max(d, 1) for d in spec.dims)!r})"
-
-
-def render_package(plan: ModelPlan, configs: Mapping[str, model_config_pb2.ModelConfig], source: str) -> dict[str, str]:
-    """Every file of `clients/generated/`: one module per selected model, and `__init__.py`.
-
-    Args:
-        plan: the models to generate (`plan_models`).
-        configs: the repository (`load_repository`).
-        source: the repository as named in docstrings (e.g. `model_repository`).
-
-    Returns:
-        `{file name: source text}`.
-    """
-    modules = [
-        render_module(signature_of(name, configs), configs[name], f"{source}/{name}/config.pbtxt")
-        for name in plan.selected
-    ]
-    modules.sort(key=lambda m: m.module)
-    files = {f"{m.module}.py": m.source for m in modules}
-    files["__init__.py"] = _render_init(modules, plan, source)
-    return files
-
-
-def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -> str:
-    rows = "\n".join(f"    {m.model_name}: `{m.module}.py`, {m.sync_client}, {m.async_client}" for m in modules)
-    skipped = "\n".join(f"    {name}: {reason}" for name, reason in sorted(plan.skipped.items()))
-    doc = f"Typed clients generated from `{source}` by `scripts/generate_clients.py`: do not edit."
-    doc += f"\n\nModels:\n{rows or '    (none)'}"
-    if skipped:
-        doc += f"\n\nNot generated:\n{skipped}"
-    lines = [_docstring(doc, 0), ""]
-    exported = []
-    for m in modules:
-        names = sorted(m.exports[1:])
-        exported += names
-        inline = f"from clients.generated.{m.module} import {', '.join(names)}"
-        lines.append(
-            inline if _fits(inline, 0) else _exploded(f"from clients.generated.{m.module} import (", names, 0, ")")
-        )
-    lines.append("")
-    lines.append(
-        _exploded("__all__ = [", [_literal(n) for n in sorted(exported)], 0, "]")
-        if exported
-        else "__all__: list[str] = []"
-    )
-    return "\n".join(lines) + "\n"

@@ -4,7 +4,9 @@
         predictions = client.classify_text(["a gripping, beautiful film"])
 
 It owns one channel, takes an explicit deadline per call (`timeout_s`), and raises only the
-errors in `clients.errors`. The typed SDKs generated from the repository build on it.
+errors in `clients.errors`. It does not retry. Applications should use the typed SDKs generated
+from the repository (`clients/generated/`, on `clients.runtime`), which add validation naming
+the field, batching of long lists, retries within the deadline, asyncio and shared memory.
 """
 
 from __future__ import annotations

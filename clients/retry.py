@@ -4,8 +4,9 @@ The generated clients retry an attempt only when all of these hold:
   - the error is retryable (`ClientError.retryable`: UNAVAILABLE, RESOURCE_EXHAUSTED / queue full);
   - the policy's `max_attempts` (if any) is not reached;
   - the backoff ends before the caller's deadline (a retry never outlives `timeout_s`);
-  - the `RetryBudget` has a token: retries add at most `ratio` of the request rate (plus a small
-    floor for quiet clients), so when the server is overloaded, retries cannot multiply its load.
+  - the `RetryBudget` has a token before the deadline: retries add at most `ratio` of the
+    request rate (plus a small floor for quiet clients), so when the server is overloaded,
+    retries cannot multiply its load; a retry waits for its token rather than skipping the queue.
 
 Clocks and random numbers are injected, so all of it is tested without sleeping.
 """
@@ -96,9 +97,11 @@ class RetryBudget:
 
     Every request deposits `ratio` tokens, time deposits `min_retries_per_s` per second (so a
     quiet client can still retry through a restart), and every retry takes one whole token; the
-    bucket holds at most `max_tokens` and starts full. Over any long stretch, retries <=
-    `ratio` * requests + `min_retries_per_s` * seconds + `max_tokens`. Thread-safe; share one
-    between clients to budget them together.
+    bucket holds at most `max_tokens` and starts full. When it is empty, a retry waits for the next
+    token that time deposits (if that comes before its deadline), so retries slow down to the
+    budget's rate instead of being dropped. Over any stretch of time, retries <= `ratio` *
+    requests + `min_retries_per_s` * seconds + `max_tokens`. Thread-safe; share one between
+    clients to budget them together.
 
     Args:
         ratio: retries allowed per request, e.g. 0.1 = retries add at most 10% to the load.
@@ -139,14 +142,35 @@ class RetryBudget:
         with self._lock:
             self._refill(self.ratio)
 
-    def try_spend(self) -> bool:
-        """Take one token for a retry; False (and nothing taken) when the budget is spent."""
+    def reserve(self, max_wait_s: float) -> float | None:
+        """Take one token for a retry, waiting for it if need be.
+
+        When the bucket is empty, the token is the next one time deposits (`min_retries_per_s`);
+        it is taken now (the bucket goes into debt, so later callers wait longer) and the caller
+        must wait the returned time before retrying.
+
+        Args:
+            max_wait_s: the longest the caller can wait (the time left before its deadline).
+
+        Returns:
+            Seconds to wait before the retry (0.0 when a token is there), or None (nothing taken)
+            when no token comes within `max_wait_s`.
+        """
         with self._lock:
             self._refill(0.0)
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True
-            return False
+            missing = 1.0 - self._tokens
+            if missing <= 0:
+                wait_s = 0.0
+            elif self.min_retries_per_s > 0 and missing / self.min_retries_per_s < max_wait_s:
+                wait_s = missing / self.min_retries_per_s
+            else:
+                return None
+            self._tokens -= 1.0
+            return wait_s
+
+    def try_spend(self) -> bool:
+        """Take one token for a retry now; False (and nothing taken) when the bucket is empty."""
+        return self.reserve(0.0) is not None
 
     @property
     def tokens(self) -> float:
@@ -180,7 +204,8 @@ def decide_retry(
 ) -> RetryDecision:
     """Decide whether attempt number `attempt` (1 = the first), which failed with `error`, is retried.
 
-    The budget is asked last, so a token is spent only on a retry that will happen.
+    The budget is asked last, so a token is spent only on a retry that will happen; when it is
+    empty the retry waits for the budget's next token (the delay is the longer of the two).
 
     Args:
         error: the mapped error of the failed attempt.
@@ -198,11 +223,17 @@ def decide_retry(
     if policy.max_attempts is not None and attempt >= policy.max_attempts:
         return RetryDecision(None, f"gave up after {attempt} attempts (max_attempts={policy.max_attempts})")
     delay_s = policy.backoff_s(attempt, uniform())
-    if delay_s >= deadline.remaining_s():
+    remaining_s = deadline.remaining_s()
+    if delay_s >= remaining_s:
         return RetryDecision(
             None,
             f"gave up after {attempt} attempts: the next one would start after the {deadline.timeout_s} s deadline",
         )
-    if budget is not None and not budget.try_spend():
-        return RetryDecision(None, f"gave up after {attempt} attempts: the retry budget is spent (server overloaded?)")
+    if budget is not None:
+        wait_s = budget.reserve(max_wait_s=remaining_s)
+        if wait_s is None:
+            return RetryDecision(
+                None, f"gave up after {attempt} attempts: the retry budget has no token before the deadline"
+            )
+        delay_s = max(delay_s, wait_s)
     return RetryDecision(delay_s)

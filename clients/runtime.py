@@ -94,9 +94,8 @@ class ClientStats:
 
 @dataclass
 class _Chunk:
-    """One request of a call: its rows' input arrays, built inputs and shared-memory region."""
+    """One request of a call: its built inputs, request id and shared-memory region."""
 
-    arrays: dict[str, np.ndarray]
     request_id: str
     inputs: list[grpcclient.InferInput]
     region: SharedMemoryRegion | None = None
@@ -172,12 +171,13 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         """Build one request's inputs (into a shared-memory region when large enough)."""
         batched = self.SIGNATURE.max_batch_size > 0
         arrays = {name: column[rows] if batched else column[rows.start] for name, column in columns.items()}
-        threshold = self.shared_memory_min_bytes
-        in_shm = {
-            name: array
-            for name, array in arrays.items()
-            if self._pool is not None and array.dtype != np.object_ and array.nbytes >= (threshold or 0)
-        }
+        in_shm = {}
+        if self._pool is not None and self.shared_memory_min_bytes is not None:
+            in_shm = {
+                name: array
+                for name, array in arrays.items()
+                if array.dtype != np.object_ and array.nbytes >= self.shared_memory_min_bytes
+            }
         region = None
         placements = {}
         if in_shm:
@@ -200,7 +200,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             else:
                 tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        return _Chunk(arrays=arrays, request_id=request_id, inputs=inputs, region=region)
+        return _Chunk(request_id=request_id, inputs=inputs, region=region)
 
     @staticmethod
     def _request_ids(request_id: str, n_requests: int) -> list[str]:
@@ -247,7 +247,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         )
         if decision.retry:
             self.stats.add(retries=1)
-            LOGGER.info(
+            LOGGER.debug(
                 "%s: attempt %d failed (%s); retrying in %.3f s", self.model_name, attempt, error, decision.delay_s
             )
         elif error.retryable:

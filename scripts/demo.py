@@ -3,6 +3,7 @@
 Sends held-out Rotten Tomatoes snippets to `sentiment` and held-out images to `digits`, one
 request per example from a few concurrent clients, and prints accuracy measured through the
 server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
+It calls the models the way applications do: through the generated SDKs (`clients/generated/`).
 
     python scripts/demo.py                  # build if needed, 300 requests per model
     python scripts/demo.py --requests 1000 --concurrency 16
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from clients.errors import ClientError
-from clients.grpc_client import FastpathClient
+from clients.generated import DigitsClient, SentimentClient
 from triton_fastpath import data as datasets
 from triton_fastpath.build import build_repository, format_report
 from triton_fastpath.errors import FastpathError
@@ -35,15 +36,16 @@ def percentile_ms(latencies_s: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(latencies_s) * 1000, q))
 
 
-def run_load(url: str, items: list, call, concurrency: int) -> tuple[list, list[float], float]:
-    """Send each item as its own request from `concurrency` threads; returns results, latencies, wall time."""
+def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list, list[float], float]:
+    """Send each item as its own request from `concurrency` threads (one `client_type` client each);
+    returns results, latencies, wall time."""
     local = threading.local()
 
     def one(item):
         if not hasattr(local, "client"):
-            local.client = FastpathClient(url, timeout_s=30)
+            local.client = client_type(url, timeout_s=30)
         start = time.perf_counter()
-        result = call(local.client, item)
+        [result] = local.client.classify([item])
         return result, time.perf_counter() - start
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -53,14 +55,14 @@ def run_load(url: str, items: list, call, concurrency: int) -> tuple[list, list[
     return [r for r, _ in pairs], [t for _, t in pairs], time.perf_counter() - started
 
 
-def show_examples(client: FastpathClient) -> None:
+def show_examples(client: SentimentClient) -> None:
     print("\nExamples through the `sentiment` ensemble:")
     texts = [
         "A moving, beautifully acted film that stays with you.",
         "Tedious, predictable and far too long.",
         "great " * 200,
     ]
-    for text, prediction in zip(texts, client.classify_text(texts)):
+    for text, prediction in zip(texts, client.classify(texts)):
         shown = text if len(text) < 60 else text[:40] + f"... ({len(text)} chars)"
         print(
             f"  {shown!r:<62} -> {prediction.label:<8} p={prediction.probability:.3f}"
@@ -69,7 +71,7 @@ def show_examples(client: FastpathClient) -> None:
     print("\nBad input gets a clear error (and never fails other requests in its batch):")
     for bad in (b"", b"   ", b"caf\xe9 \xff"):
         try:
-            client.classify_text([bad])
+            client.classify([bad])
             print(f"  {bad!r}: accepted?!")
         except ClientError as error:
             print(f"  {bad!r:<16} -> {type(error).__name__}: {error}")
@@ -105,16 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         progress("starting the embedded tritonserver (models load and warm up)")
         with EmbeddedTritonServer(config) as server:
             progress(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}")
-            with FastpathClient(server.grpc_url) as client:
+            with SentimentClient(server.grpc_url) as client:
                 show_examples(client)
             n_text = min(args.requests, len(sentiment))
             n_img = min(args.requests, len(digits))
             progress(f"sending {n_text} + {n_img} held-out requests, {args.concurrency} concurrent clients")
             text_results, text_lat, text_wall = run_load(
-                server.grpc_url, list(sentiment.x[:n_text]), lambda c, t: c.classify_text([t])[0], args.concurrency
+                server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
             )
             img_results, img_lat, img_wall = run_load(
-                server.grpc_url, list(digits.x[:n_img]), lambda c, x: c.classify_digits(x)[0], args.concurrency
+                server.grpc_url, DigitsClient, list(digits.x[:n_img]), args.concurrency
             )
         progress("server stopped")
     except FastpathError as error:

@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         server = EmbeddedTritonServer(config)
         server.start(ready_timeout_s=args.ready_timeout_s)
+        ready = True  # before the banner: a Ctrl-C right after it is a normal stop
         print(
             f"tritonserver ready (pid {server.pid})\n"
             f"  HTTP:    http://{server.http_url}\n"
@@ -141,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
             "Press Ctrl-C to stop.",
             flush=True,
         )
-        ready = True
         code = server.wait()
         if code is not None:
             raise ServerError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")

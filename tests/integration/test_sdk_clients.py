@@ -1,0 +1,230 @@
+"""The generated SDKs against a real tritonserver: every model sync and asyncio, batching, shared
+memory, compression, readiness, errors, deadlines, and a server restarted in the middle of a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.errors import InvalidInput, ModelUnavailable, Timeout
+from clients.generated import (
+    AsyncDigitsClient,
+    AsyncEmbedClient,
+    AsyncSentimentClient,
+    DigitsClient,
+    EmbedClient,
+    SentimentClient,
+)
+from clients.retry import RetryPolicy
+from tests.conftest import copy_repository, start_server
+from triton_fastpath import data as datasets
+from triton_fastpath.server import find_free_port
+
+pytestmark = pytest.mark.integration
+
+TEXTS = [
+    "A moving, beautifully acted film that stays with you.",
+    "Tedious, predictable and far too long.",
+    "great " * 500,
+]
+
+
+@pytest.fixture(scope="module")
+def images() -> np.ndarray:
+    return np.asarray(datasets.load_digits_dataset().test.x, dtype=np.float32)
+
+
+# --- every model, sync and asyncio ----------------------------------------------------------------
+
+
+def test_sentiment_sync_and_async_agree_with_the_thin_client(triton, client) -> None:
+    expected = client.classify_text(TEXTS)
+    with SentimentClient(triton.grpc_url, timeout_s=30) as sdk:
+        got = sdk.classify(TEXTS, priority=1, request_id="sdk-sync")
+
+    async def run() -> list:
+        async with AsyncSentimentClient(triton.grpc_url, timeout_s=30) as sdk:
+            return await sdk.classify(TEXTS, request_id="sdk-async")
+
+    got_async = asyncio.run(run())
+    for e, a, b in zip(expected, got, got_async, strict=True):
+        assert a.label == b.label == e.label
+        assert a.truncated == b.truncated == e.truncated
+        np.testing.assert_allclose(a.probabilities, e.probabilities, atol=0.02)
+        np.testing.assert_allclose(b.probabilities, e.probabilities, atol=0.02)
+    assert got[2].truncated is True and got[0].truncated is False
+
+
+def test_digits_sync_and_async_agree_with_the_thin_client(triton, client, images) -> None:
+    expected = client.classify_digits(images[:20])
+    with DigitsClient(triton.grpc_url, timeout_s=30) as sdk:
+        got = sdk.classify(images[:20])
+
+    async def run() -> list:
+        async with AsyncDigitsClient(triton.grpc_url, timeout_s=30) as sdk:
+            return await sdk.classify(list(images[:20]))  # a list of 8x8 arrays works too
+
+    got_async = asyncio.run(run())
+    assert [r.label for r in got] == [r.label for r in got_async] == [e.label for e in expected]
+    np.testing.assert_allclose([r.probabilities for r in got], [e.probabilities for e in expected], atol=1e-5)
+
+
+def test_embed_sync_and_async_agree(triton) -> None:
+    with EmbedClient(triton.grpc_url, timeout_s=30) as sdk:
+        got = sdk.predict(TEXTS)
+
+    async def run() -> list:
+        async with AsyncEmbedClient(triton.grpc_url, timeout_s=30) as sdk:
+            return await sdk.predict(TEXTS)
+
+    got_async = asyncio.run(run())
+    assert [r.embedding.shape for r in got] == [(256,)] * len(TEXTS)
+    assert all(np.isfinite(r.embedding).all() for r in got)
+    np.testing.assert_allclose([r.embedding for r in got], [r.embedding for r in got_async], atol=1e-5)
+
+
+def test_a_list_longer_than_max_batch_size_is_split_and_joined_in_order(triton, images) -> None:
+    with DigitsClient(triton.grpc_url, timeout_s=60) as sdk:
+        whole = sdk.classify(images[:200])
+        parts = [r for start in range(0, 200, 50) for r in sdk.classify(images[start : start + 50])]
+        assert sdk.stats.requests == 4 + 4  # 200 rows = 64 + 64 + 64 + 8; then four calls of 50
+    assert [r.label for r in whole] == [r.label for r in parts]
+
+
+def test_shared_memory_and_compression_give_the_same_answers_as_the_plain_path(triton, images) -> None:
+    with (
+        DigitsClient(triton.grpc_url, timeout_s=60) as plain,
+        DigitsClient(triton.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as shm,
+        DigitsClient(triton.grpc_url, timeout_s=60, compression="gzip") as gzip,
+    ):
+        expected = [r.label for r in plain.classify(images[:150])]
+        assert [r.label for r in shm.classify(images[:150])] == expected
+        assert [r.label for r in shm.classify(images[:150])] == expected  # regions reused
+        assert [r.label for r in gzip.classify(images[:150])] == expected
+
+    async def run() -> list[int]:
+        async with AsyncDigitsClient(triton.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as sdk:
+            return [r.label for r in await sdk.classify(images[:150])]
+
+    assert asyncio.run(run()) == expected
+
+
+def test_readiness(triton) -> None:
+    with (
+        SentimentClient(triton.grpc_url) as ready,
+        SentimentClient(triton.grpc_url, model_name="no_such_model") as not_,
+    ):
+        assert ready.is_ready()
+        assert not not_.is_ready()
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_bad_input_is_invalid_input_naming_the_field(triton, images) -> None:
+    with SentimentClient(triton.grpc_url, timeout_s=30) as sentiment, DigitsClient(triton.grpc_url) as digits:
+        with pytest.raises(InvalidInput, match=r"text\[1\] is empty or whitespace only"):
+            sentiment.classify(["fine", "   "])
+        with pytest.raises(
+            InvalidInput, match=r"sentiment: text \(input 'text', BYTES \[1\] per row\): row 0: expected"
+        ):
+            sentiment.classify([42])
+        with pytest.raises(
+            InvalidInput, match=r"digits: pixels .*expected an array of shape \[N, 8, 8\], got \[2, 9, 9\]"
+        ):
+            digits.classify(np.zeros((2, 9, 9), np.float32))
+        poisoned = images[:2].copy()
+        poisoned[1, 3, 3] = np.inf
+        with pytest.raises(InvalidInput, match=r"'pixels' row 1 contains NaN or Inf"):
+            digits.classify(poisoned)
+        assert sentiment.stats.retries == digits.stats.retries == 0
+
+
+def test_an_unknown_model_is_model_unavailable_and_not_retried(triton) -> None:
+    with SentimentClient(triton.grpc_url, model_name="no_such_model") as sdk:
+        with pytest.raises(ModelUnavailable, match="no_such_model"):
+            sdk.classify(["hello"])
+        assert (sdk.stats.attempts, sdk.stats.retries) == (1, 0)
+
+    async def run() -> None:
+        async with AsyncDigitsClient(triton.grpc_url, model_name="no_such_model") as sdk:
+            await sdk.classify(np.zeros((1, 8, 8)))
+
+    with pytest.raises(ModelUnavailable):
+        asyncio.run(run())
+
+
+def test_a_deadline_shorter_than_anything_is_a_timeout(triton) -> None:
+    with SentimentClient(triton.grpc_url) as sdk, pytest.raises(Timeout):
+        sdk.classify(["a deadline of a tenth of a millisecond"], timeout_s=1e-4)
+
+
+@pytest.fixture(scope="module")
+def slow_server(built_repository, tmp_path_factory):
+    """The repository with a 3 s batching window: a lone request waits 3 s for batch-mates."""
+    repository = copy_repository(built_repository, tmp_path_factory.mktemp("sdk-slow") / "repository")
+    for config in repository.glob("*/config.pbtxt"):
+        text = config.read_text()
+        config.write_text(
+            text.replace("max_queue_delay_microseconds: 1000\n", "max_queue_delay_microseconds: 3000000\n")
+        )
+    server = start_server(repository, tmp_path_factory.mktemp("sdk-slow-logs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_deadline_that_expires_while_the_server_holds_the_request_is_a_timeout(slow_server) -> None:
+    with DigitsClient(slow_server.grpc_url) as sdk, pytest.raises(Timeout) as caught:
+        sdk.classify(np.ones((1, 8, 8)), timeout_s=0.5)
+    assert caught.value.status == "StatusCode.DEADLINE_EXCEEDED"  # from gRPC, not the client's own check
+    assert sdk.stats.retries == 0
+
+    async def run() -> None:
+        async with AsyncSentimentClient(slow_server.grpc_url) as sdk:
+            await sdk.classify(["waiting for batch-mates that never come"], timeout_s=0.5)
+
+    with pytest.raises(Timeout):
+        asyncio.run(run())
+
+
+# --- a server restarted during a call ----------------------------------------------------------
+
+
+def test_a_call_made_while_the_server_restarts_is_retried_and_succeeds(built_repository, tmp_path: Path) -> None:
+    ports = (find_free_port(), find_free_port(), find_free_port())
+    server = start_server(built_repository, tmp_path, ports=ports)
+    try:
+        with DigitsClient(server.grpc_url, timeout_s=120, retry_policy=RetryPolicy(max_backoff_s=0.5)) as sdk:
+            [before] = sdk.classify(np.zeros((1, 8, 8)))
+            server.stop()
+            outcome: dict[str, object] = {}
+            first_retry = threading.Event()
+            sdk._sleep = lambda s: (first_retry.set(), threading.Event().wait(s))  # note the first retry
+
+            def call() -> None:
+                try:
+                    outcome["result"] = sdk.classify(np.zeros((1, 8, 8)))
+                except Exception as error:  # the assertion below shows it
+                    outcome["error"] = error
+
+            thread = threading.Thread(target=call)
+            thread.start()
+            assert first_retry.wait(timeout=60), "the call did not retry while the server was down"
+            server.start(ready_timeout_s=180)
+            thread.join(timeout=150)
+            assert not thread.is_alive()
+            error = outcome.get("error")
+            assert error is None, (error, getattr(error, "__notes__", None), sdk.stats)
+            [after] = outcome["result"]  # type: ignore[misc]
+            assert after.label == before.label
+            assert sdk.stats.retries >= 1
+            assert sdk.stats.retries_refused == 0
+    finally:
+        server.stop()

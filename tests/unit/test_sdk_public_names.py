@@ -1,0 +1,60 @@
+"""Every SDK module lists its public surface in `__all__`: every listed name exists, and every
+public class (and function) the module defines is listed. Generated modules included.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import types
+
+import pytest
+
+import clients.generated
+
+GENERATED = [
+    importlib.import_module(f"clients.generated.{info.name}")
+    for info in pkgutil.iter_modules(clients.generated.__path__)
+]
+RUNTIME = [
+    importlib.import_module(f"clients.{name}")
+    for name in ("codegen", "codegen_render", "errors", "retry", "runtime", "shm", "tensors")
+]
+
+
+def defined_public_names(module: types.ModuleType) -> set[str]:
+    return {
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and obj.__module__ == module.__name__
+    }
+
+
+@pytest.mark.parametrize("module", GENERATED + RUNTIME, ids=lambda m: m.__name__)
+def test_all_lists_existing_names_and_every_public_class_and_function(module: types.ModuleType) -> None:
+    exported = list(module.__all__)
+    assert len(exported) == len(set(exported)), f"{module.__name__}.__all__ has duplicates"
+    missing = [name for name in exported if not hasattr(module, name)]
+    assert not missing, f"{module.__name__}.__all__ names {missing}, which the module does not define"
+    unlisted = defined_public_names(module) - set(exported)
+    assert not unlisted, f"{module.__name__} defines {sorted(unlisted)} but does not list them in __all__"
+
+
+@pytest.mark.parametrize("module", GENERATED, ids=lambda m: m.__name__)
+def test_each_generated_module_exports_two_clients_two_dataclasses_and_its_signature(module: types.ModuleType) -> None:
+    names = set(module.__all__)
+    assert "SIGNATURE" in names
+    clients_ = {n for n in names if n.endswith("Client")}
+    assert len(clients_) == 2 and len({n.removeprefix("Async") for n in clients_}) == 1
+    assert len({n for n in names if n.endswith(("Request", "Response"))}) == 2
+
+
+def test_the_package_re_exports_every_generated_class() -> None:
+    for module in GENERATED:
+        for name in module.__all__:
+            if name != "SIGNATURE":
+                assert getattr(clients.generated, name) is getattr(module, name)
+                assert name in clients.generated.__all__
