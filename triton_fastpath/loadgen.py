@@ -7,8 +7,8 @@ windows' throughputs agree within `tolerance` (perf_analyzer's rule: max / min <
 until `max_windows` have run, in which case the result says it is not stable. Percentiles and
 throughput are then taken over those last windows together.
 
-The pure parts (`percentiles_ms`, `throughput_stable`, `summarize`, `parse_metric`) are unit
-tested without a server; `run_closed_loop` and `run_items` hold the threads, and
+The pure parts (`percentiles_ms`, `throughput_stable`, `summarize`, `duplicate_stream`,
+`parse_metric`) are unit tested without a server; `run_closed_loop` and `run_items` hold the threads, and
 `scrape_metrics` the one HTTP call.
 
     result = run_closed_loop(
@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import random
 import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -305,6 +306,30 @@ def run_closed_loop(
         sent=len(records.latencies_s),
         first_error=records.first_error,
     )
+
+
+def duplicate_stream(fresh: Iterator[T], ratio: float, *, seed: int = 0) -> Iterator[T]:
+    """Requests where a `ratio` share repeats an item already sent (chosen uniformly), the rest are new.
+
+    Args:
+        fresh: never-repeated items (the stream ends when it does).
+        ratio: probability that a request repeats an earlier one, in [0, 1); the first is always new.
+        seed: the same seed gives the same stream, so two systems can be fed identical requests.
+    """
+    if not 0.0 <= ratio < 1.0:
+        raise ValueError(f"ratio={ratio}; expected 0 <= ratio < 1")
+    rng = random.Random(seed)
+    sent: list[T] = []
+    while True:
+        if sent and rng.random() < ratio:
+            yield rng.choice(sent)
+            continue
+        try:
+            item = next(fresh)
+        except StopIteration:
+            return
+        sent.append(item)
+        yield item
 
 
 def run_items(
