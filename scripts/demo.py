@@ -28,6 +28,7 @@ from triton_fastpath import data as datasets
 from triton_fastpath.build import build_repository, format_report
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
 
@@ -77,6 +78,31 @@ def show_examples(client: SentimentClient) -> None:
             print(f"  {bad!r:<16} -> {type(error).__name__}: {error}")
 
 
+def serve_requests(server, sentiment, digits, args, progress):
+    """Examples, bad input, then held-out load on both models and a cached repeat; returns the measurements."""
+    progress(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}")
+    with SentimentClient(server.grpc_url) as client:
+        show_examples(client)
+    n_text = min(args.requests, len(sentiment))
+    n_img = min(args.requests, len(digits))
+    progress(f"sending {n_text} + {n_img} held-out requests, {args.concurrency} concurrent clients")
+    text_results, text_lat, text_wall = run_load(
+        server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
+    )
+    img_results, img_lat, img_wall = run_load(server.grpc_url, DigitsClient, list(digits.x[:n_img]), args.concurrency)
+    progress("sending the same sentiment texts again: now answered by the caches")
+    again, again_lat, again_wall = run_load(
+        server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
+    )
+    return (
+        (text_results, text_lat, text_wall),
+        (img_results, img_lat, img_wall),
+        (again, again_lat, again_wall),
+        n_text,
+        n_img,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300, help="requests per model (default: %(default)s)")
@@ -97,41 +123,45 @@ def main(argv: list[str] | None = None) -> int:
             print(format_report(reports))
         sentiment = datasets.load_sentiment(BUILD_DIR / "data").test
         digits = datasets.load_digits_dataset().test
-        config = ServerConfig(
-            model_repository=args.repository,
-            http_port=0,
-            grpc_port=0,
-            metrics_port=0,
-            log_file=BUILD_DIR / "logs" / "demo-tritonserver.log",
-        )
-        progress("starting the embedded tritonserver (models load and warm up)")
-        with EmbeddedTritonServer(config) as server:
-            progress(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}")
-            with SentimentClient(server.grpc_url) as client:
-                show_examples(client)
-            n_text = min(args.requests, len(sentiment))
-            n_img = min(args.requests, len(digits))
-            progress(f"sending {n_text} + {n_img} held-out requests, {args.concurrency} concurrent clients")
-            text_results, text_lat, text_wall = run_load(
-                server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
+        with RedisServer() as redis:  # the L2 cache, on a free 127.0.0.1 port
+            progress(f"redis-server (L2 cache) on {redis.url}")
+            config = ServerConfig(
+                model_repository=args.repository,
+                http_port=0,
+                grpc_port=0,
+                metrics_port=0,
+                log_file=BUILD_DIR / "logs" / "demo-tritonserver.log",
+                extra_env={"FASTPATH_REDIS_URL": redis.url},
             )
-            img_results, img_lat, img_wall = run_load(
-                server.grpc_url, DigitsClient, list(digits.x[:n_img]), args.concurrency
-            )
-        progress("server stopped")
+            progress("starting the embedded tritonserver (models load and warm up)")
+            server = EmbeddedTritonServer(config).start()
+            try:
+                results = serve_requests(server, sentiment, digits, args, progress)
+            finally:
+                server.stop()
+        progress("servers stopped")
     except FastpathError as error:
         print(f"demo failed: {error}", file=sys.stderr)
         return 1
+    (
+        (text_results, text_lat, text_wall),
+        (img_results, img_lat, img_wall),
+        (again, again_lat, again_wall),
+        n_text,
+        n_img,
+    ) = results
     text_acc = np.mean([r.label == "positive" for r in text_results] == sentiment.y[:n_text].astype(bool))
     img_acc = np.mean(np.array([r.label for r in img_results]) == digits.y[:n_img])
+    text_acc_again = np.mean([r.label == "positive" for r in again] == sentiment.y[:n_text].astype(bool))
     print("\nMeasured through the server (client-side latency, one example per request):")
-    print(f"{'model':<11}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
+    print(f"{'model':<30}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
     for name, n, acc, lat, wall in (
         ("sentiment", n_text, text_acc, text_lat, text_wall),
         ("digits", n_img, img_acc, img_lat, img_wall),
+        ("sentiment, repeated (cached)", n_text, text_acc_again, again_lat, again_wall),
     ):
         print(
-            f"{name:<11}{n:>9}{acc:>10.2%}{percentile_ms(lat, 50):>9.2f}{percentile_ms(lat, 99):>9.2f}{n / wall:>8.0f}"
+            f"{name:<30}{n:>9}{acc:>10.2%}{percentile_ms(lat, 50):>9.2f}{percentile_ms(lat, 99):>9.2f}{n / wall:>8.0f}"
         )
     print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
     return 0
