@@ -72,7 +72,8 @@ class SentimentEmbedding:
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         enc = self.encoder.encode(texts)
-        return mean_pool(self.table, enc.input_ids, enc.attention_mask, skip_ids=(2, 3))
+        skip = [self.encoder.token_id(t) for t in ("[CLS]", "[SEP]")]
+        return mean_pool(self.table, enc.input_ids, enc.attention_mask, skip_ids=[i for i in skip if i is not None])
 
 
 class WordLlamaEmbedding:
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     data = datasets.load_sentiment(BUILD_DIR / "data")
     encoder = TextEncoder(args.repository / "sentiment_tokenizer" / "1" / "tokenizer.json", settings.max_length)
     model = OnnxModel(args.repository / "sentiment_encoder" / "1" / PRECISIONS[settings.precision])
-    table = np.load(args.repository / "sentiment_cache" / "1" / "token_embeddings.npy")
+    table = np.load(BUILD_DIR / "sentiment" / "onnx" / "token_embeddings.npy")  # written by the build
     rng = random.Random(0)
     cache_texts = list(data.train.x)
     perturbed = perturbations(rng.sample(cache_texts, args.perturbed), rng)

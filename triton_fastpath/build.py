@@ -203,14 +203,22 @@ def _check_accuracy(report: ModelReport, minimum: float, reproduce: str) -> None
             )
 
 
-def load_hf_classifier(hf_dir: Path):
-    """A local Hugging Face sequence classifier (eager attention), its tokenizer file and labels."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+def hf_labels(hf_dir: Path) -> list[str]:
+    """The label names of a local HF classifier, from its config alone (no weights loaded)."""
+    from transformers import AutoConfig
 
-    hf_dir = Path(hf_dir)
-    if not (hf_dir / "config.json").exists():
+    if not (Path(hf_dir) / "config.json").exists():
         raise ExportError(f"{hf_dir} is not a Hugging Face model folder (no config.json)")
     config = AutoConfig.from_pretrained(hf_dir, local_files_only=True)
+    return [config.id2label[i] for i in range(config.num_labels)]
+
+
+def load_hf_classifier(hf_dir: Path):
+    """A local Hugging Face sequence classifier (eager attention), its tokenizer file and labels."""
+    from transformers import AutoModelForSequenceClassification
+
+    hf_dir = Path(hf_dir)
+    labels = hf_labels(hf_dir)
     model = AutoModelForSequenceClassification.from_pretrained(
         hf_dir, local_files_only=True, attn_implementation="eager"
     ).eval()
@@ -224,7 +232,6 @@ def load_hf_classifier(hf_dir: Path):
         tokenizer_file = BUILD_DIR / "tokenizers" / f"{hf_dir.name}.json"
         tokenizer_file.parent.mkdir(parents=True, exist_ok=True)
         tokenizer.backend_tokenizer.save(str(tokenizer_file))
-    labels = [config.id2label[i] for i in range(config.num_labels)]
     return model, tokenizer_file, labels
 
 
@@ -274,12 +281,12 @@ def export_text_classifier(
         reproduce=reproduce,
     )
     specs = text_classifier_specs(name, labels, settings)
-    embeddings = out_dir / "token_embeddings.npy"  # the semantic cache's static embeddings
-    np.save(embeddings, model.get_input_embeddings().weight.detach().numpy().astype(np.float32))
+    # Kept in build/ for scripts/semantic_threshold.py (candidate embedding); never served.
+    np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files = {
         f"{name}_tokenizer": [out_dir / "tokenizer.json"],
         f"{name}_encoder": [out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]],
-        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision), embeddings],
+        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision)],
     }
     sample = encoder.encode([SAMPLE_TEXT])
     warmups = {
@@ -400,7 +407,7 @@ def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progre
     if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
         tokenizer_file.write_text(tokenizer_json)
     encoder = TextEncoder(tokenizer_file, settings.max_length)
-    skip = tuple(i for i in (encoder._tokenizer.token_to_id("<s>"),) if i is not None)
+    skip = tuple(i for i in (encoder.token_id("<s>"),) if i is not None)
     model = MeanPoolEmbedding(table, skip_ids=skip).eval()
     texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])
     encoded = encoder.encode(texts)

@@ -71,14 +71,13 @@ def import_hf_classifier(
     progress: Progress = print,
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`."""
-    from triton_fastpath.build import load_hf_classifier
+    from triton_fastpath.build import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)
     texts, labels = PROBE_TEXTS, None
     if eval_csv is not None:
-        _, _, model_labels = load_hf_classifier(hf_dir)
-        texts, labels = read_eval_csv(eval_csv, model_labels)
+        texts, labels = read_eval_csv(eval_csv, hf_labels(hf_dir))
     report, specs, files, warmups = export_text_classifier(
         name=name,
         hf_dir=hf_dir,

@@ -82,6 +82,10 @@ class TextEncoder:
         self._tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer.enable_padding(length=max_length, pad_id=0 if pad_id is None else pad_id)
 
+    def token_id(self, token: str) -> int | None:
+        """The id of `token` in the vocabulary, or None."""
+        return self._tokenizer.token_to_id(token)
+
     def encode(self, texts: Sequence[str]) -> Encoded:
         """Encode texts to [N, max_length] ids and mask, with a per-row truncation flag."""
         cut = [t[: self.max_chars] for t in texts]
