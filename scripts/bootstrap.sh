@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # Debian's libpython3.11 and loads the stdlib of the venv's base interpreter, so both must be
 # the same build (with pyenv's 3.11.7 stdlib, `import ssl` fails inside the stub: seen).
 PYTHON=/usr/bin/python3.11
-# System packages: that Python, libpython3.11 (linked by the stub), and redis-server, the L2
-# cache (tests and scripts start their own, on free ports).
-APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 redis-server)
+# System packages: that Python, libpython3.11 (linked by the stub), redis-server (the L2 cache)
+# and prometheus (+ promtool; load-test reports and rule checks). Tests and scripts start their
+# own servers on free ports; nothing here starts a daemon.
+APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 redis-server prometheus)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -20,7 +21,7 @@ if ((${#missing[@]})); then
   echo "bootstrap: installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')" != "/usr" ]; then
