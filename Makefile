@@ -49,3 +49,17 @@ clean:  ## remove build outputs (keeps .venv)
 .PHONY: generate-clients
 generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/generated/ (ARGS="--check" to verify)
 	$(PY) scripts/generate_clients.py $(ARGS)
+
+.PHONY: build-container test-deploy
+build-container: $(VENV_STAMP)  ## build/container/: repository for the NGC Triton image + TensorRT engine plan (ARGS="--encoder-backend onnxruntime" ...)
+	$(PY) scripts/build.py --target container $(ARGS)
+
+test-deploy: $(VENV_STAMP)  ## offline deploy checks: compose file, container configs, trtexec commands, k8s manifests
+	$(PY) -m pytest tests/deploy $(ARGS)
+
+.PHONY: loadtest loadtest-distributed
+loadtest: $(VENV_STAMP)  ## run a locust scenario with its SLA gate and Prometheus report (ARGS="--scenario mixed --shape spike --duration 60s")
+	$(PY) scripts/loadtest.py $(ARGS)
+
+loadtest-distributed: $(VENV_STAMP)  ## 1 locust master + 2 workers against the embedded server; checks every worker sent (ARGS=...)
+	$(PY) scripts/locust_distributed.py $(ARGS)

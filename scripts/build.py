@@ -4,6 +4,8 @@ Examples:
     python scripts/build.py                      # everything, skipping what is up to date
     python scripts/build.py --precision fp32     # serve the FP32 encoder instead of INT8
     python scripts/build.py --only digits --force
+    python scripts/build.py --target container   # build/container/: NGC-image repository + TensorRT plan
+    python scripts/build.py --target container --encoder-backend onnxruntime --ort-graph-level 1
 """
 
 from __future__ import annotations
@@ -16,19 +18,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
 from triton_fastpath.build import build_repository, format_report
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
-from triton_fastpath.render import Target
+from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
 from triton_fastpath.repository import PRECISIONS, RepoSettings
+
+CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
 
 def parser() -> argparse.ArgumentParser:
     defaults = RepoSettings()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "--repository", type=Path, default=DEFAULT_REPOSITORY, help="output repository (default: %(default)s)"
+        "--repository",
+        type=Path,
+        default=None,
+        help=f"output repository (default: {DEFAULT_REPOSITORY} for embedded, {CONTAINER_REPOSITORY} for container)",
     )
     p.add_argument(
         "--target",
@@ -47,8 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--precision",
         choices=sorted(PRECISIONS),
-        default=defaults.precision,
-        help="encoder weights to serve (default: %(default)s; both are always built and verified)",
+        default=None,
+        help=f"ONNX encoder weights to serve (default: {defaults.precision} for embedded, fp32 for container, "
+        "where dynamic INT8 would run on the CPU; both are always built and verified)",
     )
     p.add_argument(
         "--max-length",
@@ -82,6 +91,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-cache", action="store_true", help="no cache-lookup (L1/Redis L2) step: the ensemble calls the encoder"
     )
+    container = p.add_argument_group("container target (--target container)")
+    container.add_argument(
+        "--encoder-backend",
+        choices=ENCODER_BACKENDS,
+        default="tensorrt",
+        help="tensorrt: plans built on the GPU host by the trt-builder service; onnxruntime: the native "
+        "onnxruntime backend on the GPU (default: %(default)s)",
+    )
+    container.add_argument(
+        "--trt-opt-batch",
+        type=int,
+        action="append",
+        default=None,
+        help="one TensorRT optimization profile (and GPU instance group) per value, tuned for that batch; "
+        "repeat for several (default: one profile, opt batch 16)",
+    )
+    container.add_argument(
+        "--trt-precision", choices=["fp16", "fp32"], default="fp16", help="TensorRT precision (default: %(default)s)"
+    )
+    container.add_argument(
+        "--ort-graph-level",
+        type=int,
+        choices=ORT_GRAPH_LEVELS,
+        default=None,
+        help="onnxruntime graph optimization level: -1 basic, 1 extended, 2 disabled (default: all)",
+    )
     p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
@@ -96,9 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     def progress(message: str) -> None:
         print(f"[build {time.monotonic() - started:6.1f}s] {message}", flush=True)
 
+    container_target = args.target == Target.CONTAINER.value
+    repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
+    precision = args.precision or ("fp32" if container_target else RepoSettings().precision)
     try:
+        container = ContainerBuild(
+            encoder_backend=args.encoder_backend,
+            opt_batches=tuple(args.trt_opt_batch or ()),
+            trt_precision=args.trt_precision,
+            options=ContainerOptions(ort_graph_level=args.ort_graph_level),
+        )
         settings = RepoSettings(
-            precision=args.precision,
+            precision=precision,
             max_length=args.max_length,
             max_batch_size=args.max_batch_size,
             encoder_instances=args.encoder_instances,
@@ -109,12 +153,13 @@ def main(argv: list[str] | None = None) -> int:
             cache=not args.no_cache,
         )
         reports = build_repository(
-            repository=args.repository,
+            repository=repository,
             settings=settings,
             target=args.target,
             only=args.only,
             force=args.force,
             progress=progress,
+            container=container,
         )
     except FastpathError as error:
         print(f"build failed: {error}", file=sys.stderr)

@@ -13,17 +13,59 @@ import logging
 import shutil
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE
-from triton_fastpath.render import Target, as_target, python_adapter, write_config
-from triton_fastpath.spec import ModelSpec, validate_repository
+from triton_fastpath.render import ContainerOptions, Target, as_target, python_adapter, write_config
+from triton_fastpath.spec import ModelKind, ModelSpec, validate_repository
+from triton_fastpath.tensorrt import as_tensorrt
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
+ENCODER_BACKENDS = ("tensorrt", "onnxruntime")
+
+
+@dataclass(frozen=True)
+class ContainerBuild:
+    """How the container target serves the ONNX models.
+
+    Attributes:
+        encoder_backend: 'tensorrt' (plans built on the GPU host by trt-builder) or 'onnxruntime'
+            (the native onnxruntime backend on the GPU, nothing to build there).
+        opt_batches: one TensorRT optimization profile and GPU instance group per value
+            (default: one profile tuned for batch 16, or max_batch_size if smaller).
+        trt_precision: 'fp16' (default) or 'fp32'; 'int8' only with a calibration cache.
+        options: onnxruntime backend settings (graph optimization level, inter-op threads).
+    """
+
+    encoder_backend: str = "tensorrt"
+    opt_batches: tuple[int, ...] = ()
+    trt_precision: str = "fp16"
+    options: ContainerOptions = field(default_factory=ContainerOptions)
+
+    def __post_init__(self) -> None:
+        if self.encoder_backend not in ENCODER_BACKENDS:
+            raise ConfigError(f"encoder_backend={self.encoder_backend!r}; expected one of {ENCODER_BACKENDS}")
+
+
+def container_specs(specs: Sequence[ModelSpec], build: ContainerBuild) -> list[ModelSpec]:
+    """The specs as the container serves them: ONNX models become TensorRT plans when asked.
+
+    Names and tensors are unchanged, so the ensembles and the cache model's BLS calls need no
+    change, and the result goes through the same `validate_repository` as the embedded target.
+    """
+    if build.encoder_backend == "onnxruntime":
+        return list(specs)
+    return [
+        as_tensorrt(spec, opt_batches=build.opt_batches or None, precision=build.trt_precision)
+        if spec.kind is ModelKind.ONNX
+        else spec
+        for spec in specs
+    ]
 
 
 def serialize_strings(values: Sequence[str | bytes]) -> bytes:
@@ -75,6 +117,7 @@ def assemble(
     target: Target | str = Target.EMBEDDED,
     files: Mapping[str, Sequence[Path]] | None = None,
     warmup_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    options: ContainerOptions | None = None,
 ) -> list[Path]:
     """Write every model of `specs` into `repository`.
 
@@ -84,6 +127,7 @@ def assemble(
         target: embedded or container rendering.
         files: per model, files to copy into its version folder (weights, tokenizer.json).
         warmup_samples: per model, one sample per warmup input file (no batch dimension).
+        options: container-target onnxruntime settings (ignored by the embedded target).
 
     Returns:
         The config files written.
@@ -95,7 +139,7 @@ def assemble(
     written = []
     for spec in specs:
         model_dir = Path(repository) / spec.name
-        written.append(write_config(spec, target, repository))
+        written.append(write_config(spec, target, repository, options))
         if spec.kind.value == "ensemble":
             (model_dir / VERSION).mkdir(parents=True, exist_ok=True)  # Triton needs a version folder
             continue

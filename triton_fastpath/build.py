@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath import data as datasets
-from triton_fastpath.assemble import assemble
+from triton_fastpath.assemble import ContainerBuild, assemble, container_specs
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
 from triton_fastpath.render import Target, as_target
@@ -36,6 +36,7 @@ from triton_fastpath.repository import (
     text_classifier_specs,
 )
 from triton_fastpath.spec import ModelSpec
+from triton_fastpath.tensorrt import ParityCase, TensorRTSpec, parity_inputs, reference_outputs, write_engine_plan
 
 LOGGER = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -497,8 +498,13 @@ def build_repository(
     thresholds: Thresholds | None = None,
     force: bool = False,
     progress: Progress = print,
+    container: ContainerBuild | None = None,
 ) -> list[ModelReport]:
-    """Build the bundled models into `repository`; returns the reports (also written as JSON)."""
+    """Build the bundled models into `repository`; returns the reports (also written as JSON).
+
+    For the container target, `container` chooses the encoder backend (TensorRT by default) and
+    the engine plan for trt-builder is written beside the repository (`<repository>/../trt/`).
+    """
     settings = settings or RepoSettings()
     thresholds = thresholds or Thresholds()
     builders = {"embed": build_embed, "sentiment": build_sentiment, "digits": build_digits}
@@ -515,7 +521,50 @@ def build_repository(
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
     specs = default_specs(settings)
     selected = [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
-    assemble(selected, repository, target=target, files=files, warmup_samples=warmups)
+    options = None
+    if as_target(target) is Target.CONTAINER:
+        container = container or ContainerBuild()
+        selected, options = container_specs(selected, container), container.options
+    assemble(selected, repository, target=target, files=files, warmup_samples=warmups, options=options)
     progress(f"repository: {len(selected)} models written to {repository} (target: {as_target(target).value})")
+    if as_target(target) is Target.CONTAINER:
+        plan = write_container_engine_plan(selected, Path(repository), files, settings)
+        progress(f"trt-builder plan: {plan} (TensorRT engines are built on the GPU host: docker compose up)")
     write_report(reports, BUILD_DIR / "report.json")
     return reports
+
+
+# --- container target: what trt-builder needs -----------------------------------------------------
+
+
+def container_parity_cases(
+    specs: Sequence[ModelSpec], repository: Path, files: dict, settings: RepoSettings, batch: int = 32
+) -> dict[str, ParityCase]:
+    """Per TensorRT model: real inputs (held-out texts through the served tokenizer) and onnxruntime outputs."""
+    backends_importable()
+    from fastpath_backends.text import TextEncoder
+
+    texts: list[str] | None = None
+    cases = {}
+    for spec in specs:
+        if not isinstance(spec, TensorRTSpec):
+            continue
+        token_rows = None
+        tokenizer = next(iter(files.get(spec.name.removesuffix("_encoder") + "_tokenizer", [])), None)
+        if tokenizer is not None:
+            if texts is None:
+                texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:batch])
+            encoded = TextEncoder(Path(tokenizer), settings.max_length).encode(texts)
+            token_rows = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+        inputs = parity_inputs(spec, batch=batch, token_rows=token_rows)
+        reference = reference_outputs(Path(repository) / spec.name / "1" / spec.source_onnx, inputs)
+        cases[spec.name] = ParityCase(inputs=inputs, reference=reference)
+    return cases
+
+
+def write_container_engine_plan(
+    specs: Sequence[ModelSpec], repository: Path, files: dict, settings: RepoSettings
+) -> Path:
+    """Write `<repository>/../trt/` (engines.json, build_engines.sh, parity data) for trt-builder."""
+    cases = container_parity_cases(specs, repository, files, settings)
+    return write_engine_plan(specs, repository.parent, repository_dir=repository.name, trt_dir="trt", parity=cases)

@@ -7,12 +7,15 @@ time; `to_pbtxt` prints it. `write_config` is the only function here that touche
 Targets:
     embedded: the tritonserver inside nvidia-pytriton (Python backend only): ONNX models are
         served by the `onnx_runner` Python model, everything runs on KIND_CPU.
-    container: the NGC image: ONNX on the native `onnxruntime_onnx` platform and TensorRT plans
-        on `tensorrt_plan`, both on KIND_GPU; Python models stay on KIND_CPU.
+    container: the NGC image: ONNX on the native `onnxruntime_onnx` platform (thread counts and
+        graph-optimization level from `ContainerOptions`) and TensorRT plans on `tensorrt_plan`
+        (one GPU instance group per optimization profile), both on KIND_GPU; Python models stay
+        on KIND_CPU.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,35 @@ from tritonclient.grpc import model_config_pb2
 
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.spec import ModelKind, ModelSpec, QueuePolicy, TensorSpec
+from triton_fastpath.tensorrt import TensorRTSpec
 
 ONNX_RUNNER = "onnx_runner"
+# onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
+# Left out, onnxruntime applies every level (its default and usually the fastest).
+ORT_GRAPH_LEVELS = (-1, 1, 2)
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """Settings of the native onnxruntime backend that only the container target renders.
+
+    Attributes:
+        ort_graph_level: graph optimization level (-1 basic, 1 extended, 2 disabled); None keeps
+            onnxruntime's default, all optimizations.
+        ort_inter_op_threads: threads running independent graph nodes in parallel (1: the
+            sequential executor's single thread; our encoders are chains).
+    """
+
+    ort_graph_level: int | None = None
+    ort_inter_op_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.ort_graph_level is not None and self.ort_graph_level not in ORT_GRAPH_LEVELS:
+            raise ConfigError(
+                f"ort_graph_level={self.ort_graph_level}; expected one of {ORT_GRAPH_LEVELS} (or None for all)"
+            )
+        if self.ort_inter_op_threads < 1:
+            raise ConfigError(f"ort_inter_op_threads={self.ort_inter_op_threads}; expected >= 1")
 
 
 class Target(StrEnum):
@@ -50,9 +80,13 @@ def python_adapter(spec: ModelSpec, target: Target) -> str | None:
     return None
 
 
-def render(spec: ModelSpec, target: Target | str) -> dict[str, Any]:
-    """Turn a spec into the dict form of `ModelConfig` for `target` (pure)."""
+def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | None = None) -> dict[str, Any]:
+    """Turn a spec into the dict form of `ModelConfig` for `target` (pure).
+
+    `options` tunes the container rendering of onnxruntime models (ignored by the embedded target).
+    """
     target = as_target(target)
+    options = options or ContainerOptions()
     config: dict[str, Any] = {"name": spec.name}
     _set_platform(config, spec, target)
     _set_batching(config, spec)
@@ -60,7 +94,8 @@ def render(spec: ModelSpec, target: Target | str) -> dict[str, Any]:
     _set_instances(config, spec, target)
     _set_warmup(config, spec)
     _set_ensemble(config, spec)
-    _set_parameters(config, spec, target)
+    _set_parameters(config, spec, target, options)
+    _set_optimization(config, spec, target, options)
     if spec.response_cache:
         config["response_cache"] = {"enable": True}
     return config
@@ -133,7 +168,13 @@ def _set_instances(config: dict[str, Any], spec: ModelSpec, target: Target) -> N
     if spec.kind is ModelKind.ENSEMBLE:
         return
     accelerated = spec.kind in (ModelKind.ONNX, ModelKind.TENSORRT)
-    if target is Target.CONTAINER and accelerated:
+    if isinstance(spec, TensorRTSpec) and len(spec.profiles) > 1:
+        # One group per optimization profile: each instance runs with the profile tuned for it.
+        config["instance_group"] = [
+            {"kind": "KIND_GPU", "count": spec.gpu_instance_count, "profile": [str(index)]}
+            for index in range(len(spec.profiles))
+        ]
+    elif target is Target.CONTAINER and accelerated:
         config["instance_group"] = [{"kind": "KIND_GPU", "count": spec.gpu_instance_count}]
     else:
         config["instance_group"] = [{"kind": "KIND_CPU", "count": spec.instance_count}]
@@ -176,7 +217,7 @@ def _set_ensemble(config: dict[str, Any], spec: ModelSpec) -> None:
     }
 
 
-def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
+def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, options: ContainerOptions) -> None:
     parameters = dict(spec.parameters)
     if spec.kind is ModelKind.ONNX:
         if target is Target.EMBEDDED:
@@ -184,9 +225,14 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target) -> 
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
         else:
             parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
-            parameters.setdefault("inter_op_thread_count", "1")
+            parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:
         config["parameters"] = {key: {"string_value": str(value)} for key, value in sorted(parameters.items())}
+
+
+def _set_optimization(config: dict[str, Any], spec: ModelSpec, target: Target, options: ContainerOptions) -> None:
+    if target is Target.CONTAINER and spec.kind is ModelKind.ONNX and options.ort_graph_level is not None:
+        config["optimization"] = {"graph": {"level": options.ort_graph_level}}
 
 
 def to_model_config(config: dict[str, Any]) -> model_config_pb2.ModelConfig:
@@ -201,9 +247,9 @@ def to_model_config(config: dict[str, Any]) -> model_config_pb2.ModelConfig:
         raise ConfigError(f"model {config.get('name')!r}: Triton's ModelConfig rejects the config: {error}") from error
 
 
-def to_pbtxt(spec: ModelSpec, target: Target | str) -> str:
+def to_pbtxt(spec: ModelSpec, target: Target | str, options: ContainerOptions | None = None) -> str:
     """Render `spec` for `target` and print it in protobuf text format, as `config.pbtxt`."""
-    message = to_model_config(render(spec, target))
+    message = to_model_config(render(spec, target, options))
     header = f"# Generated by triton-fastpath from the spec of {spec.name!r} (target: {as_target(target).value}).\n"
     header += "# Do not edit by hand: change the spec and run `make build`.\n"
     return header + text_format.MessageToString(message)
@@ -214,11 +260,13 @@ def parse_pbtxt(text: str) -> model_config_pb2.ModelConfig:
     return text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
-def write_config(spec: ModelSpec, target: Target | str, repository: Path) -> Path:
+def write_config(
+    spec: ModelSpec, target: Target | str, repository: Path, options: ContainerOptions | None = None
+) -> Path:
     """Write `<repository>/<name>/config.pbtxt` for `target`; returns its path."""
     path = Path(repository) / spec.name / "config.pbtxt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = to_pbtxt(spec, target)
+    text = to_pbtxt(spec, target, options)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path

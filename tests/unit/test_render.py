@@ -15,6 +15,7 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.render import (
     ONNX_RUNNER,
+    ContainerOptions,
     Target,
     parse_pbtxt,
     python_adapter,
@@ -34,6 +35,7 @@ from triton_fastpath.spec import (
     Warmup,
     WarmupInput,
 )
+from triton_fastpath.tensorrt import as_tensorrt
 
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]
@@ -349,6 +351,44 @@ def test_parameters_for_onnx_on_container_set_the_onnxruntime_thread_counts() ->
         "inter_op_thread_count": {"string_value": "1"},
         "intra_op_thread_count": {"string_value": "2"},
     }
+
+
+def test_container_options_set_the_onnxruntime_inter_op_threads_and_graph_level() -> None:
+    options = ContainerOptions(ort_graph_level=1, ort_inter_op_threads=2)
+    config = render(make_spec(ModelKind.ONNX), "container", options)
+    assert config["parameters"]["inter_op_thread_count"] == {"string_value": "2"}
+    assert config["optimization"] == {"graph": {"level": 1}}
+    assert to_model_config(config).optimization.graph.level == 1
+
+
+def test_graph_level_is_left_to_onnxruntime_by_default_and_never_rendered_elsewhere() -> None:
+    assert "optimization" not in render(make_spec(ModelKind.ONNX), "container")
+    options = ContainerOptions(ort_graph_level=-1)
+    assert "optimization" not in render(make_spec(ModelKind.ONNX), "embedded", options)
+    assert "optimization" not in render(make_spec(ModelKind.PYTHON), "container", options)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"ort_graph_level": 3}, r"ort_graph_level=3; expected one of \(-1, 1, 2\)"),
+        ({"ort_inter_op_threads": 0}, r"ort_inter_op_threads=0; expected >= 1"),
+    ],
+)
+def test_container_options_reject_values_onnxruntime_does_not_know(fields: dict[str, int], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ContainerOptions(**fields)
+
+
+def test_a_tensorrt_plan_gets_one_gpu_instance_group_per_optimization_profile() -> None:
+    plan = as_tensorrt(make_spec(ModelKind.ONNX, gpu_instance_count=2), opt_batches=[1, 8])
+    assert render(plan, "container")["instance_group"] == [
+        {"kind": "KIND_GPU", "count": 2, "profile": ["0"]},
+        {"kind": "KIND_GPU", "count": 2, "profile": ["1"]},
+    ]
+    assert render(as_tensorrt(make_spec(ModelKind.ONNX)), "container")["instance_group"] == [
+        {"kind": "KIND_GPU", "count": 1}
+    ]
 
 
 def test_parameters_given_in_the_spec_win_over_the_onnx_defaults() -> None:

@@ -1,0 +1,1 @@
+"""Locustfiles: tasks and payloads only (`sentiment`, `digits`, `mixed`)."""

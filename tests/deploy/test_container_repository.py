@@ -1,0 +1,122 @@
+"""The container target end to end: `build_repository(target="container")` into a temporary folder,
+reusing the trained models and ONNX exports under build/ (make test builds them first).
+
+Checks what Triton 24.10 would load, without Triton: every config parses with `ModelConfig`,
+the ensembles' wiring read back from the rendered configs, the files each backend needs, and the
+trt-builder plan (commands, parity inputs and onnxruntime references) beside the repository.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from triton_fastpath.assemble import ContainerBuild
+from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.render import parse_pbtxt
+from triton_fastpath.repository import default_specs
+
+pytest.importorskip("torch")  # the build re-verifies the exports against torch
+pytestmark = pytest.mark.export
+
+
+@pytest.fixture(scope="module")
+def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from triton_fastpath.build import build_repository
+
+    root = tmp_path_factory.mktemp("container")
+    build_repository(repository=root / "model_repository", target="container", container=ContainerBuild())
+    return root
+
+
+def configs(repository: Path) -> dict:
+    return {path.parent.name: parse_pbtxt(path.read_text()) for path in sorted(repository.glob("*/config.pbtxt"))}
+
+
+def test_every_model_of_the_spec_is_rendered_for_the_container_and_parses(container_root: Path) -> None:
+    rendered = configs(container_root / "model_repository")
+    assert sorted(rendered) == sorted(s.name for s in default_specs())
+    for name, config in rendered.items():
+        assert config.name == name
+    platforms = {name: config.platform or config.backend for name, config in rendered.items()}
+    assert {n for n, p in platforms.items() if p == "tensorrt_plan"} == {"sentiment_encoder", "embed_encoder", "digits"}
+    assert {n for n, p in platforms.items() if p == "python"} == {
+        "sentiment_tokenizer",
+        "sentiment_cache",
+        "sentiment_postprocess",
+        "embed_tokenizer",
+    }
+
+
+def test_each_backend_finds_its_files(container_root: Path) -> None:
+    repository = container_root / "model_repository"
+    for name, config in configs(repository).items():
+        version = repository / name / "1"
+        assert version.is_dir(), name
+        if config.backend == "python":
+            assert (version / "model.py").is_file() and (version / "fastpath_backends").is_dir(), name
+        if config.platform == "tensorrt_plan":
+            assert config.default_model_filename == "model.plan"
+            assert (version / "model.onnx").is_file(), f"{name}: trt-builder's ONNX source is missing"
+            assert not (version / "model.py").exists(), f"{name}: a native model must not carry a Python adapter"
+        for warmup in config.model_warmup:
+            for item in warmup.inputs.values():
+                if item.input_data_file:
+                    assert (repository / name / "warmup" / item.input_data_file).is_file()
+
+
+def test_ensemble_wiring_holds_in_the_rendered_configs(container_root: Path) -> None:
+    rendered = configs(container_root / "model_repository")
+    ensembles = [c for c in rendered.values() if c.platform == "ensemble"]
+    assert {e.name for e in ensembles} == {"sentiment", "embed"}
+    for ensemble in ensembles:
+        produced = {t.name for t in ensemble.input}
+        for step in ensemble.ensemble_scheduling.step:
+            model = rendered[step.model_name]
+            assert set(step.input_map) <= {t.name for t in model.input}, step.model_name
+            assert set(step.input_map.values()) <= produced, step.model_name
+            assert set(step.output_map) <= {t.name for t in model.output}, step.model_name
+            produced |= set(step.output_map.values())
+        assert {t.name for t in ensemble.output} <= produced
+
+
+def test_both_targets_render_the_same_interfaces_from_the_same_specs(container_root: Path) -> None:
+    container = configs(container_root / "model_repository")
+    embedded = configs(DEFAULT_REPOSITORY)
+    for name, config in container.items():
+        other = embedded[name]
+        assert (list(config.input), list(config.output)) == (list(other.input), list(other.output)), name
+        assert config.dynamic_batching == other.dynamic_batching, name
+        assert config.max_batch_size == other.max_batch_size, name
+
+
+def test_the_trt_builder_plan_points_at_files_that_exist(container_root: Path) -> None:
+    engines = json.loads((container_root / "trt" / "engines.json").read_text())["engines"]
+    assert {e["model"] for e in engines} == {"sentiment_encoder", "embed_encoder", "digits"}
+    for engine in engines:
+        assert (container_root / engine["onnx"]).is_file()
+        assert engine["trtexec"][1] == f"--onnx={engine['onnx']}"
+        assert f"--saveEngine={engine['plan']}" in engine["trtexec"] and "--fp16" in engine["trtexec"]
+        parity = engine["parity"]
+        for spec in parity["inputs"].values():
+            size = (container_root / spec["file"]).stat().st_size
+            assert size == np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
+        reference = json.loads((container_root / parity["reference"]).read_text())
+        assert set(reference) == set(parity["outputs"])
+        for output in reference.values():
+            assert output["shape"][0] == parity["batch"] and len(output["values"]) == int(np.prod(output["shape"]))
+    assert (container_root / "trt" / "build_engines.sh").read_text().count("trtexec \\") == len(engines)
+
+
+def test_the_sentiment_parity_reference_is_the_real_model_on_real_texts(container_root: Path) -> None:
+    """The reference rows are held-out texts through the served tokenizer: logits that classify."""
+    from triton_fastpath import data as datasets
+    from triton_fastpath.paths import BUILD_DIR
+
+    reference = json.loads((container_root / "trt/parity/sentiment_encoder/reference.json").read_text())["logits"]
+    logits = np.asarray(reference["values"]).reshape(reference["shape"])
+    labels = np.asarray(datasets.load_sentiment(BUILD_DIR / "data").test.y[: len(logits)])
+    assert (logits.argmax(axis=1) == labels).mean() >= 0.6  # the model scores ~78% held-out; chance is ~58%

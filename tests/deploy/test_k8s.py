@@ -1,0 +1,177 @@
+"""deploy/k8s/, offline: every manifest against the pinned Kubernetes schemas (kubernetes-validate,
+strict), then the wiring between them: probes, ports, the autoscaler's metric and its adapter rule,
+the Redis secret, selectors, resource requests, and the same tritonserver flags as docker-compose.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from triton_fastpath.paths import ROOT
+
+K8S_DIR = ROOT / "deploy" / "k8s"
+KUBERNETES_VERSION = "1.31.0"  # pinned: an old-enough release most clusters run or exceed
+MANIFESTS = sorted(K8S_DIR.glob("*.yaml"))
+DOCS = [doc for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def find(kind: str, name: str) -> dict:
+    for doc in DOCS:
+        if doc["kind"] == kind and doc["metadata"]["name"] == name:
+            return doc
+    raise AssertionError(f"no {kind}/{name} in {K8S_DIR}")
+
+
+def containers() -> list[tuple[str, dict]]:
+    return [
+        (doc["metadata"]["name"], c)
+        for doc in DOCS
+        if doc["kind"] == "Deployment"
+        for c in doc["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=[p.name for p in MANIFESTS])
+def test_manifest_is_valid_for_the_pinned_kubernetes_version_in_strict_mode(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_strict_validation_rejects_a_misspelled_field() -> None:
+    broken = copy.deepcopy(find("Deployment", "triton"))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinesProbe"):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_folder_holds_every_piece_the_issue_asks_for() -> None:
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in DOCS}
+    assert {
+        ("Deployment", "triton"),
+        ("Service", "triton"),
+        ("Service", "triton-grpc"),
+        ("HorizontalPodAutoscaler", "triton"),
+        ("ConfigMap", "triton-adapter-rules"),
+        ("PodDisruptionBudget", "triton"),
+        ("Deployment", "redis"),
+        ("Service", "redis"),
+        ("Deployment", "locust-master"),
+        ("Service", "locust-master"),
+        ("Deployment", "locust-worker"),
+    } <= kinds
+
+
+def triton_container() -> dict:
+    return find("Deployment", "triton")["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_triton_probes_use_the_health_endpoints_with_a_long_startup_window() -> None:
+    triton = triton_container()
+    http = {p["name"]: p["containerPort"] for p in triton["ports"]}["http"]
+    startup, ready, live = triton["startupProbe"], triton["readinessProbe"], triton["livenessProbe"]
+    assert (startup["httpGet"]["path"], ready["httpGet"]["path"], live["httpGet"]["path"]) == (
+        "/v2/health/ready",
+        "/v2/health/ready",
+        "/v2/health/live",
+    )
+    assert {p["httpGet"]["port"] for p in (startup, ready, live)} == {"http"} and http == 8000
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600  # models load and warm up first
+
+
+def test_triton_runs_with_the_same_server_flags_as_the_compose_file(compose: dict) -> None:
+    assert triton_container()["args"] == compose["services"]["triton"]["command"]
+
+
+def test_services_target_named_ports_and_grpc_is_marked_h2c() -> None:
+    ports = {p["name"]: p["containerPort"] for p in triton_container()["ports"]}
+    for name in ("triton", "triton-grpc"):
+        service = find("Service", name)
+        assert service["spec"]["selector"] == find("Deployment", "triton")["spec"]["selector"]["matchLabels"]
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in ports and port["port"] == ports[port["targetPort"]]
+            if port["name"] == "grpc":
+                assert port["appProtocol"] == "kubernetes.io/h2c"
+    assert find("Service", "triton-grpc")["spec"]["clusterIP"] == "None"  # per-pod records for client balancing
+
+
+def test_the_autoscaler_uses_the_metric_its_adapter_rule_defines() -> None:
+    hpa = find("HorizontalPodAutoscaler", "triton")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
+    (metric,) = hpa["spec"]["metrics"]
+    rules = yaml.safe_load(find("ConfigMap", "triton-adapter-rules")["data"]["config.yaml"])["rules"]
+    (rule,) = [r for r in rules if r["name"]["as"] == metric["pods"]["metric"]["name"]]
+    assert metric["type"] == "Pods" and metric["pods"]["target"]["type"] == "AverageValue"
+    query = rule["metricsQuery"]
+    assert "rate(nv_inference_queue_duration_us{<<.LabelMatchers>>}" in query
+    assert "rate(nv_inference_request_success{<<.LabelMatchers>>}" in query
+    assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
+    assert hpa["spec"]["minReplicas"] >= 1 and hpa["spec"]["maxReplicas"] > hpa["spec"]["minReplicas"]
+
+
+def test_the_adapter_query_is_valid_promql(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: scripts/bootstrap.sh installs the Debian prometheus package"
+    rules = yaml.safe_load(find("ConfigMap", "triton-adapter-rules")["data"]["config.yaml"])["rules"]
+    expr = rules[0]["metricsQuery"].replace("<<.LabelMatchers>>", 'namespace="triton-fastpath"')
+    expr = expr.replace("<<.GroupBy>>", "pod")
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": [{"record": "x:y", "expr": expr}]}]}))
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_disruption_budget_keeps_one_triton_pod() -> None:
+    pdb = find("PodDisruptionBudget", "triton")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == find("Deployment", "triton")["spec"]["selector"]["matchLabels"]
+
+
+def test_no_secret_is_committed_and_passwords_come_from_the_redis_auth_secret() -> None:
+    assert not [doc for doc in DOCS if doc["kind"] == "Secret"]
+    text = "\n".join(path.read_text() for path in MANIFESTS)
+    assert "kubectl -n triton-fastpath create secret generic redis-auth" in text  # how to make it
+    for owner, container in containers():
+        for env in container.get("env", []):
+            if "PASSWORD" in env["name"]:
+                assert "value" not in env, f"{owner}: {env['name']} is a literal"
+                assert env["valueFrom"]["secretKeyRef"] == {"name": "redis-auth", "key": "password"}
+    redis_args = find("Deployment", "redis")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert redis_args[redis_args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+
+
+def test_triton_reaches_redis_through_its_service() -> None:
+    env = {e["name"]: e for e in triton_container()["env"]}
+    service = find("Service", "redis")
+    match = re.fullmatch(r"redis://([\w.-]+):(\d+)/\d+", env["FASTPATH_REDIS_URL"]["value"])
+    assert match and match.group(1) == service["metadata"]["name"]
+    assert int(match.group(2)) == service["spec"]["ports"][0]["port"]
+
+
+def test_every_container_requests_cpu_and_memory_and_triton_a_gpu() -> None:
+    for owner, container in containers():
+        requests = container["resources"]["requests"]
+        assert {"cpu", "memory"} <= set(requests), f"{owner}: requests {requests}"
+        assert "memory" in container["resources"]["limits"], owner
+    resources = triton_container()["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "1"
+    shm = find("Deployment", "triton")["spec"]["template"]["spec"]["volumes"][0]
+    assert shm["emptyDir"]["medium"] == "Memory"
+
+
+def test_locust_workers_reach_the_master_and_run_a_locustfile_of_the_repository() -> None:
+    master_service = find("Service", "locust-master")
+    for name in ("locust-master", "locust-worker"):
+        args = find("Deployment", name)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert (ROOT / args[args.index("-f") + 1].removeprefix("/app/")).is_file()
+    worker = find("Deployment", "locust-worker")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert worker[worker.index("--master-host") + 1] == master_service["metadata"]["name"]
+    assert {p["port"] for p in master_service["spec"]["ports"]} == {5557, 8089}

@@ -1,0 +1,244 @@
+"""Pure parts of the load tests: shapes, SLA gates, payloads, report rendering, command lines (no server)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+
+import pytest
+
+from loadtests import sla
+from loadtests.payloads import fresh_items, payload_stream, vary_text
+from loadtests.shapes import SHAPES, users_at
+from tests.loadtest.conftest import ROOT
+from triton_fastpath import loadtest_report as report
+from triton_fastpath.prometheus import _parse_time, scrape_config
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- shapes ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_shape_starts_with_users_ends_at_run_time_and_reaches_the_peak(shape: str) -> None:
+    ticks = [users_at(shape, t / 10, run_time_s=60, peak_users=20, spawn_rate=4) for t in range(600)]
+    assert all(tick is not None and tick[0] >= 1 for tick in ticks)
+    assert max(tick[0] for tick in ticks) == 20
+    assert users_at(shape, 60.0, run_time_s=60, peak_users=20, spawn_rate=4) is None
+
+
+def test_step_shape_holds_four_plateaus_reached_at_once() -> None:
+    users = [users_at("step", t, run_time_s=40, peak_users=8, spawn_rate=1) for t in (1, 11, 21, 31)]
+    assert users == [(2, 8.0), (4, 8.0), (6, 8.0), (8, 8.0)]
+
+
+def test_spike_shape_bursts_in_the_middle_then_falls_back() -> None:
+    at = [users_at("spike", t, run_time_s=100, peak_users=40, spawn_rate=5)[0] for t in (10, 50, 90)]
+    assert at == [10, 40, 10]
+
+
+def test_ramp_shape_climbs_monotonically_at_the_spawn_rate() -> None:
+    ticks = [users_at("ramp", t, run_time_s=100, peak_users=18, spawn_rate=3) for t in range(100)]
+    users = [u for u, _ in ticks]
+    assert users == sorted(users) and users[0] == 2 and users[-1] == 18
+    assert {rate for _, rate in ticks} == {3.0}
+
+
+def test_users_at_rejects_unknown_shape_and_bad_numbers() -> None:
+    with pytest.raises(ValueError, match="expected one of"):
+        users_at("sawtooth", 0, run_time_s=10, peak_users=1, spawn_rate=1)
+    with pytest.raises(ValueError, match="expected all > 0"):
+        users_at("steady", 0, run_time_s=0, peak_users=1, spawn_rate=1)
+
+
+# --- SLA gates ------------------------------------------------------------------------------------
+
+
+def test_repository_sla_file_has_every_scenario() -> None:
+    for scenario in ("sentiment", "digits", "mixed"):
+        gate = sla.load_gate(scenario)
+        assert gate.total.p99_ms and gate.total.min_rps and gate.total.max_error_ratio is not None
+    assert set(sla.load_gate("mixed").models) == {"sentiment", "digits"}
+
+
+def test_load_gate_names_the_missing_table_and_the_bad_key(tmp_path) -> None:
+    path = tmp_path / "sla.toml"
+    path.write_text('[a]\np99_ms = "fast"\n[b]\np99 = 3\n')
+    with pytest.raises(ValueError, match=r"no \[c\] table; scenarios there: a, b"):
+        sla.load_gate("c", path)
+    with pytest.raises(ValueError, match=r"\[a\]\.p99_ms: got 'fast'"):
+        sla.load_gate("a", path)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['p99'\]"):
+        sla.load_gate("b", path)
+
+
+def test_check_passes_within_limits_and_names_each_failure() -> None:
+    gate = sla.Gate("s", sla.Limits(p95_ms=50, p99_ms=100, max_error_ratio=0.01, min_rps=10))
+    good = {sla.AGGREGATED: sla.Figures(requests=1000, failures=5, p95_ms=40, p99_ms=90, rps=50)}
+    assert sla.passed(sla.check(gate, good))
+    bad = {sla.AGGREGATED: sla.Figures(requests=1000, failures=50, p95_ms=40, p99_ms=120, rps=5)}
+    failed = [c for c in sla.check(gate, bad) if not c.passed]
+    assert [c.metric for c in failed] == ["p99_ms", "max_error_ratio", "min_rps"]
+    assert failed[0].describe() == "FAIL Aggregated p99_ms: 120 > limit 100"
+    assert failed[2].describe() == "FAIL Aggregated min_rps: 5 < limit 10"
+
+
+def test_check_fails_a_run_without_requests_and_a_gated_model_that_sent_nothing() -> None:
+    gate = sla.Gate("m", sla.Limits(p99_ms=100), models={"digits": sla.Limits(p99_ms=50)})
+    checks = sla.check(gate, {sla.AGGREGATED: sla.Figures(10, 0, 5, 6, 100), "sentiment": sla.Figures(10, 0, 5, 6, 1)})
+    failed = [(c.scope, c.metric) for c in checks if not c.passed]
+    assert failed == [("digits", "requests"), ("digits", "p99_ms")]
+    assert not sla.passed(sla.check(gate, {}))
+
+
+def test_alert_slas_are_twice_the_gates_p99() -> None:
+    """alerts.yml records each pipeline's p99 SLA; it must equal sla.toml's (the alert fires at 2x)."""
+    import re
+
+    text = (ROOT / "deploy" / "monitoring" / "alerts.yml").read_text()
+    recorded = {name: float(v) for v, name in re.findall(r'vector\((\d+)\), "pipeline", "(\w+)"', text)}
+    assert recorded == {name: sla.load_gate(name).total.p99_ms for name in ("sentiment", "digits")}
+
+
+# --- payloads -------------------------------------------------------------------------------------
+
+
+def test_fresh_items_never_repeat_and_vary_after_the_first_round() -> None:
+    stream = fresh_items(["a", "b", "c"], vary_text, seed=1)
+    items = [next(stream) for _ in range(9)]
+    assert len(set(items)) == 9 and sorted(items[:3]) == ["a", "b", "c"] and items[3].endswith("(2)")
+
+
+def test_payload_stream_repeats_about_the_duplicate_ratio() -> None:
+    stream = payload_stream([f"t{i}" for i in range(5000)], vary_text, duplicate_ratio=0.3, seed=7)
+    sent = [next(stream) for _ in range(4000)]
+    repeats = len(sent) - len(set(sent))
+    assert 0.25 < repeats / len(sent) < 0.35
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def _snapshots():
+    start = {"success": {("sentiment",): 100.0}, "cache_hits": {("sentiment",): 10.0}}
+    end = {
+        "success": {("sentiment",): 1100.0, ("sentiment_encoder",): 400.0, ("digits",): 0.0},
+        "request_us": {("sentiment",): 6_000_000.0},
+        "inferences": {("sentiment_encoder",): 800.0},
+        "executions": {("sentiment_encoder",): 100.0},
+        "queue_sum": {("sentiment_encoder",): 400_000.0},
+        "queue_count": {("sentiment_encoder",): 400.0},
+        "compute_infer_sum": {("sentiment_encoder",): 800_000.0},
+        "compute_infer_count": {("sentiment_encoder",): 400.0},
+        "cache_hits": {("sentiment",): 310.0},
+        "cache_misses": {("sentiment",): 700.0},
+        "cache_rows": {("sentiment_cache", "l1_hit"): 100.0, ("sentiment_cache", "miss"): 300.0},
+        "failures": {("sentiment", "REJECTED"): 4.0, ("sentiment", "BACKEND"): 0.0},
+    }
+    return start, end
+
+
+def test_server_figures_are_increases_over_the_window() -> None:
+    start, end = _snapshots()
+    rows = report.server_figures(start, end, p99_ms={"sentiment_encoder": 12.5}, max_pending={"sentiment": 3})
+    assert set(rows) == {"sentiment", "sentiment_encoder", "sentiment_cache"}  # digits took no request
+    sentiment, encoder = rows["sentiment"], rows["sentiment_encoder"]
+    assert sentiment.requests == 1000 and sentiment.request_ms == pytest.approx(6.0)
+    assert sentiment.response_cache_hit_ratio == pytest.approx(300 / 1000)
+    assert sentiment.failures == {"REJECTED": 4.0} and sentiment.max_pending == 3
+    assert encoder.avg_batch == 8.0 and encoder.stage_ms["queue"] == 1.0 and encoder.stage_ms["compute_infer"] == 2.0
+    assert math.isnan(encoder.server_ms)  # compute input/output unknown: no made-up total
+    assert encoder.p99_ms == 12.5
+    assert rows["sentiment_cache"].cache_model_hit_ratio == pytest.approx(0.25)
+
+
+def test_render_markdown_joins_client_and_server_per_model() -> None:
+    start, end = _snapshots()
+    server = report.server_figures(start, end)
+    client = {
+        "sentiment": report.ClientRow("sentiment", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
+        "Aggregated": report.ClientRow("Aggregated", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
+    }
+    gate = {
+        "scenario": "sentiment",
+        "passed": False,
+        "checks": [{"scope": "Aggregated", "metric": "p99_ms", "limit": 10.0, "value": 20.0, "passed": False}],
+    }
+    text = report.render_markdown(
+        client,
+        server,
+        title="T",
+        window=(0.0, 30.0),
+        prometheus_url="http://p",
+        gate=gate,
+        client_failures=[("sentiment", "Timeout('x')", 2)],
+        plots={"Throughput": "throughput.png"},
+    )
+    assert "**SLA gate `sentiment`: FAILED**" in text and "**FAIL** Aggregated p99_ms: 20 (limit 10)" in text
+    headline = next(line for line in text.splitlines() if line.startswith("| sentiment |"))
+    assert headline.split("|")[1:-1] == [
+        " sentiment ",
+        " 1,000 ",
+        " 2 ",
+        " 7.0 ",
+        " 12.0 ",
+        " 20.0 ",
+        " 100.0 ",
+        " 6.00 ",
+        " – ",
+        " – ",
+        " 2.00 ",
+        " – ",
+        " 30.0% ",
+    ]
+    assert "| sentiment_encoder | 400 | 8.00 | 1.000 | – | 2.000 | – |" in text
+    assert "- client: sentiment: 2 x Timeout('x')" in text and "- server: sentiment: 4 x REJECTED" in text
+    assert "![Throughput](throughput.png)" in text
+
+
+def test_read_locust_stats_names_the_missing_file(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="expected locust's --csv output"):
+        report.read_locust_stats(tmp_path / "nothing")
+
+
+# --- command lines and Prometheus config ----------------------------------------------------------
+
+
+def test_parse_duration_accepts_locust_forms_and_names_bad_input() -> None:
+    loadtest = _script("loadtest")
+    assert [loadtest.parse_duration(t) for t in ("90", "20s", "2m", "1m30s", "1h")] == [90, 20, 120, 90, 3600]
+    with pytest.raises(Exception, match=r"expected e\.g\. 20s"):
+        loadtest.parse_duration("soon")
+
+
+def test_locust_commands_for_master_and_worker_share_the_scenario_options(tmp_path) -> None:
+    loadtest = _script("loadtest")
+    args = loadtest.build_parser().parse_args(["--scenario", "digits", "--workers", "2", "--duration", "5s"])
+    master = loadtest.locust_command(args, tmp_path, "127.0.0.1:8001", "master", 5557)
+    worker = loadtest.locust_command(args, tmp_path, "127.0.0.1:8001", "worker", 5557)
+    assert master[:3] == [sys.executable, "-m", "locust"] and master[4].endswith("locustfiles/digits.py")
+    assert {"--headless", "--host=grpc://127.0.0.1:8001", "-t=5s", "--master", "--expect-workers=2"} <= set(master)
+    assert {"--worker", "--master-port=5557", "--shape=steady"} <= set(worker) and "--headless" not in worker
+    shared = [o for o in master if o.startswith(("--shape", "--duplicate", "--sla-file", "--request-timeout"))]
+    assert shared and all(o in worker for o in shared)
+
+
+def test_scrape_config_scrapes_targets_every_interval_and_rejects_urls() -> None:
+    config = scrape_config(["127.0.0.1:8002"], scrape_interval_s=1, rule_files=["/r.yml"])
+    assert config["global"]["scrape_interval"] == "1000ms" and config["rule_files"] == ["/r.yml"]
+    assert config["scrape_configs"][0]["static_configs"] == [{"targets": ["127.0.0.1:8002"]}]
+    with pytest.raises(ValueError, match="expected host:port"):
+        scrape_config(["http://127.0.0.1:8002/metrics"])
+
+
+def test_parse_time_reads_prometheus_timestamps() -> None:
+    assert _parse_time("2024-05-01T10:00:00.123456789Z") == pytest.approx(1714557600.123456)
+    assert _parse_time("2024-05-01T12:00:00+02:00") == 1714557600.0
+    assert _parse_time("0001-01-01T00:00:00Z") == 0.0
