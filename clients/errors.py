@@ -10,6 +10,7 @@ caller's deadline and the retry budget).
     ├── ModelUnavailable   unknown/unloaded model, or the server cannot be reached
     │   └── Overloaded     the server shed the request (queue full, RESOURCE_EXHAUSTED)
     ├── Timeout            the deadline passed (client deadline or server queue timeout)
+    ├── PermissionDenied   the server restricts this API to callers with a header key (never retried)
     └── ServerError        anything else the server reported
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidInput",
     "ModelUnavailable",
     "Overloaded",
+    "PermissionDenied",
     "ServerError",
     "Timeout",
     "map_exception",
@@ -30,6 +32,11 @@ __all__ = [
 # gRPC statuses after which the same request may succeed: the server was unreachable (restart,
 # rolling update), the model was not ready, or its queue was full.
 _RETRYABLE_STATUSES = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED")
+# Answers that are transient although their status is not: the model is known but has no version
+# loaded at the moment (a reload or shutdown in progress; NOT_FOUND), and a request the server
+# cancelled while shutting down (CANCELLED from the server, not "Locally cancelled" by the caller).
+# Inference has no side effects, so repeating such a request is safe.
+_TRANSIENT_MESSAGES = ("has no available versions",)
 
 
 class ClientError(Exception):
@@ -67,6 +74,10 @@ class Timeout(ClientError):
     """The deadline passed before an answer came (client deadline or server queue timeout)."""
 
 
+class PermissionDenied(ClientError):
+    """The server restricts this API (e.g. model load/unload) to callers that send its header key."""
+
+
 class ServerError(ClientError):
     """Anything else the server reported (internal errors)."""
 
@@ -76,6 +87,8 @@ _BY_MESSAGE: tuple[tuple[str, type[ClientError]], ...] = (
     ("request timeout expired", Timeout),  # Triton's queue timeout comes as UNAVAILABLE
     ("exceeds maximum queue size", Overloaded),  # Triton's queue full comes as UNAVAILABLE
     ("larger than max", InvalidInput),  # gRPC's message-size limit comes as RESOURCE_EXHAUSTED
+    ("protocol is restricted", PermissionDenied),  # Triton's restricted gRPC protocol comes as UNAVAILABLE
+    ("api is restricted", PermissionDenied),  # the same on HTTP (403)
 )
 _BY_STATUS: tuple[tuple[str, type[ClientError]], ...] = (
     ("DEADLINE_EXCEEDED", Timeout),
@@ -103,6 +116,10 @@ def map_exception(error: InferenceServerException, model: str | None = None) -> 
     status = str(error.status() or "")
     message = str(error.message() or error)
     lowered = message.lower()
+    server_cancelled = status == "StatusCode.CANCELLED" and "locally cancelled" not in lowered
+    if server_cancelled or any(key in lowered for key in _TRANSIENT_MESSAGES):
+        note = "the server cancelled the request (shutting down?)" if server_cancelled else "no version loaded now"
+        return ModelUnavailable(f"{message} ({note})", model=model, status=status or None, retryable=True)
     cls = next((c for key, c in _BY_MESSAGE if key in lowered), None)
     if cls is None:
         cls = next((c for key, c in _BY_STATUS if key in status), None)

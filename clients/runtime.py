@@ -21,8 +21,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -30,7 +31,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcclient_aio
 from tritonclient.utils import InferenceServerException
 
-from clients.errors import ClientError, InvalidInput, Overloaded, Timeout, map_exception
+from clients.errors import ClientError, InvalidInput, Overloaded, ServerError, Timeout, map_exception
 from clients.retry import Deadline, RetryBudget, RetryDecision, RetryPolicy, decide_retry
 from clients.shm import SharedMemoryPool, SharedMemoryRegion
 from clients.tensors import ModelSignature, columns_to_rows, rows_to_columns, split_rows
@@ -120,6 +121,8 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         model_name: str | None = None,
         model_version: str = "",
         client: Any = None,
+        root_certificates: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ValueError(f"timeout_s: got {timeout_s!r}; expected a number of seconds > 0")
@@ -127,7 +130,11 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             raise ValueError(f"compression: got {compression!r}; expected None or one of {COMPRESSION_ALGORITHMS}")
         if shared_memory_min_bytes is not None and shared_memory_min_bytes < 0:
             raise ValueError(f"shared_memory_min_bytes: got {shared_memory_min_bytes}; expected None or >= 0")
+        if root_certificates is not None and not Path(root_certificates).is_file():
+            raise ValueError(f"root_certificates: {root_certificates} is not a file; expected a PEM file (TLS)")
         self.url = url
+        self.root_certificates = None if root_certificates is None else str(root_certificates)
+        self.headers = dict(headers) if headers else None
         self.timeout_s = timeout_s
         self.retry_policy = retry_policy or RetryPolicy()
         self.retry_budget = retry_budget or RetryBudget()
@@ -212,6 +219,15 @@ class _ClientBase(Generic[RequestT, ResponseT]):
     def _parse(self, result: Any) -> list[ResponseT]:
         """Typed rows from an `InferResult`."""
         arrays = {spec.name: result.as_numpy(spec.name) for spec in self.SIGNATURE.outputs}
+        missing = [name for name, array in arrays.items() if array is None]
+        if missing:
+            # Seen with Triton 2.51: a Python model with the response cache on caches a request's
+            # error as an empty answer, so the same request again "succeeds" with no outputs.
+            raise ServerError(
+                f"{self.model_name}: the server answered without the outputs {missing}; when the request was "
+                "rejected before, this is the response cache replaying that error as an empty answer",
+                model=self.model_name,
+            )
         if self.SIGNATURE.max_batch_size == 0:
             arrays = {name: array[np.newaxis] for name, array in arrays.items()}
         return columns_to_rows(self.SIGNATURE, arrays, self.RESPONSE)
@@ -226,7 +242,17 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             "priority": priority,
             "client_timeout": remaining_s,
             "compression_algorithm": self.compression,
+            **self._header_kwargs(),
         }
+
+    def _header_kwargs(self) -> dict[str, Any]:
+        """`headers=` for tritonclient calls, only when the client has headers."""
+        return {"headers": self.headers} if self.headers else {}
+
+    def _transport_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of tritonclient's `InferenceServerClient` (channel options, TLS)."""
+        tls = {"ssl": True, "root_certificates": self.root_certificates} if self.root_certificates else {}
+        return {"channel_args": channel_args(), **tls}
 
     def _check_deadline(self, deadline: Deadline, attempt: int) -> float:
         """Seconds left for the next attempt; Timeout if none are."""
@@ -285,10 +311,13 @@ class ModelClient(_ClientBase[RequestT, ResponseT]):
         model_version: a version to pin; "" for the server's policy.
         client: a `tritonclient.grpc.InferenceServerClient` to use (its channel is shared, and
             left open by `close`); by default the client opens its own.
+        root_certificates: a PEM file of the CA (or the self-signed certificate) to trust: the
+            channel then uses TLS; None: plaintext.
+        headers: gRPC metadata sent with every request (e.g. an API gateway's key).
     """
 
     def _connect(self, url: str) -> grpcclient.InferenceServerClient:
-        return grpcclient.InferenceServerClient(url, channel_args=channel_args())
+        return grpcclient.InferenceServerClient(url, **self._transport_kwargs())
 
     @property
     def transport(self) -> grpcclient.InferenceServerClient:
@@ -316,8 +345,10 @@ class ModelClient(_ClientBase[RequestT, ResponseT]):
         """True when the server is ready and serves this model; False when not (or unreachable)."""
         try:
             return bool(
-                self._client.is_server_ready(client_timeout=self.timeout_s)
-                and self._client.is_model_ready(self.model_name, self.model_version, client_timeout=self.timeout_s)
+                self._client.is_server_ready(client_timeout=self.timeout_s, **self._header_kwargs())
+                and self._client.is_model_ready(
+                    self.model_name, self.model_version, client_timeout=self.timeout_s, **self._header_kwargs()
+                )
             )
         except InferenceServerException:
             return False
@@ -376,7 +407,7 @@ class AsyncModelClient(_ClientBase[RequestT, ResponseT]):
     """
 
     def _connect(self, url: str) -> grpcclient_aio.InferenceServerClient:
-        return grpcclient_aio.InferenceServerClient(url, channel_args=channel_args())
+        return grpcclient_aio.InferenceServerClient(url, **self._transport_kwargs())
 
     @property
     def transport(self) -> grpcclient_aio.InferenceServerClient:
@@ -404,9 +435,9 @@ class AsyncModelClient(_ClientBase[RequestT, ResponseT]):
         """True when the server is ready and serves this model; False when not (or unreachable)."""
         try:
             return bool(
-                await self._client.is_server_ready(client_timeout=self.timeout_s)
+                await self._client.is_server_ready(client_timeout=self.timeout_s, **self._header_kwargs())
                 and await self._client.is_model_ready(
-                    self.model_name, self.model_version, client_timeout=self.timeout_s
+                    self.model_name, self.model_version, client_timeout=self.timeout_s, **self._header_kwargs()
                 )
             )
         except InferenceServerException:

@@ -37,6 +37,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_LAYOUT_DIR = PROJECT_ROOT / "build" / "tritonserver"
 DEFAULT_LOG_DIR = PROJECT_ROOT / "build" / "logs"
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
+# Triton 2.51's `--grpc-restricted-protocol` / `--http-restricted-api` groups (`tritonserver --help`).
+RESTRICTABLE_PROTOCOLS = (
+    "health",
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
+)
+_HEADER_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]*")  # gRPC metadata keys are lower case
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
+REDACTED = "<redacted>"
 PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
 LOG_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
@@ -85,6 +100,10 @@ class ServerConfig:
     exit_timeout_s: int = 30
     metrics_interval_ms: int = 1000
     summary_latencies: bool = True
+    restricted_protocols: tuple[str, ...] = ("model-repository",)
+    restricted_header: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+    grpc_server_cert: Path | None = None
+    grpc_server_key: Path | None = None
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -94,6 +113,12 @@ class ServerConfig:
         set_(self, "model_repository", Path(self.model_repository))
         set_(self, "log_file", None if self.log_file is None else Path(self.log_file))
         set_(self, "load_models", tuple(self.load_models))
+        set_(self, "restricted_protocols", tuple(self.restricted_protocols))
+        if self.restricted_header is not None:
+            set_(self, "restricted_header", tuple(self.restricted_header))
+        for name in ("grpc_server_cert", "grpc_server_key"):
+            if getattr(self, name) is not None:
+                set_(self, name, Path(getattr(self, name)))
         set_(self, "extra_args", tuple(self.extra_args))
         set_(self, "extra_env", dict(self.extra_env))
         repo = self.model_repository
@@ -128,6 +153,46 @@ class ServerConfig:
         for name in ("load_models", "extra_args"):
             if not all(isinstance(item, str) and item for item in getattr(self, name)):
                 raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected a tuple of non-empty strings")
+        self._validate_security()
+
+    def _validate_security(self) -> None:
+        """Check the restricted-protocol header and the gRPC TLS files (ConfigError naming the field)."""
+        unknown = [p for p in self.restricted_protocols if p not in RESTRICTABLE_PROTOCOLS]
+        if unknown or not self.restricted_protocols:
+            raise ConfigError(
+                f"restricted_protocols: got {self.restricted_protocols!r}; expected a non-empty tuple "
+                f"of {', '.join(RESTRICTABLE_PROTOCOLS)}"
+            )
+        header = self.restricted_header
+        if header is not None:
+            # The value is a secret: errors never print it.
+            if len(header) != 2 or not all(isinstance(part, str) for part in header):
+                raise ConfigError("restricted_header: expected a (key, value) pair of strings")
+            key, value = header
+            if not _HEADER_KEY.fullmatch(key):
+                raise ConfigError(
+                    f"restricted_header: key {key!r} is not a valid gRPC metadata key; expected lower-case "
+                    "letters, digits, '-', '_' or '.' (e.g. 'admin-key')"
+                )
+            if not _HEADER_VALUE.fullmatch(value) or len(value) < 16:
+                raise ConfigError(
+                    f"restricted_header: the value of {key!r} must be at least 16 printable ASCII characters "
+                    "without spaces (e.g. secrets.token_urlsafe(32)); the value is not shown"
+                )
+        cert, key_file = self.grpc_server_cert, self.grpc_server_key
+        if (cert is None) != (key_file is None):
+            raise ConfigError(
+                f"grpc_server_cert/grpc_server_key: got {cert}/{key_file}; expected both (TLS) or neither (plain)"
+            )
+        for name in ("grpc_server_cert", "grpc_server_key"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{name}: {path} is not a file; expected a PEM file")
+
+    @property
+    def grpc_tls(self) -> bool:
+        """True when gRPC is served over TLS."""
+        return self.grpc_server_cert is not None
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
@@ -159,7 +224,43 @@ def to_args_list(config: ServerConfig, layout: ServerLayout) -> list[str]:
     if config.cache_size_bytes:
         options.append(("--cache-config", f"local,size={config.cache_size_bytes}"))
     options += [("--load-model", model) for model in config.load_models]
+    if config.grpc_server_cert is not None:
+        options += [
+            ("--grpc-use-ssl", "true"),
+            ("--grpc-server-cert", config.grpc_server_cert),
+            ("--grpc-server-key", config.grpc_server_key),
+        ]
+    if config.restricted_header is not None:
+        key, value = config.restricted_header
+        restriction = f"{','.join(config.restricted_protocols)}:{key}={value}"
+        options += [("--grpc-restricted-protocol", restriction), ("--http-restricted-api", restriction)]
     return [str(layout.binary), *(str(item) for option in options for item in option), *config.extra_args]
+
+
+def admin_headers(config: ServerConfig, protocol: str = "grpc") -> dict[str, str]:
+    """Request headers that open the restricted protocols of ``config`` (empty when unrestricted).
+
+    Triton 2.51 expects the key as given on HTTP, and prefixed with ``triton-grpc-protocol-`` on
+    gRPC (its error says so: ``expecting header 'triton-grpc-protocol-<key>'``).
+
+    Args:
+        config: the server's config.
+        protocol: "grpc" or "http".
+    """
+    if protocol not in ("grpc", "http"):
+        raise ValueError(f"protocol: got {protocol!r}; expected 'grpc' or 'http'")
+    if config.restricted_header is None:
+        return {}
+    key, value = config.restricted_header
+    return {f"triton-grpc-protocol-{key}" if protocol == "grpc" else key: value}
+
+
+def redact_args(args: list[str], config: ServerConfig) -> list[str]:
+    """``args`` with the restricted-header secret replaced by ``<redacted>`` (for logs and errors)."""
+    if config.restricted_header is None:
+        return list(args)
+    secret = config.restricted_header[1]
+    return [arg.replace(secret, REDACTED) for arg in args]
 
 
 def build_env(
@@ -376,7 +477,7 @@ class EmbeddedTritonServer:
             env = build_env(self._layout, os.environ, self.config.extra_env)
             stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{self.config.http_port}"
             self._log_path = self.config.log_file or DEFAULT_LOG_DIR / f"tritonserver-{stamp}.log"
-            LOGGER.info("Starting %s (log: %s)", " ".join(args), self._log_path)
+            LOGGER.info("Starting %s (log: %s)", " ".join(redact_args(args, self.config)), self._log_path)
             try:
                 self._log_path.parent.mkdir(parents=True, exist_ok=True)
                 self._log = self._log_path.open("ab")
@@ -403,6 +504,11 @@ class EmbeddedTritonServer:
         LOGGER.info("tritonserver ready (pid %s): http %s", self.pid, self.http_url)
         return self
 
+    def _poll_headers(self) -> dict[str, str]:
+        """The restricted-protocol header, if any (sent in case ``health`` is restricted too)."""
+        header = self.config.restricted_header
+        return {header[0]: header[1]} if header is not None else {}
+
     def _wait_ready(self, ready_timeout_s: float) -> None:
         """Poll readiness; raise ServerError with the log tail on early exit or timeout."""
         assert self._process is not None and self._log_path is not None
@@ -411,7 +517,8 @@ class EmbeddedTritonServer:
         pending = [f"http://{self.http_url}/v2/health/ready", self.metrics_url]
         while (code := self._process.poll()) is None and time.monotonic() < deadline:
             # OSError covers "connection refused" and HTTPError 503 while models load
-            with contextlib.suppress(OSError), _DIRECT_OPENER.open(pending[0], timeout=2.0) as reply:
+            request = urllib.request.Request(pending[0], headers=self._poll_headers())
+            with contextlib.suppress(OSError), _DIRECT_OPENER.open(request, timeout=2.0) as reply:
                 if reply.status == 200:
                     pending.pop(0)
                     if not pending:

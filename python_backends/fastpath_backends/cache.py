@@ -36,7 +36,8 @@ _DTYPES = {code: dtype for dtype, code in _CODES.items()}
 
 def encode_value(array: np.ndarray) -> bytes:
     """Serialize an array as MAGIC | dtype code (u8) | ndim (u8) | dims (u32 each) | raw data."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array)
+    array = array if array.flags.c_contiguous else array.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
     if array.dtype not in _CODES:
         raise ValueError(f"cannot cache dtype {array.dtype}; supported: {sorted(str(d) for d in _CODES)}")
     header = MAGIC + struct.pack("<BB", _CODES[array.dtype], array.ndim) + struct.pack(f"<{array.ndim}I", *array.shape)
@@ -51,6 +52,8 @@ def decode_value(data: bytes) -> np.ndarray:
     if code not in _DTYPES or ndim > 8:
         raise ValueError(f"bad header: dtype code {code}, ndim {ndim}")
     offset = 6 + 4 * ndim
+    if len(data) < offset:
+        raise ValueError(f"bad length: {len(data)} bytes, shorter than the {offset}-byte header")
     shape = struct.unpack_from(f"<{ndim}I", data, 6) if ndim else ()
     dtype = _DTYPES[code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -1,0 +1,22 @@
+"""Fixtures of the reliability tests: a matrix server with a long batching window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.repository import RepoSettings
+
+
+@pytest.fixture(scope="session")
+def matrix_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The built repository with a 100 ms batching window, so concurrent requests share a batch."""
+    from triton_fastpath.reliability.runner import MATRIX_BATCH_WINDOW_US
+    from triton_fastpath.reliability.servers import repository_copy, triton
+
+    work = tmp_path_factory.mktemp("matrix")
+    repo = repository_copy(built_repository, work / "repo", RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US))
+    with triton(repo, work / "logs") as server:
+        yield server

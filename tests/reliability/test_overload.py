@@ -1,0 +1,40 @@
+"""Overload through a small queue: rejections are counted errors (none lost) and retries stay within
+the SDK's retry budget; a high-priority class is answered more often than a low-priority flood.
+
+Counts only: the latency verdicts (p99 within the SLA) are in `scripts/reliability.py`, not here,
+because timings on a shared 2-core machine are not something a test may assert.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.reliability import overload
+from triton_fastpath.reliability.servers import repository_copy, triton
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("overload")
+    repo = repository_copy(built_repository, work / "repo", overload.overload_settings())
+    with triton(repo, work / "logs") as server:
+        yield server
+
+
+def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server) -> None:
+    capacity = overload.measure_capacity(overload_server.grpc_url, seconds=2.0)
+    high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
+    low = overload.OpenLoopClass("low", 3 * capacity, priority=2)
+    overload.open_loop(overload_server.grpc_url, [high, low], seconds=4.0)
+    for cls in (high, low):
+        assert cls.tally.lost == 0, cls.tally.error_summary()
+        assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
+    assert low.tally.failed > 0, "3x capacity was not shed: no rejection at all"
+    assert low.attempts / low.requests <= 1.15, "retries amplified the overload beyond the retry budget"
+    high_ok = high.tally.ok / high.tally.requests
+    low_ok = low.tally.ok / low.tally.requests
+    assert high_ok > low_ok, (high.tally.error_summary(), low.tally.error_summary())

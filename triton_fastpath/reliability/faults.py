@@ -1,0 +1,293 @@
+"""Fault scenarios under load: Redis restarted, tritonserver restarted, a version rolled out, a stub killed.
+
+Each scenario starts its own servers (127.0.0.1, free ports, always stopped), runs closed-loop
+load through the generated SDK (`BackgroundLoad`), does its fault, and returns a `ScenarioResult`
+that accounts for every request. What must hold:
+
+- Redis killed and restarted: 0 failed (the cache bypasses L2 while it is down).
+- tritonserver restarted: the SDK retries within the deadline; only requests whose deadline passed
+  fail (as `Timeout`), and none is lost.
+- rollout (explicit model control): load v2 beside v1, shift traffic to v2, unload v1: 0 failed.
+- Python-backend stub killed: Triton 2.51 does not restart it; requests on that instance fail with
+  `ServerError` "Stub process '<instance>' is not healthy." while the model still reports READY;
+  unloading and loading the model again (explicit mode) restores it. The scenario checks exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from clients.errors import ClientError, ServerError, Timeout
+from clients.generated import DigitsClient, SentimentClient
+from clients.retry import RetryPolicy
+from triton_fastpath.redis_server import RedisServer
+from triton_fastpath.reliability.load import BackgroundLoad
+from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.server import admin_headers, find_free_port
+
+__all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]
+
+Progress = Callable[[str], None]
+
+
+class DeadlinePassed(Exception):
+    """A call that failed because its deadline passed: a `Timeout`, or a retryable error whose
+    retries stopped at the deadline (the SDK's note says so)."""
+
+
+def _pixels(i: int) -> np.ndarray:
+    """A distinct image per request (so the response cache never answers)."""
+    return np.random.default_rng(i).uniform(0, 16, (1, 8, 8)).astype(np.float32)
+
+
+def redis_restart(
+    repository: Path, work: Path, *, seconds_down: float = 2.0, progress: Progress = print
+) -> ScenarioResult:
+    """Kill redis-server (SIGKILL) under sentiment load, restart it on the same port: 0 failed.
+
+    Redis runs with a password (given to the models only through FASTPATH_REDIS_PASSWORD) and the
+    repository's key prefix.
+    """
+    password = secrets.token_urlsafe(24)
+    redis = RedisServer(password=password).start()
+    try:
+        env = {"FASTPATH_REDIS_URL": redis.url, "FASTPATH_REDIS_PASSWORD": password}
+        with triton(repository, work / "redis-logs", extra_env=env) as server:
+            load = BackgroundLoad(
+                lambda: SentimentClient(server.grpc_url, timeout_s=10),
+                lambda c, i: c.classify([f"a film worth seeing, take {i} of {os.getpid()}"]),
+                concurrency=4,
+            )
+            with load:
+                load.wait_for(200)
+                progress(f"redis: killing redis-server after {load.tally.ok} answers")
+                redis.kill()
+                time.sleep(seconds_down)
+                redis.start()
+                progress(f"redis: restarted after {seconds_down} s down")
+                answered = load.tally.ok
+                load.wait_for(answered + 300)
+            tally = load.tally
+    finally:
+        redis.stop()
+    return tally.result(
+        f"redis-server killed and restarted under load ({seconds_down:.0f} s down)",
+        passed=tally.failed == 0,
+        note="must be 0 failed",
+    )
+
+
+def triton_restart(
+    repository: Path, work: Path, *, deadline_s: float = 30.0, progress: Progress = print
+) -> ScenarioResult:
+    """Stop tritonserver under digits load and start it again on the same ports.
+
+    PASS when no request is lost and every failure is one whose deadline passed while the server
+    was down (`Timeout`, or a retryable error whose retries the SDK stopped at the deadline, as its
+    note says); the SDK's retries (counted in the note) carry the others across the restart.
+    """
+    ports = {"http_port": find_free_port(), "grpc_port": find_free_port(), "metrics_port": find_free_port()}
+    clients: list[DigitsClient] = []
+
+    def make() -> DigitsClient:
+        client = DigitsClient(
+            f"127.0.0.1:{ports['grpc_port']}", timeout_s=deadline_s, retry_policy=RetryPolicy(max_backoff_s=0.5)
+        )
+        clients.append(client)
+        return client
+
+    def send(client: DigitsClient, i: int) -> None:
+        try:
+            client.classify(_pixels(i))
+        except ClientError as error:
+            notes = " ".join(getattr(error, "__notes__", []))
+            if isinstance(error, Timeout) or "deadline" in notes:
+                raise DeadlinePassed(f"{type(error).__name__}: {error} ({notes})") from error
+            raise
+
+    with triton(repository, work / "restart-logs", **ports) as server:
+        load = BackgroundLoad(make, send, concurrency=4)
+        with load:
+            load.wait_for(200)
+            progress(f"triton: stopping tritonserver after {load.tally.ok} answers")
+            started = time.monotonic()
+            server.stop()
+            server.start(ready_timeout_s=180)
+            down_s = time.monotonic() - started
+            progress(f"triton: back after {down_s:.1f} s")
+            answered = load.tally.ok
+            load.wait_for(answered + 300)
+        tally = load.tally
+    retries = sum(c.stats.retries for c in clients)
+    refused = sum(c.stats.retries_refused for c in clients)
+    only_timeouts = set(tally.errors) <= {DeadlinePassed.__name__}
+    return tally.result(
+        f"tritonserver restarted under load (down {down_s:.1f} s, deadline {deadline_s:.0f} s)",
+        passed=only_timeouts,
+        note=f"SDK retries {retries}, retries refused {refused}; failures allowed only when the deadline passed",
+        figures={"retries": retries, "retries_refused": refused, "down_s": down_s},
+    )
+
+
+def _add_version(model_dir: Path, version: int) -> None:
+    """Copy version 1 of a model to `version` (the same weights: a rollout rehearsal)."""
+    shutil.copytree(model_dir / "1", model_dir / str(version))
+
+
+def _versions_config(model_dir: Path, versions: list[int]) -> str:
+    """The model's config as JSON with a `specific` version policy (for load_model's `config=`)."""
+    from google.protobuf import json_format
+
+    from triton_fastpath.render import parse_pbtxt
+
+    config = parse_pbtxt((model_dir / "config.pbtxt").read_text())
+    config.version_policy.specific.versions[:] = versions
+    return json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True))
+
+
+def rollout(repository: Path, work: Path, *, progress: Progress = print) -> ScenarioResult:
+    """Explicit model control, admin API behind a header key, gRPC over TLS: roll digits v1 -> v2 under load.
+
+    Load v2 beside v1, shift traffic to v2, unload v1; 0 failed. The same server shows that the
+    admin API refuses a load without the key (PermissionDenied) and that plaintext gRPC is refused.
+    """
+    from triton_fastpath.reliability.security import self_signed_certificate
+
+    repo = repository_copy(repository, work / "rollout-repo")
+    _add_version(repo / "digits", 2)
+    cert, key = self_signed_certificate(work / "tls")
+    secret = secrets.token_urlsafe(32)
+    current = {"version": "1"}
+    served: dict[str, int] = {}
+    lock = threading.Lock()
+    with triton(
+        repo,
+        work / "rollout-logs",
+        model_control_mode="explicit",
+        restricted_header=("admin-key", secret),
+        grpc_server_cert=cert,
+        grpc_server_key=key,
+        extra_args=("--load-model", "digits"),
+    ) as server:
+        headers = admin_headers(server.config)
+        admin = grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(cert))
+        admin.load_model("digits", config=_versions_config(repo / "digits", [1]), headers=headers)
+
+        def make() -> dict[str, DigitsClient]:
+            return {
+                v: DigitsClient(server.grpc_url, timeout_s=10, model_version=v, root_certificates=str(cert))
+                for v in "12"
+            }
+
+        def send(clients: dict[str, DigitsClient], i: int) -> None:
+            version = current["version"]
+            clients[version].classify(_pixels(i))
+            with lock:
+                served[version] = served.get(version, 0) + 1
+
+        class _Pair(dict):
+            def close(self) -> None:
+                for client in self.values():
+                    client.close()
+
+        load = BackgroundLoad(lambda: _Pair(make()), send, concurrency=4)
+        with load:
+            load.wait_for(200)
+            progress("rollout: loading v2 beside v1")
+            admin.load_model("digits", config=_versions_config(repo / "digits", [1, 2]), headers=headers)
+            load.wait_for(load.tally.ok + 100)
+            progress("rollout: shifting traffic to v2")
+            current["version"] = "2"
+            load.wait_for(load.tally.ok + 200)
+            progress("rollout: unloading v1")
+            admin.load_model("digits", config=_versions_config(repo / "digits", [2]), headers=headers)
+            load.wait_for(load.tally.ok + 200)
+        tally = load.tally
+        ready = [v for v in "12" if admin.is_model_ready("digits", v)]
+        admin.close()
+    return tally.result(
+        "rollout digits v1 -> v2 under load (load v2, shift, unload v1)",
+        passed=tally.failed == 0 and ready == ["2"],
+        note=f"answers by version {served}; ready versions after: {ready}",
+        figures={f"answers_v{v}": n for v, n in served.items()},
+    )
+
+
+def find_stub(tritonserver_pid: int, instance: str) -> int:
+    """The pid of the Python-backend stub process that runs model instance `instance` (e.g. digits_0_0).
+
+    Read from /proc: a child of `tritonserver_pid` whose command line is the stub's, naming `instance`.
+    """
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # it exited meanwhile
+        parent = int(stat.rpartition(")")[2].split()[1])
+        names = [a.decode(errors="replace") for a in args]
+        if (
+            parent == tritonserver_pid
+            and names
+            and names[0].endswith("triton_python_backend_stub")
+            and instance in names
+        ):
+            return int(entry.name)
+    raise LookupError(f"no triton_python_backend_stub for {instance} among the children of {tritonserver_pid}")
+
+
+def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> ScenarioResult:
+    """SIGKILL the stub of `digits` under load; check Triton 2.51's behaviour, then recover by reload.
+
+    PASS when: no request is lost; requests after the kill fail only as ServerError naming the
+    stub; the model still reports ready meanwhile (readiness does not see it); unload + load
+    brings answers back.
+    """
+    # A dead stub makes shutdown wait the whole exit timeout: keep it short here.
+    with triton(
+        repository, work / "stub-logs", model_control_mode="explicit", load_models=("digits",), exit_timeout_s=5
+    ) as server:
+        admin = grpcclient.InferenceServerClient(server.grpc_url)
+        load = BackgroundLoad(
+            lambda: DigitsClient(server.grpc_url, timeout_s=10), lambda c, i: c.classify(_pixels(i)), concurrency=4
+        )
+        with load:
+            load.wait_for(200)
+            stub = find_stub(server.pid, "digits_0_0")
+            progress(f"stub: SIGKILL to triton_python_backend_stub digits_0_0 (pid {stub})")
+            os.kill(stub, signal.SIGKILL)
+            time.sleep(3.0)
+            ready_while_dead = admin.is_model_ready("digits")
+            failed_while_dead = load.tally.failed
+            progress(f"stub: {failed_while_dead} failed; model ready: {ready_while_dead}; unload + load")
+            # A load_model of an unchanged model is a no-op (even with an explicit config): only
+            # unload + load starts new stubs; requests in between fail as ModelUnavailable.
+            admin.unload_model("digits")
+            admin.load_model("digits")
+            answered = load.tally.ok
+            recovered = load.wait_for(answered + 200, timeout_s=60)
+        tally = load.tally
+        admin.close()
+    kinds = set(tally.errors)
+    named = "not healthy" in tally.messages.get(ServerError.__name__, "")
+    passed = kinds <= {ServerError.__name__, "ModelUnavailable"} and failed_while_dead > 0 and named and recovered
+    return tally.result(
+        "python stub killed under load (documented: fails until reload)",
+        passed=passed,
+        note=f"model ready while the stub was dead: {ready_while_dead}; answers after the reload: {recovered}",
+        figures={"ready_while_dead": float(ready_while_dead), "recovered": float(recovered)},
+    )

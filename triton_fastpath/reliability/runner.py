@@ -1,0 +1,89 @@
+"""Run the reliability scenarios in order and collect their rows (used by scripts/reliability.py).
+
+    results = run_all(repository, work_dir, quick=True, progress=print)
+    print(format_table(results))
+
+`quick` runs the bad-input matrix, the security check and the four fault scenarios (a few
+minutes); the full run adds the overload scenarios and a restart whose deadline is shorter than
+the outage (its failures must all be counted timeouts).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from triton_fastpath.reliability import faults, matrix, overload, security
+from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.repository import RepoSettings
+
+__all__ = ["MATRIX_BATCH_WINDOW_US", "SCENARIOS", "run_all"]
+
+MATRIX_BATCH_WINDOW_US = 100_000  # long enough that concurrent requests share a batch
+Progress = Callable[[str], None]
+
+
+def _matrix(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+    repo = repository_copy(repository, work / "matrix-repo", RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US))
+    with triton(repo, work / "matrix-logs") as server:
+        return matrix.run_matrix(server.grpc_url, server.metrics_url, progress=progress)
+
+
+def _security(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+    return [security.admin_and_tls(repository, work, secrets.token_urlsafe(32))]
+
+
+def _overload(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+    repo = repository_copy(repository, work / "overload-repo", overload.overload_settings())
+    with triton(repo, work / "overload-logs") as server:
+        return overload.run_overload(server.grpc_url, progress=progress)
+
+
+def _short_deadline_restart(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+    return [faults.triton_restart(repository, work / "short", deadline_s=3.0, progress=progress)]
+
+
+SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress], list[ScenarioResult]]]] = {
+    # name: (in the quick run, function)
+    "matrix": (True, _matrix),
+    "security": (True, _security),
+    "redis": (True, lambda r, w, p: [faults.redis_restart(r, w, progress=p)]),
+    "restart": (True, lambda r, w, p: [faults.triton_restart(r, w, progress=p)]),
+    "rollout": (True, lambda r, w, p: [faults.rollout(r, w, progress=p)]),
+    "stub": (True, lambda r, w, p: [faults.stub_kill(r, w, progress=p)]),
+    "restart-short-deadline": (False, _short_deadline_restart),
+    "overload": (False, _overload),
+}
+
+
+def run_all(
+    repository: Path,
+    work: Path,
+    *,
+    quick: bool = False,
+    only: list[str] | None = None,
+    progress: Progress = print,
+) -> list[ScenarioResult]:
+    """Run the scenarios (`only` these names, else quick or all) and return every row.
+
+    A scenario that raises becomes one FAIL row naming the exception; the others still run.
+    """
+    names = only or [name for name, (in_quick, _) in SCENARIOS.items() if in_quick or not quick]
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        raise ValueError(f"unknown scenarios {unknown}; expected some of {sorted(SCENARIOS)}")
+    results: list[ScenarioResult] = []
+    for name in names:
+        started = time.monotonic()
+        progress(f"[{name}] starting")
+        try:
+            rows = SCENARIOS[name][1](repository, work / name, progress)
+        except Exception as error:  # one FAIL row: the run goes on and the table shows it
+            rows = [ScenarioResult(name, 0, 0, 0, 0, float("nan"), False, f"raised {error!r}")]
+        results += rows
+        failed = sum(1 for r in rows if not r.passed)
+        progress(f"[{name}] done in {time.monotonic() - started:.0f} s: {len(rows) - failed} PASS, {failed} FAIL")
+    return results

@@ -1,0 +1,48 @@
+"""Servers for the scenarios: repository copies re-rendered with other settings, and launchers.
+
+Side effects live here (file copies, processes); every server binds 127.0.0.1 on free ports and
+is stopped by its context manager, also when a scenario fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from triton_fastpath.render import write_config
+from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+
+__all__ = ["repository_copy", "triton"]
+
+
+def repository_copy(source: Path, target: Path, settings: RepoSettings | None = None) -> Path:
+    """Copy a built repository to `target` (weights included); re-render its configs for `settings`."""
+    shutil.copytree(source, target, symlinks=False)
+    if settings is not None:
+        for spec in default_specs(settings):
+            write_config(spec, "embedded", target)
+    return target
+
+
+@contextlib.contextmanager
+def triton(repository: Path, log_dir: Path, *, ready_timeout_s: float = 180, **config: Any) -> Iterator:
+    """An `EmbeddedTritonServer` on free ports for `repository`, stopped on exit.
+
+    Args:
+        repository: the model repository.
+        log_dir: where `tritonserver.log` goes.
+        ready_timeout_s: how long to wait for readiness.
+        **config: more `ServerConfig` fields (model control, TLS, restricted header, env...).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    options = {"http_port": 0, "grpc_port": 0, "metrics_port": 0, "log_file": log_dir / "tritonserver.log"}
+    server = EmbeddedTritonServer(ServerConfig(model_repository=repository, **{**options, **config}))
+    server.start(ready_timeout_s=ready_timeout_s)
+    try:
+        yield server
+    finally:
+        server.stop()
