@@ -50,6 +50,13 @@ clean:  ## remove build outputs (keeps .venv)
 generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/generated/ (ARGS="--check" to verify)
 	$(PY) scripts/generate_clients.py $(ARGS)
 
+.PHONY: benchmark tune
+benchmark: build  ## naive FastAPI vs PyTriton vs our ensembles, one run: table, plot, JSON in build/benchmark/ (ARGS="--smoke", "--publish")
+	$(PY) scripts/benchmark.py $(ARGS)
+
+tune: build  ## search batching delay, preferred batches, instances, ORT threads under a p99 bound; writes tuning/embedded.json (ARGS="--dry-run")
+	$(PY) scripts/tune.py $(ARGS)
+
 .PHONY: build-container test-deploy
 build-container: $(VENV_STAMP)  ## build/container/: repository for the NGC Triton image + TensorRT engine plan (ARGS="--encoder-backend onnxruntime" ...)
 	$(PY) scripts/build.py --target container $(ARGS)

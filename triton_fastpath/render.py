@@ -96,7 +96,11 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     _set_ensemble(config, spec)
     _set_parameters(config, spec, target, options)
     _set_optimization(config, spec, target, options)
-    if spec.response_cache:
+    if spec.response_cache and not python_adapter(spec, target):
+        # Not on Python-backend models: Triton 2.51's response cache stores a Python model's
+        # *error* answer as an empty success, so the same bad request sent again "succeeds" with
+        # no outputs (found by the reliability matrix). Ensembles in front of Python steps and
+        # native backends are not affected; a Python-served model is rendered uncached.
         config["response_cache"] = {"enable": True}
     return config
 

@@ -8,10 +8,14 @@ own Hugging Face classifier alike. `onnx_classifier_spec` serves one ONNX graph 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import ROOT
 from triton_fastpath.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -26,11 +30,60 @@ from triton_fastpath.spec import (
 
 PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
+TUNING_FILE = ROOT / "tuning" / "embedded.json"
+# The settings `scripts/tune.py` searches, with the values used when no tuning file overrides them.
+FACTORY_TUNABLES: dict[str, Any] = {
+    "max_queue_delay_us": 1000,
+    "preferred_batch_sizes": (),
+    "tokenizer_instances": 1,
+    "encoder_instances": 2,
+    "onnx_threads": 1,
+}
+
+
+def load_tuning(path: Path = TUNING_FILE) -> dict[str, Any]:
+    """The tuned settings in `path` (written by `scripts/tune.py`), or {} when the file is absent.
+
+    Raises:
+        ConfigError: the file is not JSON, or names a setting the tuner does not own.
+    """
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text())["settings"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{path}: expected JSON with a 'settings' object ({error})") from None
+    return validate_tuning(found, where=str(path))
+
+
+def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[str, Any]:
+    """Check names and types of tuned settings; lists become tuples (pure)."""
+    unknown = sorted(set(found) - set(FACTORY_TUNABLES))
+    if unknown:
+        raise ConfigError(f"{where}: unknown settings {unknown}; the tuner owns {sorted(FACTORY_TUNABLES)}")
+    settings: dict[str, Any] = {}
+    for name, value in found.items():
+        if name == "preferred_batch_sizes":
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and v >= 1 for v in value):
+                raise ConfigError(f"{where}: preferred_batch_sizes={value!r}; expected a list of positive integers")
+            settings[name] = tuple(value)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{where}: {name}={value!r}; expected a non-negative integer")
+        else:
+            settings[name] = value
+    return settings
+
+
+_DEFAULTS = {**FACTORY_TUNABLES, **load_tuning()}
 
 
 @dataclass(frozen=True)
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
+
+    The tunable defaults (batching delay, preferred batch sizes, tokenizer and encoder instances,
+    onnxruntime threads) are read from `tuning/embedded.json`, which `scripts/tune.py` writes
+    after measuring; without that file they are `FACTORY_TUNABLES`.
 
     Attributes:
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
@@ -39,7 +92,8 @@ class RepoSettings:
         tokenizer_instances / encoder_instances / postprocess_instances / digits_instances:
             CPU instances per model.
         onnx_threads: onnxruntime intra-op threads per encoder instance (1 beat 2 here).
-        max_queue_delay_us: how long the batcher waits to fill a batch (~1 ms measured best).
+        max_queue_delay_us: how long the batcher waits to fill a batch.
+        preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
         max_queue_size: requests queued per model before new ones are rejected (fast fail).
         queue_timeout_us: a request still queued after this long is rejected (0 = no limit).
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
@@ -59,12 +113,13 @@ class RepoSettings:
     precision: str = "int8"
     max_length: int = 64
     max_batch_size: int = 64
-    tokenizer_instances: int = 1
-    encoder_instances: int = 2
+    tokenizer_instances: int = _DEFAULTS["tokenizer_instances"]
+    encoder_instances: int = _DEFAULTS["encoder_instances"]
     postprocess_instances: int = 1
     digits_instances: int = 1
-    onnx_threads: int = 1
-    max_queue_delay_us: int = 1000
+    onnx_threads: int = _DEFAULTS["onnx_threads"]
+    max_queue_delay_us: int = _DEFAULTS["max_queue_delay_us"]
+    preferred_batch_sizes: tuple[int, ...] = _DEFAULTS["preferred_batch_sizes"]
     max_queue_size: int = 1024
     queue_timeout_us: int = 5_000_000
     priority_levels: int = 2
@@ -87,10 +142,18 @@ class RepoSettings:
             raise ConfigError(f"semantic_threshold={self.semantic_threshold}; expected 0 (off) or a cosine in (0, 1]")
         if self.semantic_threshold and not self.cache:
             raise ConfigError("semantic_threshold needs cache=True: the semantic layer lives in the cache model")
+        object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
+        too_big = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
+        if too_big:
+            raise ConfigError(
+                f"preferred_batch_sizes={list(self.preferred_batch_sizes)}: {too_big} outside 1..max_batch_size "
+                f"({self.max_batch_size})"
+            )
 
     def batching(self) -> DynamicBatching:
         """The dynamic batching section shared by every batched step."""
         return DynamicBatching(
+            preferred_batch_sizes=self.preferred_batch_sizes,
             max_queue_delay_us=self.max_queue_delay_us,
             priority_levels=self.priority_levels,
             default_priority_level=self.priority_levels,

@@ -121,6 +121,9 @@ class TritonPythonModel:
             request = pb_utils.InferenceRequest(
                 model_name=self.encoder_model,
                 requested_output_names=["logits"],
+                # On a GPU encoder (container target) Triton may return logits in GPU memory, where
+                # as_numpy() fails: ask for CPU outputs (a no-op on the embedded CPU target).
+                preferred_memory=pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0),
                 inputs=[
                     pb_utils.Tensor("input_ids", ids[start : start + self.max_rows]),
                     pb_utils.Tensor("attention_mask", mask[start : start + self.max_rows]),

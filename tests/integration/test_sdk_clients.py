@@ -21,7 +21,7 @@ from clients.generated import (
     SentimentClient,
 )
 from clients.retry import RetryPolicy
-from tests.conftest import copy_repository, start_server
+from tests.conftest import render_copy, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.server import find_free_port
 
@@ -167,12 +167,10 @@ def test_a_deadline_shorter_than_anything_is_a_timeout(triton) -> None:
 @pytest.fixture(scope="module")
 def slow_server(built_repository, tmp_path_factory):
     """The repository with a 3 s batching window: a lone request waits 3 s for batch-mates."""
-    repository = copy_repository(built_repository, tmp_path_factory.mktemp("sdk-slow") / "repository")
-    for config in repository.glob("*/config.pbtxt"):
-        text = config.read_text()
-        config.write_text(
-            text.replace("max_queue_delay_microseconds: 1000\n", "max_queue_delay_microseconds: 3000000\n")
-        )
+    from triton_fastpath.repository import RepoSettings
+
+    target = tmp_path_factory.mktemp("sdk-slow") / "repository"
+    repository = render_copy(built_repository, target, RepoSettings(max_queue_delay_us=3_000_000))
     server = start_server(repository, tmp_path_factory.mktemp("sdk-slow-logs"))
     try:
         yield server

@@ -12,23 +12,16 @@ from triton_fastpath.reliability.matrix import MODELS, cases_for, run_batch_mate
 
 pytestmark = pytest.mark.integration
 
-# Found by this matrix (Triton 2.51): a Python model with the response cache on caches the error
-# answer of a bad request as an *empty* answer, so the same bad request sent again "succeeds"
-# with no outputs. Ensembles are not affected. The SDK turns such an answer into a ServerError
-# naming the missing outputs; the fix is in the repository config (see docs/_readme/reliability.md).
-KNOWN_DEFECTS = {
-    ("digits", "same bad request twice"): "Triton 2.51 response cache replays a Python model's error as an empty answer"
-}
+# "same bad request twice" guards a defect this matrix found (Triton 2.51): a Python model with the
+# response cache on replays its error answer as an *empty* success. The renderer therefore never
+# enables the response cache on a Python-served model (digits on the embedded target).
 
 
 def _params() -> list:
     params = []
     for model in MODELS:
         for case in cases_for(model):
-            marks = []
-            if (model, case.name) in KNOWN_DEFECTS:
-                marks.append(pytest.mark.xfail(reason=KNOWN_DEFECTS[model, case.name], strict=True))
-            params.append(pytest.param(model, case, id=f"{model}-{case.path}-{case.name}", marks=marks))
+            params.append(pytest.param(model, case, id=f"{model}-{case.path}-{case.name}"))
     return params
 
 

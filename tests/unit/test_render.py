@@ -411,6 +411,15 @@ def test_response_cache_section_only_when_enabled(target: Target) -> None:
     assert "response_cache" not in render(make_spec(ModelKind.ENSEMBLE), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_python_served_models_never_get_the_response_cache(target: Target) -> None:
+    # Triton 2.51 replays a Python model's error from the response cache as an empty success.
+    assert "response_cache" not in render(make_spec(ModelKind.PYTHON, response_cache=True), target)
+    onnx = render(make_spec(ModelKind.ONNX, response_cache=True), target)
+    # ONNX is served by the onnx_runner Python model on the embedded target, natively in the container
+    assert ("response_cache" in onnx) is (target is Target.CONTAINER)
+
+
 # --- protobuf round trips ------------------------------------------------------------------------
 
 
@@ -462,8 +471,8 @@ def test_golden_full_config_equals_the_rendered_spec() -> None:
     rendered = to_model_config(render(full_spec(), "container"))
     assert golden == rendered, text_format.MessageToString(rendered)
     # the golden exercises every section the renderer writes
-    for section in ("dynamic_batching", "response_cache"):
-        assert golden.HasField(section)
+    assert golden.HasField("dynamic_batching")
+    assert not golden.HasField("response_cache")  # asked for, but never on a Python-served model
     assert (
         golden.dynamic_batching.priority_queue_policy[1].timeout_action
         == golden.dynamic_batching.default_queue_policy.DELAY

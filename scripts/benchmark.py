@@ -1,0 +1,76 @@
+"""Side-by-side benchmark: naive FastAPI server, PyTriton and our Triton ensembles, in one run.
+
+Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
+sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
+(windows repeated until three agree within 10%), measures the latency budget and the encoder's
+compute limit, stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}.
+
+Examples:
+    python scripts/benchmark.py                     # the full run (about 20 minutes on 2 cores)
+    python scripts/benchmark.py --smoke             # about a minute: checks the harness, timings mean nothing
+    python scripts/benchmark.py --only naive ours-grpc-int8 --publish
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, ROOT
+
+
+def parser() -> argparse.ArgumentParser:
+    defaults = BenchConfig()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="tiny windows, one level: checks the harness, not timings")
+    p.add_argument(
+        "--only", nargs="+", default=[], metavar="SYSTEM", help=f"run only these: {[s.key for s in default_systems()]}"
+    )
+    p.add_argument("--concurrency", type=int, nargs="+", help=f"closed-loop levels (default {defaults.concurrency})")
+    p.add_argument("--window-s", type=float, help=f"measurement window (default {defaults.window_s})")
+    p.add_argument("--sla-p99-ms", type=float, help=f"headline p99 bound (default {defaults.sla_p99_ms})")
+    p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
+    p.add_argument("--publish", action="store_true", help="also copy the outputs to docs/benchmark.{md,png,json}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    config = BenchConfig.smoke_config() if args.smoke else BenchConfig()
+    overrides = {
+        "concurrency": tuple(args.concurrency) if args.concurrency else None,
+        "window_s": args.window_s,
+        "sla_p99_ms": args.sla_p99_ms,
+        "only": tuple(args.only),
+    }
+    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[bench {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    try:
+        run_benchmark(config, out, progress)
+    except FastpathError as error:
+        print(f"benchmark failed: {error}", file=sys.stderr)
+        return 1
+    print((out / "table.md").read_text())
+    if args.publish:
+        for suffix, name in (("md", "table.md"), ("png", "curves.png"), ("json", "results.json")):
+            shutil.copy2(out / name, ROOT / "docs" / f"benchmark.{suffix}")
+        print("copied to docs/benchmark.{md,png,json}")
+    print(f"outputs: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Smoke runs of the benchmark and the tuner: the harness works end to end and writes its outputs.
+
+Benchmarks are not tests: nothing here checks a timing. What is checked: every system started,
+served the same model (probabilities against the torch reference), answered without errors, and
+the JSON / Markdown / PNG outputs hold what the README and the headline need; the tuner writes a
+tuning file that `RepoSettings` can read.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.bench.harness import default_systems
+from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, load_tuning
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(ROOT / "scripts" / script), *args]
+    found = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert found.returncode == 0, f"{script} failed:\n{found.stdout[-3000:]}\n{found.stderr[-3000:]}"
+    return found
+
+
+@pytest.fixture(scope="module")
+def smoke_results(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("benchmark")
+    _run("benchmark.py", "--smoke", "--out", str(out))
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_smoke_benchmark_runs_every_system_on_every_model_without_errors(smoke_results: tuple[Path, dict]) -> None:
+    _, results = smoke_results
+    expected = {(s.key, m) for s in default_systems(smoke=True) for m in s.models}
+    ran = {(run["system"], run["model"]) for run in results["runs"]}
+    assert ran == expected
+    for run in results["runs"]:
+        assert run["rows"], f"{run['system']} / {run['model']}: no load level measured"
+        for row in run["rows"]:
+            assert row["errors"] == 0, f"{run['system']} / {run['model']}: {row['first_error']}"
+            assert row["requests"] > 0
+    triton_rows = [r for run in results["runs"] if run["system"] != "naive" for r in run["rows"]]
+    assert all(row["server"] for row in triton_rows), "Triton-based systems report the server-side split"
+
+
+def test_smoke_benchmark_serves_the_same_model_everywhere(smoke_results: tuple[Path, dict]) -> None:
+    agreement = smoke_results[1]["agreement"]
+    for model in ("sentiment", "digits"):
+        assert agreement[model]["pytriton"]["max_abs_diff"] < 1e-5  # same torch weights, same tokenizer
+    assert agreement["sentiment"]["ours-grpc-fp32"]["max_abs_diff"] < 1e-4  # the FP32 ONNX export
+    assert agreement["digits"]["ours-grpc-int8"]["max_abs_diff"] < 1e-4  # digits is served in FP32
+    assert agreement["sentiment"]["ours-grpc-int8"]["label_agreement"] >= 0.9  # INT8 moves probabilities a little
+
+
+def test_smoke_benchmark_writes_json_markdown_and_png(smoke_results: tuple[Path, dict]) -> None:
+    out, results = smoke_results
+    assert set(results) >= {"meta", "systems", "runs", "agreement", "budget", "flops", "headline"}
+    assert {"uncached", "cached", "ratios"} <= set(results["headline"])
+    assert "ours-grpc-int8 / naive" in results["headline"]["ratios"]["sentiment"]
+    parts = {row["part"] for row in results["budget"]["rows"]}
+    assert {"client serialisation", "encoder", "ensemble overhead (issue's definition)"} <= parts
+    assert results["flops"]["peak"]["assumptions"]
+    table = (out / "table.md").read_text()
+    for heading in ("Best throughput with client p99", "Cached scenarios", "Latency budget", "Compute limit"):
+        assert heading in table
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_tuner_writes_a_tuning_file_that_repo_settings_reads(built_repository: Path, tmp_path: Path) -> None:
+    output = tmp_path / "embedded.json"
+    found = _run("tune.py", "--smoke", "--output", str(output), "--work-dir", str(tmp_path / "work"))
+    assert "winner" in found.stdout
+    settings = load_tuning(output)
+    assert set(settings) == set(FACTORY_TUNABLES)
+    RepoSettings(**settings)  # valid settings
+    measured = json.loads(output.read_text())["measured"]
+    assert measured["candidates"] == 2

@@ -1,0 +1,272 @@
+"""One benchmark run: start each system, check it serves the same model, sweep the load, stop it.
+
+`run_benchmark(BenchConfig(...), out_dir)` drives the systems of `default_systems()` one
+deployment at a time (systems sharing a deployment, e.g. our gRPC and HTTP views of one server,
+share one process start), runs the load generator as a separate process per (system, model,
+scenario), then measures the latency budget and the encoder's compute limit, and writes
+`results.json`, `table.md` and `curves.png` through `report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triton_fastpath import data as datasets
+from triton_fastpath.bench.loadgen import PROGRESS
+from triton_fastpath.bench.systems import Running, System, start_system
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, ROOT
+from triton_fastpath.repository import RepoSettings
+
+Progress = Callable[[str], None]
+PREDICT_ITEMS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """How long and how wide to measure.
+
+    Attributes:
+        concurrency: closed-loop levels swept per system (each level until stable).
+        warmup_s / window_s / max_windows: the perf_analyzer-style measurement per level.
+        sla_p99_ms: the headline bound: best throughput with client p99 at or under it.
+        stop_p99_ms: a sweep stops at the first level whose p99 passes this (higher levels only queue more).
+        duplicate_ratios: cached scenarios (reported apart).
+        cached_concurrency: levels swept in the cached scenarios.
+        budget_requests: sequential requests for the latency budget.
+        smoke: tiny windows (checks that the harness works; its timings mean nothing).
+        only: run only these system keys (all when empty).
+    """
+
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    warmup_s: float = 2.0
+    window_s: float = 2.0
+    max_windows: int = 8
+    sla_p99_ms: float = 50.0
+    stop_p99_ms: float = 150.0
+    duplicate_ratios: tuple[float, ...] = (0.5, 0.9)
+    cached_concurrency: tuple[int, ...] = (4, 16, 64)
+    budget_requests: int = 300
+    smoke: bool = False
+    only: tuple[str, ...] = ()
+
+    @classmethod
+    def smoke_config(cls) -> BenchConfig:
+        """Seconds, not minutes: one level, tiny windows, a few budget requests."""
+        return cls(
+            concurrency=(4,),
+            warmup_s=0.3,
+            window_s=0.3,
+            max_windows=3,
+            duplicate_ratios=(0.9,),
+            cached_concurrency=(4,),
+            budget_requests=20,
+            smoke=True,
+        )
+
+
+def default_systems(smoke: bool = False) -> list[System]:
+    """The systems of the issue, in run order; baselines both as deployed and at their best thread count.
+
+    In smoke mode one variant of each baseline is enough.
+    """
+    uncached = {"cache": False, "response_cache": False}
+    int8 = RepoSettings(precision="int8", **uncached)
+    fp32 = RepoSettings(precision="fp32", **uncached)
+    systems = [
+        System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
+        System("naive-1t", "naive, torch 1 thread (its best setting)", "naive", "naive", torch_threads=1),
+        System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
+        System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
+        System("ours-grpc-fp32", "ours: ensemble, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
+        System("ours-grpc-int8", "ours: ensemble, ONNX INT8, gRPC", "ours", "grpc", settings=int8),
+        System("ours-http-int8", "ours: ensemble, ONNX INT8, HTTP/JSON", "ours", "http", settings=int8),
+        System(
+            "ours-grpc-int8-cached",
+            "ours: INT8 + response cache + L1 cache (cached scenarios, reported apart)",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=RepoSettings(precision="int8"),
+            cached=True,
+        ),
+    ]
+    if smoke:
+        systems = [s for s in systems if s.key not in ("naive-1t", "pytriton-1t")]
+    return systems
+
+
+def deployment_key(system: System) -> tuple:
+    """Systems with equal keys are served by one process (e.g. gRPC and HTTP views of one server)."""
+    return (system.kind, system.torch_threads, system.settings)
+
+
+def write_inputs(path: Path) -> dict[str, list]:
+    """The held-out inputs every system gets: sentiment texts (test split first, then train) and digits."""
+    sentiment = datasets.load_sentiment(BUILD_DIR / "data")
+    digits = datasets.load_digits_dataset()
+    inputs = {
+        "sentiment": [*sentiment.test.x, *sentiment.train.x],
+        "sentiment_labels": [int(y) for y in [*sentiment.test.y, *sentiment.train.y]],
+        "held_out_sentiment": len(sentiment.test.x),
+        "digits": np.asarray(digits.test.x, dtype=np.float32).tolist(),
+        "digits_labels": [int(y) for y in digits.test.y],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(inputs))
+    return inputs
+
+
+def run_loadgen(args: Sequence[str], progress: Progress, timeout_s: float) -> list[dict[str, Any]]:
+    """Run the load generator process; its JSON lines, its stderr passed on line by line.
+
+    Raises:
+        FastpathError: when it fails, with its last stderr lines.
+    """
+    command = [sys.executable, "-m", "triton_fastpath.bench.loadgen", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    out_lines: list[str] = []
+
+    def pump_stderr() -> None:  # progress lines live, the rest kept for the error message
+        for raw in process.stderr:
+            line = raw.rstrip("\n")
+            if line.startswith(PROGRESS):
+                progress(line.removeprefix(PROGRESS))
+            else:
+                errors.append(line)
+
+    readers = [
+        threading.Thread(target=pump_stderr, daemon=True),
+        threading.Thread(target=lambda: out_lines.extend(process.stdout), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        errors.append(f"timed out after {timeout_s:.0f} s")
+    for reader in readers:
+        reader.join(timeout=10)
+    stdout = "".join(out_lines)
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    if process.returncode != 0 or (errors and not rows):
+        tail = "\n".join(errors[-15:])
+        raise FastpathError(f"load generator failed (exit {process.returncode}): {' '.join(command)}\n{tail}")
+    return rows
+
+
+def _load_args(system: System, running: Running, model: str, inputs: Path) -> list[str]:
+    args = ["--protocol", system.protocol, "--url", running.url, "--model", model, "--inputs", str(inputs)]
+    return args + (["--metrics-url", running.metrics_url] if running.metrics_url else [])
+
+
+def agreement(reference: list, candidate: list, labels: list[int]) -> dict[str, float]:
+    """How close a system's probabilities are to the torch reference's (and both to the true labels)."""
+    ref, got = np.asarray(reference, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    return {
+        "items": len(ref),
+        "max_abs_diff": float(np.abs(ref - got).max()),
+        "label_agreement": float((ref.argmax(axis=1) == got.argmax(axis=1)).mean()),
+        "accuracy": float((got.argmax(axis=1) == np.asarray(labels[: len(got)])).mean()),
+    }
+
+
+def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print) -> dict[str, Any]:
+    """Run every system, the latency budget and the compute limit; write and return the results."""
+    from triton_fastpath.bench import budget, flops, report
+
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs_file = out_dir / "inputs.json"
+    inputs = write_inputs(inputs_file)
+    systems = [s for s in default_systems(config.smoke) if not config.only or s.key in config.only]
+    if not systems:
+        raise FastpathError(
+            f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
+        )
+    results: dict[str, Any] = {
+        "meta": report.machine_meta(config),
+        "systems": {s.key: {"label": s.label, "kind": s.kind, "protocol": s.protocol} for s in systems},
+        "runs": [],
+        "agreement": {},
+    }
+    predictions: dict[str, dict[str, list]] = {}
+    groups: list[list[System]] = []
+    for system in systems:
+        if groups and deployment_key(groups[-1][0]) == deployment_key(system):
+            groups[-1].append(system)
+        else:
+            groups.append([system])
+    limit_s = 60 + len(config.concurrency) * (config.warmup_s + config.max_windows * config.window_s + 30)
+    for group in groups:
+        head = group[0]
+        progress(f"starting {head.kind} for {', '.join(s.key for s in group)} ({time.monotonic() - started:.0f}s)")
+        with start_system(head, out_dir) as running_head:
+            for system in group:
+                running = running_head
+                if system.protocol != head.protocol:  # another view of the same server
+                    running = _other_protocol(system, running_head)
+                for model in system.models:
+                    args = _load_args(system, running, model, inputs_file)
+                    ratios = config.duplicate_ratios if system.cached else (0.0,)
+                    for ratio in ratios:
+                        levels = config.cached_concurrency if system.cached else config.concurrency
+                        progress(
+                            f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}"
+                        )
+                        sweep = [
+                            *args,
+                            *("--concurrency", *map(str, levels)),
+                            *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
+                            *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
+                            *("--duplicate-ratio", str(ratio)),
+                        ]
+                        if not system.cached:  # first the same items one by one: is it the same model?
+                            sweep += ["--predict", str(PREDICT_ITEMS)]
+                        rows = run_loadgen(sweep, progress, limit_s)
+                        if rows and "predictions" in rows[0]:
+                            predictions.setdefault(model, {})[system.key] = rows.pop(0)["predictions"]
+                        results["runs"].append(
+                            {"system": system.key, "model": model, "duplicate_ratio": ratio, "rows": rows}
+                        )
+                if system.key == "ours-grpc-int8":
+                    progress("latency budget: one request at a time through the ensemble and each step alone")
+                    results["budget"] = budget.measure(running.grpc_url, running.metrics_url, config.budget_requests)
+    reference_key = "naive"
+    for model, found in predictions.items():
+        labels = inputs[f"{model}_labels"]
+        reference = found.get(reference_key) or next(iter(found.values()))
+        results["agreement"][model] = {key: agreement(reference, probs, labels) for key, probs in found.items()}
+    progress("compute limit: encoder FLOPs per batch against measured onnxruntime time")
+    results["flops"] = flops.measure(repeats=3 if config.smoke else 20, batch_sizes=(1, 64) if config.smoke else None)
+    results["headline"] = report.headline(results, config.sla_p99_ms)
+    results["meta"]["elapsed_s"] = time.monotonic() - started
+    results["meta"]["loadavg_after"] = os.getloadavg()
+    report.write_outputs(results, out_dir)
+    progress(f"done in {time.monotonic() - started:.0f}s: {out_dir}")
+    return results
+
+
+def _other_protocol(system: System, running: Running) -> Running:
+    """Our server's other endpoint (HTTP beside gRPC)."""
+    return dataclasses.replace(running, url=running.http_url if system.protocol == "http" else running.grpc_url)

@@ -1,0 +1,325 @@
+"""The load generator process: asyncio, closed loop at each concurrency (or open-loop Poisson rates).
+
+Run by the harness as its own process, so its CPU is not the server's; prints one JSON object per
+load level on stdout (progress on stderr). Measurement follows perf_analyzer: an unmeasured
+warm-up, then windows repeated until the last three throughputs agree within 10% (or
+`--max-windows`), percentiles over those three. With `--metrics-url` the Triton metrics are
+scraped around the measured windows, giving each model's server-side queue and compute time.
+
+    python -m triton_fastpath.bench.loadgen --protocol grpc --url 127.0.0.1:8001 --model sentiment \
+        --inputs build/benchmark/inputs.json --concurrency 1 4 16 64
+
+Protocols: `grpc` / `http` (Triton's KServe v2 API; `http` sends JSON, not binary tensors) and
+`naive` (the FastAPI baseline's JSON endpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triton_fastpath.loadgen import Window, duplicate_stream, parse_metric, scrape_metrics, summarize
+
+PROTOCOLS = ("grpc", "http", "naive")
+SERVER_METRICS = {
+    "requests": "nv_inference_request_success",
+    "failures": "nv_inference_request_failure",
+    "inferences": "nv_inference_count",
+    "executions": "nv_inference_exec_count",
+    "request_us": "nv_inference_request_duration_us",
+    "queue_us": "nv_inference_queue_duration_us",
+    "compute_input_us": "nv_inference_compute_input_duration_us",
+    "compute_infer_us": "nv_inference_compute_infer_duration_us",
+    "compute_output_us": "nv_inference_compute_output_duration_us",
+}
+PROGRESS = "[load] "  # stderr lines the harness passes on as progress
+Send = Callable[[Any], Awaitable[Any]]
+
+
+def load_items(path: Path, model: str) -> list[Any]:
+    """The inputs of `model` from the harness's inputs file (texts, or 8x8 pixel lists)."""
+    data = json.loads(Path(path).read_text())
+    if model not in data:
+        raise SystemExit(f"{path} has no inputs for model {model!r}; it has {sorted(data)}")
+    return data[model]
+
+
+def item_stream(items: Sequence[Any], duplicate_ratio: float, seed: int) -> Iterator[Any]:
+    """Endless requests: the items in a loop, or with `duplicate_ratio` > 0 a share of exact repeats.
+
+    Fresh items never repeat by accident: after one pass, texts get a ` (pass N)` suffix, so a cache
+    only hits on the intended duplicates.
+    """
+
+    def fresh() -> Iterator[Any]:
+        for n in itertools.count():
+            for item in items:
+                yield item if n == 0 or not isinstance(item, str) else f"{item} (pass {n})"
+
+    return duplicate_stream(fresh(), duplicate_ratio, seed=seed) if duplicate_ratio > 0 else fresh()
+
+
+def server_stats(before: str, after: str, models: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per model: requests, average batch, and per-request queue / compute / request time in microseconds."""
+    stats = {}
+    for model in models:
+        delta = {
+            key: parse_metric(after, name, model=model) - parse_metric(before, name, model=model)
+            for key, name in SERVER_METRICS.items()
+        }
+        requests = delta["requests"]
+        if requests <= 0:
+            continue
+        compute = delta["compute_input_us"] + delta["compute_infer_us"] + delta["compute_output_us"]
+        stats[model] = {
+            "requests": requests,
+            "avg_batch": delta["inferences"] / delta["executions"] if delta["executions"] else math.nan,
+            "request_us": delta["request_us"] / requests,
+            "queue_us": delta["queue_us"] / requests,
+            "compute_us": compute / requests,
+            "compute_infer_us": delta["compute_infer_us"] / requests,
+        }
+    return stats
+
+
+def metric_models(text: str) -> list[str]:
+    """Every model named in Triton's request counters."""
+    return sorted({m for m in _models_in(text)})
+
+
+def _models_in(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        if line.startswith("nv_inference_request_success{"):
+            start = line.find('model="') + 7
+            yield line[start : line.find('"', start)]
+
+
+async def make_sender(protocol: str, url: str, model: str, concurrency: int) -> tuple[Send, Callable[[], Awaitable]]:
+    """A coroutine function sending one item, and one closing the connection."""
+    if protocol == "naive":
+        import aiohttp
+
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=concurrency), timeout=aiohttp.ClientTimeout(total=60)
+        )
+        endpoint = f"http://{url}/v1/{model}"
+
+        async def send_naive(item: Any) -> Any:
+            body = {"text": item} if isinstance(item, str) else {"pixels": item}
+            async with session.post(endpoint, json=body) as reply:
+                data = await reply.json(content_type=None)
+                if reply.status != 200:
+                    raise RuntimeError(f"HTTP {reply.status}: {data}")
+                return data["probabilities"]
+
+        return send_naive, session.close
+    if protocol == "grpc":
+        import tritonclient.grpc.aio as client_module
+        from tritonclient.grpc import InferInput, InferRequestedOutput
+
+        client = client_module.InferenceServerClient(url)
+        binary = {}
+    elif protocol == "http":
+        import tritonclient.http.aio as client_module
+        from tritonclient.http import InferInput, InferRequestedOutput
+
+        client = client_module.InferenceServerClient(url, conn_limit=concurrency)
+        binary = {"binary_data": False}  # JSON tensors: the protocol's cost, as a JSON client pays it
+    else:
+        raise SystemExit(f"--protocol {protocol!r}; expected one of {PROTOCOLS}")
+    metadata = await client.get_model_metadata(model)
+    outputs = [o["name"] if isinstance(o, dict) else o.name for o in _meta(metadata, "outputs")]
+
+    async def send_triton(item: Any) -> Any:
+        if isinstance(item, str):
+            tensor = InferInput("text", [1, 1], "BYTES")
+            tensor.set_data_from_numpy(np.array([[item.encode("utf-8")]], dtype=object), **binary)
+        else:
+            tensor = InferInput("pixels", [1, 8, 8], "FP32")
+            tensor.set_data_from_numpy(np.asarray([item], dtype=np.float32), **binary)
+        requested = [InferRequestedOutput(name, **binary) for name in outputs]
+        result = await client.infer(model, [tensor], outputs=requested)
+        return result.as_numpy("probabilities")[0].tolist()
+
+    return send_triton, client.close
+
+
+def _meta(metadata: Any, key: str) -> list:
+    return metadata[key] if isinstance(metadata, dict) else list(getattr(metadata, key))
+
+
+async def closed_loop(
+    send: Send, stream: Iterator[Any], *, concurrency: int, warmup_s: float, window_s: float, max_windows: int
+) -> tuple[list[Window], str, int]:
+    """`concurrency` tasks, each sending its next request when the last returns; windows until stable."""
+    latencies: list[float] = []
+    failed: list[bool] = []
+    first_error = [""]
+    stop = asyncio.Event()
+
+    async def worker() -> None:
+        while not stop.is_set():
+            item = next(stream)
+            started = time.perf_counter()
+            try:
+                await send(item)
+                bad = False
+            except Exception as exc:  # a failed request is data
+                bad = True
+                first_error[0] = first_error[0] or f"{type(exc).__name__}: {exc}"[:300]
+            latencies.append(time.perf_counter() - started)
+            failed.append(bad)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        return await _windows(latencies, failed, warmup_s, window_s, max_windows), first_error[0], len(latencies)
+    finally:
+        stop.set()
+        await asyncio.wait(tasks, timeout=60)
+
+
+async def open_loop(
+    send: Send, stream: Iterator[Any], *, rate: float, warmup_s: float, window_s: float, max_windows: int, seed: int
+) -> tuple[list[Window], str, int]:
+    """Poisson arrivals at `rate` per second, whatever the server's speed (MLPerf's server scenario)."""
+    latencies: list[float] = []
+    failed: list[bool] = []
+    first_error = [""]
+    stop = asyncio.Event()
+    rng = random.Random(seed)
+    pending: set[asyncio.Task] = set()
+
+    async def one(item: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await send(item)
+            bad = False
+        except Exception as exc:
+            bad = True
+            first_error[0] = first_error[0] or f"{type(exc).__name__}: {exc}"[:300]
+        latencies.append(time.perf_counter() - started)
+        failed.append(bad)
+
+    async def arrivals() -> None:
+        next_at = time.perf_counter()
+        while not stop.is_set():
+            next_at += rng.expovariate(rate)
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+            task = asyncio.create_task(one(next(stream)))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    source = asyncio.create_task(arrivals())
+    try:
+        return await _windows(latencies, failed, warmup_s, window_s, max_windows), first_error[0], len(latencies)
+    finally:
+        stop.set()
+        source.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=60)
+
+
+async def _windows(
+    latencies: list[float], failed: list[bool], warmup_s: float, window_s: float, max_windows: int
+) -> list[Window]:
+    from triton_fastpath.loadgen import throughput_stable
+
+    await asyncio.sleep(warmup_s)
+    mark = len(latencies)
+    windows: list[Window] = []
+    while len(windows) < max_windows:
+        started = time.perf_counter()
+        await asyncio.sleep(window_s)
+        end = len(latencies)
+        ok = tuple(t for t, bad in zip(latencies[mark:end], failed[mark:end]) if not bad)
+        windows.append(Window(time.perf_counter() - started, ok, errors=(end - mark) - len(ok)))
+        mark = end
+        if throughput_stable([w.throughput_rps for w in windows]):
+            break
+    return windows
+
+
+async def predict(send: Send, items: Sequence[Any]) -> list[Any]:
+    """One request per item, in order: the probabilities each system returns (to compare the models)."""
+    return [await send(item) for item in items]
+
+
+async def run(args: argparse.Namespace) -> None:
+    items = load_items(args.inputs, args.model)
+    levels = [("rate", r) for r in args.rate] if args.rate else [("concurrency", c) for c in args.concurrency]
+    widest = max((int(v) for kind, v in levels if kind == "concurrency"), default=64)
+    send, close = await make_sender(args.protocol, args.url, args.model, widest)
+    try:
+        if args.predict:
+            print(json.dumps({"predictions": await predict(send, items[: args.predict])}), flush=True)
+        if args.predict_only:
+            return
+        stream = item_stream(items, args.duplicate_ratio, args.seed)
+        for kind, value in levels:
+            before = await asyncio.to_thread(scrape_metrics, args.metrics_url) if args.metrics_url else ""
+            started = time.perf_counter()
+            common = {"warmup_s": args.warmup_s, "window_s": args.window_s, "max_windows": args.max_windows}
+            if kind == "rate":
+                windows, error, sent = await open_loop(send, stream, rate=value, seed=args.seed, **common)
+            else:
+                windows, error, sent = await closed_loop(send, stream, concurrency=int(value), **common)
+            elapsed = time.perf_counter() - started
+            result = summarize(windows, concurrency=int(value) if kind == "concurrency" else 0, sent=sent)
+            row = {**result.as_dict(), "first_error": error, "mode": kind, "level": value, "elapsed_s": elapsed}
+            if args.metrics_url:
+                after = await asyncio.to_thread(scrape_metrics, args.metrics_url)
+                row["server"] = server_stats(before, after, metric_models(after))
+            print(json.dumps(row), flush=True)
+            print(
+                f"{PROGRESS}{args.model} {kind}={value}: {row['throughput_rps']:.0f} req/s, "
+                f"p99 {row['p99_ms']:.1f} ms, "
+                f"{row['errors']} errors, {'stable' if row['stable'] else 'NOT stable'} after {row['windows_run']}"
+                " windows",
+                file=sys.stderr,
+                flush=True,
+            )
+            if row["p99_ms"] > args.stop_p99_ms or (row["requests"] == 0 and row["errors"]):
+                print(f"{PROGRESS}stopping the sweep: p99 above {args.stop_p99_ms} ms", file=sys.stderr, flush=True)
+                break
+    finally:
+        await close()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--protocol", choices=PROTOCOLS, required=True)
+    p.add_argument("--url", required=True, help="host:port")
+    p.add_argument("--model", required=True, help="sentiment or digits")
+    p.add_argument("--inputs", type=Path, required=True, help="JSON file {model: [items]} written by the harness")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="closed-loop levels")
+    p.add_argument("--rate", type=float, nargs="+", default=[], help="open-loop Poisson rates (req/s) instead")
+    p.add_argument("--warmup-s", type=float, default=2.0, help="unmeasured time per level (default %(default)s)")
+    p.add_argument("--window-s", type=float, default=2.0, help="measurement window (default %(default)s)")
+    p.add_argument("--max-windows", type=int, default=8, help="windows before giving up on stability")
+    p.add_argument("--duplicate-ratio", type=float, default=0.0, help="share of exact repeats (cached scenarios)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--metrics-url", default="", help="Triton metrics URL for the server-side split")
+    p.add_argument("--stop-p99-ms", type=float, default=math.inf, help="end the sweep once p99 passes this")
+    p.add_argument("--predict", type=int, default=0, help="first print the probabilities of the first N items")
+    p.add_argument("--predict-only", action="store_true", help="with --predict: no load levels after it")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    asyncio.run(run(parser().parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

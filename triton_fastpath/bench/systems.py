@@ -1,0 +1,203 @@
+"""The systems under test, each started as its own process on free 127.0.0.1 ports and always stopped.
+
+- `naive`: FastAPI + uvicorn (1 worker) + torch eager FP32 + JSON (`naive_server`).
+- `pytriton`: PyTriton + its tritonserver, the same torch models with dynamic batching.
+- `ours`: our repository in the embedded tritonserver, from a variant copy rendered with
+  `RepoSettings` (precision, caches on or off) by `variant_repository`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from triton_fastpath.errors import ServerError
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
+from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, find_free_port, read_log_tail
+
+_DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+BENCH_MODELS = ("sentiment", "digits")
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    """One system under test.
+
+    Attributes:
+        key: short id used in results ('naive', 'pytriton', 'ours-grpc-int8', ...).
+        label: what the table calls it.
+        kind: 'naive', 'pytriton' or 'ours'.
+        protocol: what the load generator speaks to it: 'naive', 'grpc' or 'http'.
+        models: models benchmarked on it.
+        torch_threads: torch intra-op threads for the baselines (0 = torch's default).
+        settings: our repository's settings (kind 'ours' only).
+        cached: caches on; measured only in the cached scenarios (duplicate ratios of the config).
+    """
+
+    key: str
+    label: str
+    kind: str
+    protocol: str
+    models: tuple[str, ...] = BENCH_MODELS
+    torch_threads: int = 0
+    settings: RepoSettings | None = None
+    cached: bool = False
+
+
+@dataclasses.dataclass
+class Running:
+    """Where a started system answers."""
+
+    url: str  # host:port for the load generator's protocol
+    metrics_url: str = ""  # Triton metrics, for the server-side split ('' for the naive server)
+    grpc_url: str = ""  # our server's gRPC endpoint (latency budget)
+    http_url: str = ""  # our server's HTTP endpoint (the HTTP/JSON view of the same server)
+    log: Path | None = None
+
+
+# Weights and tokenizer taken from build/ (what the baselines load), so every system serves one model
+# even when model_repository/ was assembled from an older build.
+BUILD_FILES = {
+    "sentiment_encoder": [("sentiment/onnx", "model.onnx"), ("sentiment/onnx", "model.int8.onnx")],
+    "sentiment_tokenizer": [("sentiment/onnx", "tokenizer.json")],
+    "digits": [("digits/onnx", "model.onnx"), ("digits/onnx", "model.int8.onnx")],
+}
+
+
+def variant_repository(
+    settings: RepoSettings, target: Path, source: Path = DEFAULT_REPOSITORY, build_dir: Path = BUILD_DIR
+) -> Path:
+    """A copy of the built repository holding only the benchmarked models, re-rendered for `settings`.
+
+    The served weights and tokenizer are copied from `build_dir`, the files the naive server and
+    PyTriton load, so all systems serve the same model.
+
+    Raises:
+        ServerError: when `source` has not been built (no encoder weights).
+    """
+    from triton_fastpath.render import write_config
+
+    if not (source / "sentiment_encoder" / "1" / "model.onnx").exists():
+        raise ServerError(f"{source} is not built (no sentiment_encoder/1/model.onnx); run `python scripts/build.py`")
+    specs = [s for s in default_specs(settings) if s.name.split("_")[0] in BENCH_MODELS]
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for spec in specs:
+        shutil.copytree(source / spec.name, target / spec.name, ignore=shutil.ignore_patterns("__pycache__"))
+        for folder, name in BUILD_FILES.get(spec.name, []):
+            shutil.copy2(build_dir / folder / name, target / spec.name / "1" / name)
+        write_config(spec, "embedded", target)
+    return target
+
+
+def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerError(f"{process.args[3]} exited with code {process.returncode}:\n{read_log_tail(log)}")
+        with contextlib.suppress(OSError), _DIRECT_OPENER.open(url, timeout=2.0) as reply:
+            if reply.status == 200:
+                return
+        time.sleep(0.3)
+    raise ServerError(f"{url} was not ready after {timeout_s:.0f} s (log {log}):\n{read_log_tail(log)}")
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM the process (it stops its own children), then SIGKILL its whole group."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@contextlib.contextmanager
+def _python_process(args: list[str], log: Path, ready_url: str, timeout_s: float) -> Iterator[None]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as handle:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        process = subprocess.Popen(
+            [sys.executable, "-u", "-m", *args],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _wait_http(ready_url, process, log, timeout_s)
+            yield
+        finally:
+            _stop_group(process)
+
+
+@contextlib.contextmanager
+def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> Iterator[Running]:
+    """Start `system` on free ports, yield where it answers, and stop it whatever happens."""
+    logs = work_dir / "logs"
+    if system.kind == "naive":
+        port = find_free_port()
+        args = ["triton_fastpath.bench.naive_server", "--port", str(port), "--torch-threads", str(system.torch_threads)]
+        with _python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
+            yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
+    elif system.kind == "pytriton":
+        ports = _distinct_ports(3)
+        log = logs / f"{system.key}.log"
+        args = ["triton_fastpath.bench.pytriton_server", "--torch-threads", str(system.torch_threads)]
+        args += ["--http-port", str(ports[0]), "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2])]
+        args += ["--log-file", str(logs / f"{system.key}-tritonserver.log")]
+        with _python_process(args, log, f"http://127.0.0.1:{ports[0]}/v2/models/digits/ready", timeout_s):
+            yield Running(
+                url=f"127.0.0.1:{ports[1] if system.protocol == 'grpc' else ports[0]}",
+                metrics_url=f"http://127.0.0.1:{ports[2]}/metrics",
+                log=log,
+            )
+    elif system.kind == "ours":
+        settings = system.settings or RepoSettings()
+        repository = variant_repository(settings, work_dir / "repositories" / system.key)
+        config = ServerConfig(
+            model_repository=repository,
+            http_port=0,
+            grpc_port=0,
+            metrics_port=0,
+            cache_size_bytes=64 * 1024 * 1024 if settings.response_cache else 0,
+            log_file=logs / f"{system.key}-tritonserver.log",
+        )
+        server = EmbeddedTritonServer(config)
+        try:
+            server.start(ready_timeout_s=timeout_s)
+            url = server.grpc_url if system.protocol == "grpc" else server.http_url
+            yield Running(
+                url=url,
+                metrics_url=server.metrics_url,
+                grpc_url=server.grpc_url,
+                http_url=server.http_url,
+                log=server.log_path,
+            )
+        finally:
+            server.stop()
+    else:
+        raise ServerError(f"system {system.key}: kind {system.kind!r}; expected naive, pytriton or ours")
+
+
+def _distinct_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = find_free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
