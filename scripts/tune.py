@@ -32,8 +32,10 @@ from triton_fastpath.repository import TUNING_FILE
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sla-p99-ms", type=float, default=TuneConfig.sla_p99_ms, help="p99 bound (default %(default)s)")
-    p.add_argument("--smoke", action="store_true", help="two candidates, tiny windows (CI)")
-    p.add_argument("--output", type=Path, default=TUNING_FILE, help="tuning file to write (default %(default)s)")
+    p.add_argument(
+        "--smoke", action="store_true", help="two candidates, tiny windows (CI); writes no file unless --output"
+    )
+    p.add_argument("--output", type=Path, default=None, help=f"tuning file to write (default {TUNING_FILE})")
     p.add_argument("--dry-run", action="store_true", help="print the frontier, write nothing")
     p.add_argument("--work-dir", type=Path, help="repositories and logs (default build/tune/<timestamp>)")
     return p
@@ -58,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_frontier(result))
     print(f"\nwinner: {json.dumps(result['settings'], default=list)}")
-    if not args.dry_run:
+    if args.smoke and args.output is None:
+        print(f"\nsmoke run: {TUNING_FILE} left as it is (pass --output to write a file)")
+    elif not args.dry_run:
         command = "python scripts/tune.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        path = write_tuning(result, args.output, command.strip())
+        path = write_tuning(result, args.output or TUNING_FILE, command.strip())
         print(f"written to {path}; run `python scripts/build.py` to re-render model_repository/ with it")
     return 0
 
