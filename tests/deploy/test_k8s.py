@@ -110,28 +110,100 @@ def test_the_autoscaler_uses_the_metric_its_adapter_rule_defines() -> None:
     rules = yaml.safe_load(find("ConfigMap", "triton-adapter-rules")["data"]["config.yaml"])["rules"]
     (rule,) = [r for r in rules if r["name"]["as"] == metric["pods"]["metric"]["name"]]
     assert metric["type"] == "Pods" and metric["pods"]["target"]["type"] == "AverageValue"
-    query = rule["metricsQuery"]
-    assert "rate(nv_inference_queue_duration_us{<<.LabelMatchers>>}" in query
-    assert "rate(nv_inference_request_success{<<.LabelMatchers>>}" in query
+    query = " ".join(rule["metricsQuery"].split())
+    assert query.startswith("max by (<<.GroupBy>>) (")  # the pod's worst model, not a pod-wide ratio
+    per_model = "sum by (<<.GroupBy>>, model) (rate({}{{<<.LabelMatchers>>}}[1m]))"
+    assert per_model.format("nv_inference_queue_duration_us") in query
+    assert per_model.format("nv_inference_request_success") in query
     assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
     assert hpa["spec"]["minReplicas"] >= 1 and hpa["spec"]["maxReplicas"] > hpa["spec"]["minReplicas"]
 
 
-def test_the_adapter_query_is_valid_promql(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is missing: scripts/bootstrap.sh installs the Debian prometheus package"
+def adapter_rule_file(tmp_path: Path) -> Path:
+    """The adapter's metricsQuery as a Prometheus recording rule `adapter:queue_us`, with the
+    template filled in as prometheus-adapter fills it for a pod metric in our namespace."""
     rules = yaml.safe_load(find("ConfigMap", "triton-adapter-rules")["data"]["config.yaml"])["rules"]
     expr = rules[0]["metricsQuery"].replace("<<.LabelMatchers>>", 'namespace="triton-fastpath"')
     expr = expr.replace("<<.GroupBy>>", "pod")
     path = tmp_path / "rules.yml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": [{"record": "x:y", "expr": expr}]}]}))
-    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    rule = {"record": "adapter:queue_us", "expr": expr}
+    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": [rule]}]}))
+    return path
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess:
+    found = shutil.which("promtool")
+    assert found, "promtool is missing: scripts/bootstrap.sh installs the Debian prometheus package"
+    return subprocess.run([found, *args], capture_output=True, text=True, check=False)
+
+
+def test_the_adapter_query_is_valid_promql(tmp_path: Path) -> None:
+    result = promtool("check", "rules", str(adapter_rule_file(tmp_path)))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_disruption_budget_keeps_one_triton_pod() -> None:
+def test_the_adapter_query_is_the_worst_models_queue_time_per_request(tmp_path: Path) -> None:
+    """One sentiment request a second runs 5 models (the ensemble and its 4 steps), each counting a
+    success; only the encoder queues, 10 ms per request. A ratio of pod-wide sums would report
+    10 ms / 5 = 2 ms; the per-model ratio's max reports the 10 ms. Another pod's models, and the
+    other namespace's, stay apart. Evaluated by `promtool test rules` on synthetic counters."""
+    rules = adapter_rule_file(tmp_path)
+    labels = 'namespace="triton-fastpath",pod="{pod}",model="{model}",version="1"'
+    steps = ("sentiment", "sentiment_tokenizer", "sentiment_cache", "sentiment_encoder", "sentiment_postprocess")
+    series = []
+    for model in steps:  # pod a: 1 request/s through every step; the encoder queues 10 ms (150000 us / 15 s)
+        queued = "0+150000x20" if model == "sentiment_encoder" else "0+0x20"
+        series.append(
+            {"series": f"nv_inference_queue_duration_us{{{labels.format(pod='a', model=model)}}}", "values": queued}
+        )
+        series.append(
+            {"series": f"nv_inference_request_success{{{labels.format(pod='a', model=model)}}}", "values": "0+15x20"}
+        )
+    for model, queued in (("digits", "0+30000x20"), ("embed_encoder", "0+0x20")):  # pod b: 1 ms at most
+        series.append(
+            {"series": f"nv_inference_queue_duration_us{{{labels.format(pod='b', model=model)}}}", "values": queued}
+        )
+        series.append(
+            {"series": f"nv_inference_request_success{{{labels.format(pod='b', model=model)}}}", "values": "0+30x20"}
+        )
+    idle = labels.format(pod="b", model="sentiment")  # loaded, never called: 0/0 must not win the max
+    series += [
+        {"series": f"nv_inference_queue_duration_us{{{idle}}}", "values": "0+0x20"},
+        {"series": f"nv_inference_request_success{{{idle}}}", "values": "0+0x20"},
+    ]
+    tests = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": "adapter:queue_us",
+                        "eval_time": "4m",
+                        "exp_samples": [
+                            {"labels": 'adapter:queue_us{pod="a"}', "value": 10000},
+                            {"labels": 'adapter:queue_us{pod="b"}', "value": 1000},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "adapter_test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_disruption_budget_lets_a_drain_evict_one_triton_pod_at_a_time() -> None:
     pdb = find("PodDisruptionBudget", "triton")
-    assert pdb["spec"]["minAvailable"] == 1
+    # minAvailable: 1 with the HPA's minReplicas: 1 would allow no eviction at all (drain hangs).
+    assert "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    min_replicas = find("HorizontalPodAutoscaler", "triton")["spec"]["minReplicas"]
+    assert min(pdb["spec"]["maxUnavailable"], min_replicas) == 1  # evictions allowed at the HPA's floor
     assert pdb["spec"]["selector"]["matchLabels"] == find("Deployment", "triton")["spec"]["selector"]["matchLabels"]
 
 

@@ -78,8 +78,13 @@ def test_trtexec_command_for_an_image_model_shapes_every_dim() -> None:
 
 
 def test_several_profiles_become_indexed_profile_groups_in_order() -> None:
+    """trtexec (TensorRT 10) takes a profile's shape flags only in the argv slots right after its
+    `--profile=N` (sampleOptions.cpp getOptimizationProfiles), so the groups must be contiguous."""
     argv = trtexec_command(encoder(opt_batches=[1, 32]), "r/m")
+    start = argv.index("--profile=0")
+    assert argv[start + 4] == "--profile=1"
     shapes = [a for a in argv if a.startswith(("--profile", "--minShapes", "--optShapes", "--maxShapes"))]
+    assert argv[start : start + 8] == shapes
     assert shapes == [
         "--profile=0",
         "--minShapes=input_ids:1x48,attention_mask:1x48",

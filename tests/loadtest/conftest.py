@@ -5,7 +5,9 @@ Locust always runs as a subprocess (it patches the process with gevent); nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,19 +20,51 @@ MONITORING = ROOT / "deploy" / "monitoring"
 DASHBOARD = MONITORING / "grafana" / "dashboards" / "triton-fastpath.json"
 
 
-def run_script(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
-    """Run `python scripts/<args>` from the repository root; output (stdout+stderr) in `.stdout`."""
+def run_script(*args: str, timeout_s: float = 180, grace_s: float = 30) -> subprocess.CompletedProcess:
+    """Run `python scripts/<args>` from the repository root; output (stdout+stderr) in `.stdout`.
+
+    The script runs in a session of its own. Past `timeout_s` its process group gets SIGTERM (the
+    scripts then stop the locust/Prometheus/server processes they started), SIGKILL `grace_s` later if
+    still there, and the test fails with the output so far.
+    """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout_s,
-        check=False,
+        start_new_session=True,
     )
+    try:
+        stdout, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        output = _stop_group(process, grace_s)
+        pytest.fail(
+            f"{' '.join(args)}: still running after {timeout_s} s; its process group was stopped. "
+            f"Output (last 4000 characters):\n{output[-4000:]}"
+        )
+    except BaseException:  # e.g. Ctrl-C in pytest: do not leave the run behind
+        _stop_group(process, grace_s)
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, None)
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float) -> str:
+    """SIGTERM the process's group, then SIGKILL after `grace_s`; the output read so far."""
+    output = ""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+        try:
+            return process.communicate(timeout=grace_s)[0] or ""
+        except subprocess.TimeoutExpired as exc:  # not exited, or a survivor still holds the pipe
+            partial = exc.output or ""
+            output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+    return output
 
 
 @pytest.fixture(scope="module")

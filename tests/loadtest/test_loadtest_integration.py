@@ -2,7 +2,8 @@
 gate and its report holds server figures that came through Prometheus; an impossible SLA fails the
 command; 1 master + 2 workers both send; every dashboard and rule query evaluates on live data.
 
-Locust runs as a subprocess of scripts/loadtest.py (never imported here). No timing is asserted.
+Locust runs as a subprocess of scripts/loadtest.py (never imported here). No timing is asserted: the
+passing runs gate on test-only SLA files (errors and non-empty runs only), not loadtests/sla.toml.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.integration
 
 def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_prometheus(triton, tmp_path) -> None:
     out = tmp_path / "run"
+    sla_file = tmp_path / "sla.toml"  # the gate's wiring without timing: no latency or throughput limit
+    sla_file.write_text("[sentiment]\nmax_error_ratio = 0.01\n")
     before = metric_value(triton.metrics_url, "nv_inference_request_success", model="sentiment")
     result = run_script(
         "scripts/loadtest.py",
@@ -34,10 +37,11 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
         "--users=4",
         "--spawn-rate=4",
         "--duplicate-ratio=0.3",
+        f"--sla-file={sla_file}",
         f"--out-dir={out}",
     )
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "SLA gate 'sentiment' passed" in result.stdout
+    assert "SLA gate 'sentiment' passed (2 checks)" in result.stdout
     served = metric_value(triton.metrics_url, "nv_inference_request_success", model="sentiment") - before
     for name in (
         "locust_stats.csv",
@@ -54,6 +58,7 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
 
     data = json.loads((out / "report.json").read_text())
     gate = json.loads((out / "gate.json").read_text())
+    assert {c["metric"] for c in gate["checks"]} == {"requests", "max_error_ratio"}  # sent some, few errors
     client_sent = gate["figures"]["sentiment"]["requests"]
     server = data["server"]
     # Prometheus's increase over the window equals what Triton itself counted, and what the client sent
@@ -88,6 +93,9 @@ def test_impossible_sla_makes_the_command_fail_naming_the_checks(triton, tmp_pat
 
 
 def test_one_master_and_two_workers_all_send_requests(triton, tmp_path) -> None:
+    sla_file = tmp_path / "sla.toml"  # no timing: errors, and each model sent some (its `requests` check)
+    models = "".join(f"[mixed.models.{m}]\nmax_error_ratio = 0.01\n" for m in ("sentiment", "digits"))
+    sla_file.write_text("[mixed]\nmax_error_ratio = 0.01\n" + models)
     result = run_script(
         "scripts/locust_distributed.py",
         "--workers=2",
@@ -98,8 +106,10 @@ def test_one_master_and_two_workers_all_send_requests(triton, tmp_path) -> None:
         "--",
         f"--host={triton.grpc_url}",
         "--no-prometheus",
+        f"--sla-file={sla_file}",
     )
     assert result.returncode == 0, result.stdout[-4000:]
+    assert "SLA gate 'mixed' passed (6 checks)" in result.stdout
     workers = json.loads((tmp_path / "dist" / "gate.json").read_text())["workers"]
     assert len(workers) == 2 and all(sent > 0 for sent in workers.values())
     assert "all 2 workers sent requests" in result.stdout

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
+import os
+import re
+import signal
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from loadtests import sla
-from loadtests.payloads import fresh_items, payload_stream, vary_text
+from loadtests.payloads import ProcessStream, fresh_items, payload_stream, vary_text
 from loadtests.shapes import SHAPES, users_at
-from tests.loadtest.conftest import ROOT
+from tests.loadtest.conftest import ROOT, run_script
 from triton_fastpath import loadtest_report as report
 from triton_fastpath.prometheus import _parse_time, scrape_config
 
@@ -121,6 +127,28 @@ def test_payload_stream_repeats_about_the_duplicate_ratio() -> None:
     sent = [next(stream) for _ in range(4000)]
     repeats = len(sent) - len(set(sent))
     assert 0.25 < repeats / len(sent) < 0.35
+
+
+def test_default_seeds_differ_between_streams_and_a_given_seed_reproduces() -> None:
+    """Not seeded by the process id (every containerised locust worker is PID 1): two streams differ."""
+    texts = [f"t{i}" for i in range(1000)]
+    first, second = (list(itertools.islice(payload_stream(texts, vary_text, duplicate_ratio=0.3), 50)) for _ in "ab")
+    assert first != second
+    again = [list(itertools.islice(payload_stream(texts, vary_text, duplicate_ratio=0.3, seed=3), 50)) for _ in "ab"]
+    assert again[0] == again[1]
+
+
+def test_process_stream_loads_items_on_first_use_and_keeps_one_stream() -> None:
+    loads = []
+
+    def items() -> list[str]:
+        loads.append(1)
+        return ["a", "b", "c"]
+
+    stream = ProcessStream(items, vary_text, seed=1)
+    assert not loads
+    sent = [stream.next(0.0) for _ in range(6)]
+    assert loads == [1] and len(set(sent)) == 6 and sorted(sent[:3]) == ["a", "b", "c"]
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -242,3 +270,59 @@ def test_parse_time_reads_prometheus_timestamps() -> None:
     assert _parse_time("2024-05-01T10:00:00.123456789Z") == pytest.approx(1714557600.123456)
     assert _parse_time("2024-05-01T12:00:00+02:00") == 1714557600.0
     assert _parse_time("0001-01-01T00:00:00Z") == 0.0
+
+
+# --- process handling -----------------------------------------------------------------------------
+
+
+def test_locust_past_its_time_limit_is_stopped_and_exits_2_naming_the_log(tmp_path, monkeypatch, capsys) -> None:
+    loadtest = _script("loadtest")
+    args = loadtest.build_parser().parse_args(["--duration", "1s"])
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(loadtest, "locust_command", lambda *a, **k: sleeper)
+    monkeypatch.setattr(loadtest, "LOCUST_GRACE_S", 1)
+    started = time.monotonic()
+    assert loadtest.run_locust(args, tmp_path, "127.0.0.1:1") == loadtest.EXIT_USAGE
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "did not finish within 2 s" in err and str(tmp_path / "locust.log") in err
+
+
+def test_sigterm_raises_system_exit_2_so_cleanup_runs() -> None:
+    loadtest = _script("loadtest")
+    before = signal.getsignal(signal.SIGTERM)
+    cleaned = []
+    with pytest.raises(SystemExit) as exc, loadtest.exit_on_sigterm():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        finally:
+            cleaned.append(1)
+    assert exc.value.code == loadtest.EXIT_USAGE and cleaned == [1]
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_run_script_past_its_timeout_stops_the_whole_process_group_and_fails(tmp_path) -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print('child', child.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match=r"still running after 2 s") as exc:
+        run_script("-c", code, timeout_s=2, grace_s=10)
+    assert time.monotonic() - started < 20
+    child = int(re.search(r"child (\d+)", str(exc.value)).group(1))
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)

@@ -26,7 +26,7 @@ def check(result) -> None:
 def test_redis_killed_and_restarted_under_load_fails_no_request(built_repository: Path, tmp_path: Path) -> None:
     result = faults.redis_restart(built_repository, tmp_path)
     check(result)
-    assert result.failed == 0 and result.ok > 500
+    assert result.failed == 0 and result.ok >= 500  # 200 before the kill + 300 after the restart
 
 
 def test_tritonserver_restarted_under_load_is_carried_by_sdk_retries(built_repository: Path, tmp_path: Path) -> None:

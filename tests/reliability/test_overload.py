@@ -25,15 +25,20 @@ def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFac
         yield server
 
 
+# The flood is sized from a capacity measured on a shared machine: the best of three windows, and
+# 5x (the issue asks for >= 3x), so that a measurement slowed by other work still floods the queue.
+FLOOD_FACTOR = 5
+
+
 def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server) -> None:
-    capacity = overload.measure_capacity(overload_server.grpc_url, seconds=2.0)
+    capacity = overload.measure_capacity(overload_server.grpc_url, seconds=2.0, windows=3)
     high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
-    low = overload.OpenLoopClass("low", 3 * capacity, priority=2)
+    low = overload.OpenLoopClass("low", FLOOD_FACTOR * capacity, priority=2)
     overload.open_loop(overload_server.grpc_url, [high, low], seconds=4.0)
     for cls in (high, low):
         assert cls.tally.lost == 0, cls.tally.error_summary()
         assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
-    assert low.tally.failed > 0, "3x capacity was not shed: no rejection at all"
+    assert low.tally.failed > 0, f"{FLOOD_FACTOR}x capacity {capacity:.0f} req/s was not shed: no rejection at all"
     assert low.attempts / low.requests <= 1.15, "retries amplified the overload beyond the retry budget"
     high_ok = high.tally.ok / high.tally.requests
     low_ok = low.tally.ok / low.tally.requests

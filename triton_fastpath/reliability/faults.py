@@ -41,10 +41,54 @@ __all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]
 
 Progress = Callable[[str], None]
 
+STUB_FAILURE_TIMEOUT_S = 20.0  # how long stub_kill polls for the first failure after the SIGKILL
+
 
 class DeadlinePassed(Exception):
     """A call that failed because its deadline passed: a `Timeout`, or a retryable error whose
     retries stopped at the deadline (the SDK's note says so)."""
+
+
+class _Steps:
+    """The waits of one scenario: each waits for answers after a named step and remembers the first
+    one that timed out, so a stalled load fails the scenario with a note naming that step.
+
+    After a stall the later waits return False at once (the scenario's verdict is already FAIL).
+    """
+
+    def __init__(self, load: BackgroundLoad) -> None:
+        self.load = load
+        self.stalled: str | None = None
+
+    def wait(self, more: int, after: str, *, timeout_s: float = 60.0) -> bool:
+        """Wait until `more` further answers arrived after `after` (a step's name); False on timeout."""
+        return self.wait_until(lambda: self.load.tally.ok, self.load.tally.ok + more, after, timeout_s=timeout_s)
+
+    def wait_until(
+        self, count: Callable[[], int], target: int, after: str, *, what: str = "answers", timeout_s: float = 60.0
+    ) -> bool:
+        """Poll `count()` until it reaches `target` (deadline `timeout_s` after `after`); False on timeout."""
+        if self.stalled is not None:
+            return False
+        start = count()
+        deadline = time.monotonic() + timeout_s
+        while count() < target and time.monotonic() < deadline:
+            time.sleep(0.02)
+        reached = count()
+        if reached >= target:
+            return True
+        wanted = f"{reached - start} of {target - start} {what} expected"
+        if reached == start:
+            self.stalled = f"no progress for {timeout_s:g} s after {after} ({wanted})"
+        else:
+            self.stalled = f"too slow: {wanted} within {timeout_s:g} s after {after}"
+        return False
+
+    def verdict(self, passed: bool, note: str) -> tuple[bool, str]:
+        """The scenario's verdict and note, failed and prefixed with the stall when a wait timed out."""
+        if self.stalled is None:
+            return passed, note
+        return False, f"FAILED: {self.stalled}; {note}"
 
 
 def _pixels(i: int) -> np.ndarray:
@@ -70,22 +114,21 @@ def redis_restart(
                 lambda c, i: c.classify([f"a film worth seeing, take {i} of {os.getpid()}"]),
                 concurrency=4,
             )
+            steps = _Steps(load)
             with load:
-                load.wait_for(200)
+                steps.wait(200, "starting the load")
                 progress(f"redis: killing redis-server after {load.tally.ok} answers")
                 redis.kill()
                 time.sleep(seconds_down)
                 redis.start()
                 progress(f"redis: restarted after {seconds_down} s down")
-                answered = load.tally.ok
-                load.wait_for(answered + 300)
+                steps.wait(300, "restarting redis-server")
             tally = load.tally
     finally:
         redis.stop()
+    passed, note = steps.verdict(tally.failed == 0, "must be 0 failed")
     return tally.result(
-        f"redis-server killed and restarted under load ({seconds_down:.0f} s down)",
-        passed=tally.failed == 0,
-        note="must be 0 failed",
+        f"redis-server killed and restarted under load ({seconds_down:.0f} s down)", passed=passed, note=note
     )
 
 
@@ -119,24 +162,28 @@ def triton_restart(
 
     with triton(repository, work / "restart-logs", **ports) as server:
         load = BackgroundLoad(make, send, concurrency=4)
+        steps = _Steps(load)
         with load:
-            load.wait_for(200)
+            steps.wait(200, "starting the load")
             progress(f"triton: stopping tritonserver after {load.tally.ok} answers")
             started = time.monotonic()
             server.stop()
             server.start(ready_timeout_s=180)
             down_s = time.monotonic() - started
             progress(f"triton: back after {down_s:.1f} s")
-            answered = load.tally.ok
-            load.wait_for(answered + 300)
+            steps.wait(300, "restarting tritonserver")
         tally = load.tally
     retries = sum(c.stats.retries for c in clients)
     refused = sum(c.stats.retries_refused for c in clients)
     only_timeouts = set(tally.errors) <= {DeadlinePassed.__name__}
+    passed, note = steps.verdict(
+        only_timeouts,
+        f"SDK retries {retries}, retries refused {refused}; failures allowed only when the deadline passed",
+    )
     return tally.result(
         f"tritonserver restarted under load (down {down_s:.1f} s, deadline {deadline_s:.0f} s)",
-        passed=only_timeouts,
-        note=f"SDK retries {retries}, retries refused {refused}; failures allowed only when the deadline passed",
+        passed=passed,
+        note=note,
         figures={"retries": retries, "retries_refused": refused, "down_s": down_s},
     )
 
@@ -203,24 +250,28 @@ def rollout(repository: Path, work: Path, *, progress: Progress = print) -> Scen
                     client.close()
 
         load = BackgroundLoad(lambda: _Pair(make()), send, concurrency=4)
+        steps = _Steps(load)
         with load:
-            load.wait_for(200)
+            steps.wait(200, "starting the load on v1")
             progress("rollout: loading v2 beside v1")
             admin.load_model("digits", config=_versions_config(repo / "digits", [1, 2]), headers=headers)
-            load.wait_for(load.tally.ok + 100)
+            steps.wait(100, "loading v2 beside v1")
             progress("rollout: shifting traffic to v2")
             current["version"] = "2"
-            load.wait_for(load.tally.ok + 200)
+            steps.wait(200, "shifting traffic to v2")
             progress("rollout: unloading v1")
             admin.load_model("digits", config=_versions_config(repo / "digits", [2]), headers=headers)
-            load.wait_for(load.tally.ok + 200)
+            steps.wait(200, "unloading v1")
         tally = load.tally
         ready = [v for v in "12" if admin.is_model_ready("digits", v)]
         admin.close()
+    passed, note = steps.verdict(
+        tally.failed == 0 and ready == ["2"], f"answers by version {served}; ready versions after: {ready}"
+    )
     return tally.result(
         "rollout digits v1 -> v2 under load (load v2, shift, unload v1)",
-        passed=tally.failed == 0 and ready == ["2"],
-        note=f"answers by version {served}; ready versions after: {ready}",
+        passed=passed,
+        note=note,
         figures={f"answers_v{v}": n for v, n in served.items()},
     )
 
@@ -265,12 +316,20 @@ def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> Sc
         load = BackgroundLoad(
             lambda: DigitsClient(server.grpc_url, timeout_s=10), lambda c, i: c.classify(_pixels(i)), concurrency=4
         )
+        steps = _Steps(load)
         with load:
-            load.wait_for(200)
+            steps.wait(200, "starting the load")
             stub = find_stub(server.pid, "digits_0_0")
             progress(f"stub: SIGKILL to triton_python_backend_stub digits_0_0 (pid {stub})")
             os.kill(stub, signal.SIGKILL)
-            time.sleep(3.0)
+            # Requests on the dead stub fail as they reach it: poll for the first failure.
+            steps.wait_until(
+                lambda: load.tally.failed,
+                1,
+                "the SIGKILL to the stub",
+                what="failed requests",
+                timeout_s=STUB_FAILURE_TIMEOUT_S,
+            )
             ready_while_dead = admin.is_model_ready("digits")
             failed_while_dead = load.tally.failed
             progress(f"stub: {failed_while_dead} failed; model ready: {ready_while_dead}; unload + load")
@@ -278,16 +337,19 @@ def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> Sc
             # unload + load starts new stubs; requests in between fail as ModelUnavailable.
             admin.unload_model("digits")
             admin.load_model("digits")
-            answered = load.tally.ok
-            recovered = load.wait_for(answered + 200, timeout_s=60)
+            recovered = steps.wait(200, "unloading and loading digits again")
         tally = load.tally
         admin.close()
     kinds = set(tally.errors)
     named = "not healthy" in tally.messages.get(ServerError.__name__, "")
-    passed = kinds <= {ServerError.__name__, "ModelUnavailable"} and failed_while_dead > 0 and named and recovered
+    passed, note = steps.verdict(
+        kinds <= {ServerError.__name__, "ModelUnavailable"} and failed_while_dead > 0 and named and recovered,
+        f"{failed_while_dead} failed while the stub was dead; model ready meanwhile: {ready_while_dead}; "
+        f"answers after the reload: {recovered}",
+    )
     return tally.result(
         "python stub killed under load (documented: fails until reload)",
         passed=passed,
-        note=f"model ready while the stub was dead: {ready_while_dead}; answers after the reload: {recovered}",
+        note=note,
         figures={"ready_while_dead": float(ready_while_dead), "recovered": float(recovered)},
     )
