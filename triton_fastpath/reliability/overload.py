@@ -40,8 +40,13 @@ ROWS_PER_REQUEST = 64
 
 
 def overload_settings(*, max_queue_size: int = 32, queue_timeout_ms: int = 50) -> RepoSettings:
-    """Repository settings for the overload scenarios: a small queue, REJECT after `queue_timeout_ms`."""
+    """Repository settings for the overload scenarios: a small queue, REJECT after `queue_timeout_ms`.
+
+    One `digits` instance, as in the published run: with two, a 5x flood once crashed tritonserver
+    2.51 (SIGSEGV in pthread_mutex_lock) in CI; see the README's reliability limits.
+    """
     return RepoSettings(
+        digits_instances=1,
         max_queue_size=max_queue_size,
         queue_timeout_us=queue_timeout_ms * 1000,
         priority_levels=2,
