@@ -28,10 +28,13 @@ def parse_labels(value: str) -> tuple[str, ...]:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """Numerically stable softmax over the last axis, in float32."""
-    shifted = logits.astype(np.float32) - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
+    """Numerically stable softmax over the last axis, returned in float32.
+
+    Computed in float64: the spread of two extreme float32 logits (+-3.4e38) overflows float32.
+    """
+    values = logits.astype(np.float64)
+    exp = np.exp(values - values.max(axis=-1, keepdims=True))
+    return (exp / exp.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
 def classify(logits: np.ndarray, labels: Sequence[str]) -> Classified:
