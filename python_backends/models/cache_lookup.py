@@ -47,6 +47,9 @@ class TritonPythonModel:
         self.name = args["model_name"]
         self.encoder_model = params["encoder_model"]
         self.max_rows = int(params.get("encoder_max_batch_size", "64"))
+        # On a GPU encoder (container target) Triton may return logits in GPU memory, where
+        # as_numpy() fails: BLS asks for CPU outputs (a no-op on the embedded CPU target).
+        self.cpu_outputs = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
         identity = json.loads((version_dir(args) / "cache_identity.json").read_text())
         self.prefix = params.get("redis_key_prefix", "fastpath:")
         self.namespace = key_namespace(identity)
@@ -121,9 +124,7 @@ class TritonPythonModel:
             request = pb_utils.InferenceRequest(
                 model_name=self.encoder_model,
                 requested_output_names=["logits"],
-                # On a GPU encoder (container target) Triton may return logits in GPU memory, where
-                # as_numpy() fails: ask for CPU outputs (a no-op on the embedded CPU target).
-                preferred_memory=pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0),
+                preferred_memory=self.cpu_outputs,
                 inputs=[
                     pb_utils.Tensor("input_ids", ids[start : start + self.max_rows]),
                     pb_utils.Tensor("attention_mask", mask[start : start + self.max_rows]),

@@ -18,11 +18,11 @@ pytestmark = pytest.mark.integration
 
 
 def _params() -> list:
-    params = []
-    for model in MODELS:
-        for case in cases_for(model):
-            params.append(pytest.param(model, case, id=f"{model}-{case.path}-{case.name}"))
-    return params
+    return [
+        pytest.param(model, case, id=f"{model}-{case.path}-{case.name}")
+        for model in MODELS
+        for case in cases_for(model)
+    ]
 
 
 @pytest.mark.parametrize(("model", "case"), _params())
