@@ -64,11 +64,34 @@ def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPa
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def triton_ensemble(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The same models in the 'ensemble' rendering (one Python model per step), Redis L2 on."""
+    from triton_fastpath.repository import RepoSettings
+
+    work = tmp_path_factory.mktemp("ensemble")
+    repository = render_copy(built_repository, work / "repository", RepoSettings(rendering="ensemble"))
+    server = start_server(repository, work, redis_url=redis_server.url)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+RENDERING_SERVERS = {"fused": "triton", "ensemble": "triton_ensemble"}
+
+
+@pytest.fixture(params=sorted(RENDERING_SERVERS))
+def served(request: pytest.FixtureRequest):
+    """The embedded server in each rendering: a test using it runs against both."""
+    return request.getfixturevalue(RENDERING_SERVERS[request.param])
+
+
 @pytest.fixture()
-def client(triton):
+def client(served):
     from clients.grpc_client import FastpathClient
 
-    with FastpathClient(triton.grpc_url, timeout_s=30) as c:
+    with FastpathClient(served.grpc_url, timeout_s=30) as c:
         yield c
 
 
@@ -101,11 +124,11 @@ def metric_value(metrics_url: str, name: str, **labels: str) -> float:
 
 
 def render_copy(source: Path, target: Path, settings) -> Path:
-    """A copy of a built repository with every default spec re-rendered for `settings`."""
-    from triton_fastpath.render import write_config
-    from triton_fastpath.repository import default_specs
+    """The built models assembled afresh for `settings` (any rendering, delay, cache...).
 
-    copy_repository(source, target)
-    for spec in default_specs(settings):
-        write_config(spec, "embedded", target)
-    return target
+    `source` must be the built repository: the files come from what its build recorded.
+    """
+    from triton_fastpath.build import variant_repository
+
+    assert (source / "sentiment").exists(), f"{source} is not a built repository"
+    return variant_repository(settings, target)

@@ -115,7 +115,7 @@ def assemble(
     repository: Path,
     *,
     target: Target | str = Target.EMBEDDED,
-    files: Mapping[str, Sequence[Path]] | None = None,
+    files: Mapping[str, Sequence[Path | tuple[Path, str]]] | None = None,
     warmup_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     options: ContainerOptions | None = None,
 ) -> list[Path]:
@@ -125,7 +125,8 @@ def assemble(
         specs: the models (validated together, ensembles included).
         repository: the repository folder (created if needed).
         target: embedded or container rendering.
-        files: per model, files to copy into its version folder (weights, tokenizer.json).
+        files: per model, files to copy into its version folder (weights, tokenizer.json): a path
+            keeps its name, a (path, name) pair is copied under `name`.
         warmup_samples: per model, one sample per warmup input file (no batch dimension).
         options: container-target onnxruntime settings (ignored by the embedded target).
 
@@ -140,16 +141,19 @@ def assemble(
     for spec in specs:
         model_dir = Path(repository) / spec.name
         written.append(write_config(spec, target, repository, options))
+        for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
+            _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())
         if spec.kind.value == "ensemble":
             (model_dir / VERSION).mkdir(parents=True, exist_ok=True)  # Triton needs a version folder
             continue
         version_dir = model_dir / VERSION
         version_dir.mkdir(parents=True, exist_ok=True)
         install_adapter(spec, target, version_dir)
-        for source in files.get(spec.name, ()):
-            if not Path(source).exists():
+        for entry in files.get(spec.name, ()):
+            source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
+            if not source.exists():
                 raise ConfigError(f"model {spec.name!r}: file {source} is missing; run the build first")
-            _copy_if_changed(Path(source), version_dir / Path(source).name)
+            _copy_if_changed(source, version_dir / name)
         needed = {w.input_data_file for warmup in spec.warmups for w in warmup.inputs if w.input_data_file}
         samples = warmup_samples.get(spec.name, {})
         for name in sorted(needed):

@@ -12,6 +12,7 @@ Run `python scripts/build.py --help`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -29,10 +30,15 @@ from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
 from triton_fastpath.render import Target, as_target
 from triton_fastpath.repository import (
+    ENCODER_OUTPUTS,
     PRECISIONS,
+    RENDERINGS,
     SAMPLE_TEXT,
+    SEMANTIC_ONNX,
+    SEMANTIC_TOKENIZER,
     RepoSettings,
     default_specs,
+    python_hops,
     text_classifier_specs,
 )
 from triton_fastpath.spec import ModelSpec
@@ -40,6 +46,7 @@ from triton_fastpath.tensorrt import ParityCase, TensorRTSpec, parity_inputs, re
 
 LOGGER = logging.getLogger(__name__)
 Progress = Callable[[str], None]
+ARTIFACTS_FILE = "artifacts.json"
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,15 @@ def _params_changed(stamp: Path, params: dict) -> bool:
     return True
 
 
+def _graph_outputs(path: Path) -> list[str]:
+    """The output names of an ONNX file ([] when absent): an export made for other outputs is redone."""
+    if not path.exists():
+        return []
+    import onnx
+
+    return [output.name for output in onnx.load(str(path), load_external_data=False).graph.output]
+
+
 def _accuracy(scores: np.ndarray, labels: np.ndarray | None) -> float | None:
     return None if labels is None else float((scores.argmax(axis=-1) == labels).mean())
 
@@ -138,7 +154,7 @@ def export_and_verify(
 
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
-    if force or not _newer([fp32], source_files):
+    if force or not _newer([fp32], source_files) or _graph_outputs(fp32) != list(output_names):
         progress(f"{name}: exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}")
         torch2onnx.export(
             model=model,
@@ -252,7 +268,7 @@ def export_text_classifier(
     """Export and verify a local HF classifier; returns its report, specs, files and warmup samples."""
     import torch
 
-    from triton_fastpath.export.torch2onnx import OutputSelector
+    from triton_fastpath.export.heads import ServedClassifier
 
     backends_importable()
     from fastpath_backends.text import TextEncoder
@@ -264,15 +280,16 @@ def export_text_classifier(
     encoded = encoder.encode(list(eval_texts))  # exactly the tokenization the server will do
     eval_inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     example = {k: torch.from_numpy(v[:2]) for k, v in eval_inputs.items()}
-    sources = [p for p in hf_dir.iterdir() if p.is_file()]
+    # The served head (softmax + label index) is part of the graph: a change to it re-exports.
+    sources = [*(p for p in hf_dir.iterdir() if p.is_file()), ROOT / "triton_fastpath" / "export" / "heads.py"]
     report = export_and_verify(
         name=name,
-        model=OutputSelector(model, ["logits"]),
+        model=ServedClassifier(model),
         example_inputs=example,
         eval_inputs=eval_inputs,
         eval_labels=eval_labels,
-        output_names=["logits"],
-        score_output="logits",
+        output_names=list(ENCODER_OUTPUTS),
+        score_output="probabilities",
         dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
         out_dir=out_dir,
         source_files=sources,
@@ -284,17 +301,29 @@ def export_text_classifier(
     specs = text_classifier_specs(name, labels, settings)
     # Kept in build/ for scripts/semantic_threshold.py (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
+    files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
+    return report, specs, files, warmups
+
+
+def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:
+    """The files and warmup samples of every model a text pipeline may render as (both renderings)."""
+    tokenizer = out_dir / "tokenizer.json"
+    weights = [out_dir / file for file in PRECISIONS.values() if (out_dir / file).exists()]
+    identity = [write_cache_identity(name, out_dir, precision)] if (out_dir / PRECISIONS[precision]).exists() else []
     files = {
-        f"{name}_tokenizer": [out_dir / "tokenizer.json"],
-        f"{name}_encoder": [out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]],
-        f"{name}_cache": [write_cache_identity(name, out_dir, settings.precision)],
+        f"{name}_tokenizer": [tokenizer],
+        f"{name}_encoder": weights,
+        f"{name}_cache": identity,
+        f"{name}_fused": [tokenizer, *weights, *identity],
     }
     sample = encoder.encode([SAMPLE_TEXT])
+    text = {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)}
     warmups = {
-        f"{name}_tokenizer": {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)},
+        f"{name}_tokenizer": text,
+        f"{name}_fused": text,
         f"{name}_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
     }
-    return report, specs, files, warmups
+    return files, warmups
 
 
 def _sha256(path: Path) -> str:
@@ -375,7 +404,7 @@ def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progr
         score_output="probabilities",
         dynamic_axes={"pixels": {0: "batch"}},
         out_dir=BUILD_DIR / "digits" / "onnx",
-        source_files=[weights],
+        source_files=[weights, ROOT / "triton_fastpath" / "export" / "heads.py"],
         thresholds=thresholds,
         progress=progress,
         force=force,
@@ -451,12 +480,9 @@ def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progre
         ],
         seconds=time.monotonic() - started,
     )
-    sample = encoder.encode([SAMPLE_TEXT])
-    files = {"embed_tokenizer": [tokenizer_file], "embed_encoder": [onnx_file]}
-    warmups = {
-        "embed_tokenizer": {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)},
-        "embed_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
-    }
+    files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
+    # A fused classifier's semantic layer computes this embedding itself, from these files.
+    files["semantic"] = [(tokenizer_file, SEMANTIC_TOKENIZER), (onnx_file, SEMANTIC_ONNX)]
     return report, [], files, warmups
 
 
@@ -519,19 +545,140 @@ def build_repository(
         files.update(model_files)
         warmups.update(model_warmups)
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
-    specs = default_specs(settings)
-    selected = [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
+    if settings.semantic_threshold and "semantic" in files:
+        files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
+    write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
+    selected = select_models(default_specs(settings, target), only)
     options = None
     if as_target(target) is Target.CONTAINER:
         container = container or ContainerBuild()
         selected, options = container_specs(selected, container), container.options
+    removed = remove_other_renderings(Path(repository), selected, settings)
+    if removed:
+        progress(f"repository: removed {', '.join(removed)} (not part of the {settings.rendering} rendering)")
     assemble(selected, repository, target=target, files=files, warmup_samples=warmups, options=options)
-    progress(f"repository: {len(selected)} models written to {repository} (target: {as_target(target).value})")
+    hops = {s.name: python_hops(s.name, {x.name: x for x in selected}, target) for s in selected if "_" not in s.name}
+    progress(
+        f"repository: {len(selected)} models written to {repository} (target: {as_target(target).value}, "
+        f"rendering: {settings.rendering}; Python hops per request: "
+        + ", ".join(f"{name} {count}" for name, count in sorted(hops.items()))
+        + ")"
+    )
     if as_target(target) is Target.CONTAINER:
         plan = write_container_engine_plan(selected, Path(repository), files, settings)
         progress(f"trt-builder plan: {plan} (TensorRT engines are built on the GPU host: docker compose up)")
     write_report(reports, BUILD_DIR / "report.json")
     return reports
+
+
+def select_models(specs: Sequence[ModelSpec], only: Sequence[str]) -> list[ModelSpec]:
+    """The specs of the pipelines named in `only` (a pipeline's steps are `<name>_...`)."""
+    return [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
+
+
+def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], settings: RepoSettings) -> list[str]:
+    """Delete the bundled models of the rendering not being written (Triton would load them too).
+
+    Only names the bundled pipelines can render as are touched; a user's imported models stay.
+    """
+    keep = {s.name for s in selected}
+    bundled = {
+        spec.name
+        for rendering in RENDERINGS
+        for target in Target
+        for spec in default_specs(dataclasses.replace(settings, rendering=rendering), target)
+    }
+    removed = []
+    for name in sorted(bundled - keep):
+        if (repository / name).exists():
+            shutil.rmtree(repository / name)
+            removed.append(name)
+    return removed
+
+
+def write_artifacts(files: dict, warmups: dict, path: Path) -> Path:
+    """Record what the build made (files and warmup samples per model) for variant repositories."""
+
+    def sample(array: np.ndarray) -> dict:
+        array = np.asarray(array)
+        if array.dtype == object:
+            return {
+                "dtype": "bytes",
+                "shape": list(array.shape),
+                "data": [bytes(v).decode() for v in array.reshape(-1)],
+            }
+        return {"dtype": str(array.dtype), "shape": list(array.shape), "data": array.reshape(-1).tolist()}
+
+    record = {
+        "files": {
+            model: [[str(e[0]), e[1]] if isinstance(e, tuple) else [str(e), Path(e).name] for e in entries]
+            for model, entries in files.items()
+        },
+        "warmups": {model: {name: sample(a) for name, a in inputs.items()} for model, inputs in warmups.items()},
+    }
+    existing = json.loads(path.read_text()) if path.exists() else {"files": {}, "warmups": {}}
+    for key in ("files", "warmups"):
+        existing[key].update(record[key])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(existing, indent=1, sort_keys=True))
+    return path
+
+
+def read_artifacts(path: Path | None = None) -> tuple[dict, dict]:
+    """The files and warmup samples recorded by the last build (see `write_artifacts`).
+
+    Raises:
+        ExportError: when nothing was built yet.
+    """
+    path = path or BUILD_DIR / ARTIFACTS_FILE
+    if not path.exists():
+        raise ExportError(f"{path} is missing: build the repository first (`python scripts/build.py`)")
+    record = json.loads(path.read_text())
+    files = {model: [(Path(src), name) for src, name in entries] for model, entries in record["files"].items()}
+
+    def array(sample: dict) -> np.ndarray:
+        if sample["dtype"] == "bytes":
+            return np.array([v.encode() for v in sample["data"]], dtype=object).reshape(sample["shape"])
+        return np.array(sample["data"], dtype=sample["dtype"]).reshape(sample["shape"])
+
+    warmups = {model: {n: array(v) for n, v in inputs.items()} for model, inputs in record["warmups"].items()}
+    return files, warmups
+
+
+def variant_repository(
+    settings: RepoSettings,
+    target_dir: Path,
+    *,
+    only: Sequence[str] = ("embed", "sentiment", "digits"),
+    target: Target | str = Target.EMBEDDED,
+) -> Path:
+    """A fresh repository of the built models rendered for `settings` (another rendering, delay,
+    cache...), assembled from the files the last build recorded: the one way tests, benchmark
+    and reliability runs make a variant of the built repository.
+    """
+    files, warmups = read_artifacts()
+    if settings.semantic_threshold and "semantic" in files:
+        files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
+        if settings.rendering == "ensemble" and "embed" not in only:
+            only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
+    if settings.cache:  # the cache namespace follows the served weights
+        for name in ("sentiment",):
+            out_dir = BUILD_DIR / name / "onnx"
+            if (out_dir / PRECISIONS[settings.precision]).exists():
+                identity = write_cache_identity(name, out_dir, settings.precision)
+                for model in (f"{name}_cache", f"{name}_fused"):
+                    files[model] = [e for e in files.get(model, []) if e[1] != identity.name] + [
+                        (identity, identity.name)
+                    ]
+    shutil.rmtree(target_dir, ignore_errors=True)
+    assemble(
+        select_models(default_specs(settings, target), only),
+        target_dir,
+        target=target,
+        files=files,
+        warmup_samples=warmups,
+    )
+    return target_dir
 
 
 # --- container target: what trt-builder needs -----------------------------------------------------

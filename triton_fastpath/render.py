@@ -160,6 +160,8 @@ def _tensor(tensor: TensorSpec, *, is_input: bool) -> dict[str, Any]:
         entry["reshape"] = {"shape": list(tensor.reshape)}
     if is_input and tensor.optional:
         entry["optional"] = True
+    if not is_input and tensor.label_filename:
+        entry["label_filename"] = tensor.label_filename
     return entry
 
 

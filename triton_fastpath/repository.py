@@ -16,6 +16,7 @@ from typing import Any
 
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
+from triton_fastpath.render import Target, as_target, python_adapter
 from triton_fastpath.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -31,13 +32,21 @@ from triton_fastpath.spec import (
 PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
+# How a text pipeline becomes Triton models: one Python model per step, or all steps in one.
+RENDERINGS = ("fused", "ensemble")
+# What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
+ENCODER_OUTPUTS = ("probabilities", "label_index")
+LABELS_FILE = "labels.txt"
 # The settings `scripts/tune.py` searches, with the values used when no tuning file overrides them.
+# Batching delay 0: Triton's batcher waits the whole delay whenever a batch cannot reach a
+# preferred size, even with idle instances, so a delay must be measured to pay before it is used.
 FACTORY_TUNABLES: dict[str, Any] = {
-    "max_queue_delay_us": 1000,
+    "max_queue_delay_us": 0,
     "preferred_batch_sizes": (),
     "tokenizer_instances": 1,
     "encoder_instances": 2,
     "onnx_threads": 1,
+    "rendering": "fused",
 }
 
 
@@ -63,7 +72,11 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
         raise ConfigError(f"{where}: unknown settings {unknown}; the tuner owns {sorted(FACTORY_TUNABLES)}")
     settings: dict[str, Any] = {}
     for name, value in found.items():
-        if name == "preferred_batch_sizes":
+        if name == "rendering":
+            if value not in RENDERINGS:
+                raise ConfigError(f"{where}: rendering={value!r}; expected one of {RENDERINGS}")
+            settings[name] = value
+        elif name == "preferred_batch_sizes":
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and v >= 1 for v in value):
                 raise ConfigError(f"{where}: preferred_batch_sizes={value!r}; expected a list of positive integers")
             settings[name] = tuple(value)
@@ -86,11 +99,18 @@ class RepoSettings:
     after measuring; without that file they are `FACTORY_TUNABLES`.
 
     Attributes:
+        rendering: how each text pipeline (`sentiment`, `embed`) becomes Triton models:
+            'fused' (default): one Python model doing every step in process (tokenize, L1/L2/
+            semantic lookup, encoder for the missed rows only, labels), behind a one-step
+            ensemble under the pipeline's name; on the container target it calls the native
+            encoder by BLS for missed rows only. 'ensemble': one model per step (the classic
+            layout). Clients cannot tell them apart: same tensors, errors, metrics, SDK.
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
         max_length: tokens per text, fixed so requests of different lengths batch together.
         max_batch_size: largest batch each model accepts.
         tokenizer_instances / encoder_instances / postprocess_instances / digits_instances:
-            CPU instances per model. digits gets 2: with a single instance about 1% of its
+            CPU instances per model (the fused model runs `encoder_instances`: it is the
+            encoder). digits gets 2: with a single instance about 1% of its
             requests waited ~500 ms in Triton 2.51's dynamic batcher at 8 concurrent clients
             (500 ms is the batcher's idle wait: it looks like a missed wake-up while the only
             instance is busy; not confirmed upstream); with 2 instances the tail is gone and throughput doubles
@@ -114,6 +134,7 @@ class RepoSettings:
         semantic_capacity: remembered embeddings per cache instance.
     """
 
+    rendering: str = _DEFAULTS["rendering"]
     precision: str = "int8"
     max_length: int = 64
     max_batch_size: int = 64
@@ -138,6 +159,8 @@ class RepoSettings:
     semantic_capacity: int = 10_000
 
     def __post_init__(self) -> None:
+        if self.rendering not in RENDERINGS:
+            raise ConfigError(f"rendering={self.rendering!r}; expected one of {RENDERINGS}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
         if not 8 <= self.max_length <= 512:
@@ -177,13 +200,73 @@ def _warmups(spec_inputs: Sequence[TensorSpec], max_batch_size: int, *, files: b
     return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
 
 
-def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettings) -> list[ModelSpec]:
-    """The four specs of a text-classification ensemble named `name`.
+def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
+    """Parameters of the exact cache (L1/L2) and, when on, the semantic layer."""
+    parameters = {
+        "l1_max_entries": str(settings.l1_max_entries),
+        "l1_ttl_s": str(settings.l1_ttl_s),
+        "l2_ttl_s": str(settings.l2_ttl_s),
+        "redis_key_prefix": settings.redis_key_prefix,
+    }
+    if semantic:
+        parameters.update(
+            semantic_threshold=str(settings.semantic_threshold),
+            semantic_dim=str(EMBED_DIM),
+            semantic_capacity=str(settings.semantic_capacity),
+        )
+    return parameters
 
-    Returns `<name>_tokenizer`, `<name>_encoder`, `<name>_postprocess`, with `settings.cache` the
-    cache-lookup model `<name>_cache` (which calls the encoder through BLS for missed rows only),
-    and the ensemble `<name>` (input `text`; outputs `label`, `probability`, `probabilities`,
-    `truncated`). The ensemble's interface is the same with or without the cache.
+
+def _encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
+    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container)."""
+    if as_target(target) is Target.EMBEDDED:
+        return {
+            "encoder": "in_process",
+            "onnx_file": encoder.model_file or "",
+            "intra_op_threads": str(settings.onnx_threads),
+        }
+    return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
+
+
+def _wrapper(
+    name: str, step: ModelSpec, settings: RepoSettings, labels: Sequence[str] = (), outputs: Sequence[TensorSpec] = ()
+) -> ModelSpec:
+    """The one-step ensemble that gives a fused model the pipeline's name.
+
+    It keeps Triton's response cache safe: Triton 2.51 caches a Python model's error as an empty
+    success, but an ensemble's response only when it succeeded.
+    """
+    return ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=step.max_batch_size,
+        inputs=step.inputs,
+        outputs=tuple(outputs) or step.outputs,
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+        ensemble_steps=(
+            EnsembleStep(
+                step.name,
+                input_map={t.name: t.name for t in step.inputs},
+                output_map={t.name: t.name for t in step.outputs},
+            ),
+        ),
+    )
+
+
+def text_classifier_specs(
+    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
+) -> list[ModelSpec]:
+    """The models of a text-classification pipeline named `name`, in `settings.rendering`.
+
+    The top-level model `<name>` takes `text` and returns `label`, `probability`, `probabilities`
+    (with Triton's `label_filename`) and `truncated` in both renderings:
+    - 'fused': `<name>_fused` (one Python model: tokenize -> L1/L2[/semantic] -> encoder for
+      missed rows -> labels) wrapped by the one-step ensemble `<name>`; on the container target
+      it calls `<name>_encoder` (native backend) by BLS, so that model is added.
+    - 'ensemble': `<name>_tokenizer` -> [`<name>_cache` (BLS to the encoder for missed rows)] ->
+      `<name>_encoder` -> `<name>_postprocess`, as the ensemble `<name>`.
+    The encoder graph returns `probabilities` and `label_index` (softmax and argmax folded in).
     """
     if len(labels) < 2:
         raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
@@ -192,10 +275,48 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
     ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
     mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
     truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
-    logits = TensorSpec("logits", "TYPE_FP32", (n_labels,))
+    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
+    label_index = TensorSpec("label_index", "TYPE_INT64", (1,))
     label = TensorSpec("label", "TYPE_STRING", (1,))
     probability = TensorSpec("probability", "TYPE_FP32", (1,))
-    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
+    labelled = replace(probabilities, label_filename=LABELS_FILE)
+    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
+    encoder = ModelSpec(
+        name=f"{name}_encoder",
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[settings.precision],
+        max_batch_size=batch,
+        inputs=(ids, mask),
+        outputs=(probabilities, label_index),
+        instance_count=settings.encoder_instances,
+        onnx_threads=settings.onnx_threads,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((ids, mask), batch, files=True),
+    )
+    semantic = settings.cache and settings.semantic_threshold > 0
+    if settings.rendering == "fused":
+        parameters = {"task": "classify", "labels": ",".join(labels), **tokenizer_parameters}
+        parameters.update(_encoder_parameters(encoder, settings, target))
+        parameters["cache"] = "true" if settings.cache else "false"
+        if settings.cache:
+            parameters.update(_cache_parameters(settings, semantic))
+        if semantic:
+            parameters.update(semantic_tokenizer_file=SEMANTIC_TOKENIZER, semantic_onnx_file=SEMANTIC_ONNX)
+        fused = ModelSpec(
+            name=f"{name}_fused",
+            kind=ModelKind.PYTHON,
+            python_model="text_pipeline",
+            max_batch_size=batch,
+            inputs=(text,),
+            outputs=(label, probability, probabilities, truncated),
+            instance_count=settings.encoder_instances,
+            dynamic_batching=settings.batching(),
+            warmups=_warmups((text,), batch, files=True),
+            parameters=parameters,
+        )
+        wrapper = _wrapper(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
+        native = [encoder] if as_target(target) is Target.CONTAINER else []
+        return [fused, *native, wrapper]
     tokenizer = ModelSpec(
         name=f"{name}_tokenizer",
         kind=ModelKind.PYTHON,
@@ -206,62 +327,38 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
         instance_count=settings.tokenizer_instances,
         dynamic_batching=settings.batching(),
         warmups=_warmups((text,), batch, files=True),
-        parameters={"tokenizer_file": "tokenizer.json", "max_length": str(length)},
-    )
-    encoder = ModelSpec(
-        name=f"{name}_encoder",
-        kind=ModelKind.ONNX,
-        model_file=PRECISIONS[settings.precision],
-        max_batch_size=batch,
-        inputs=(ids, mask),
-        outputs=(logits,),
-        instance_count=settings.encoder_instances,
-        onnx_threads=settings.onnx_threads,
-        dynamic_batching=settings.batching(),
-        warmups=_warmups((ids, mask), batch, files=True),
+        parameters=tokenizer_parameters,
     )
     postprocess = ModelSpec(
         name=f"{name}_postprocess",
         kind=ModelKind.PYTHON,
         python_model="postprocess",
         max_batch_size=batch,
-        inputs=(logits,),
-        outputs=(label, probability, probabilities),
+        inputs=(probabilities, label_index),
+        outputs=(label, probability),
         instance_count=settings.postprocess_instances,
         dynamic_batching=settings.batching(),
-        warmups=_warmups((logits,), batch, files=False),
+        warmups=_warmups((probabilities, label_index), batch, files=False),
         parameters={"labels": ",".join(labels)},
     )
     middle = encoder
     cache_specs = []
-    semantic = settings.cache and settings.semantic_threshold > 0
     embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,), optional=True)
     if settings.cache:
-        semantic_parameters = {}
-        if semantic:
-            semantic_parameters = {
-                "semantic_threshold": str(settings.semantic_threshold),
-                "semantic_dim": str(EMBED_DIM),
-                "semantic_capacity": str(settings.semantic_capacity),
-            }
         middle = ModelSpec(
             name=f"{name}_cache",
             kind=ModelKind.PYTHON,
             python_model="cache_lookup",
             max_batch_size=batch,
             inputs=(ids, mask, embedding) if semantic else (ids, mask),
-            outputs=(logits,),
+            outputs=(probabilities, label_index),
             instance_count=settings.cache_instances,
             dynamic_batching=settings.batching(),
             # No warmup: it would call the encoder through BLS before that model is surely loaded.
             parameters={
                 "encoder_model": encoder.name,
                 "encoder_max_batch_size": str(batch),
-                "l1_max_entries": str(settings.l1_max_entries),
-                "l1_ttl_s": str(settings.l1_ttl_s),
-                "l2_ttl_s": str(settings.l2_ttl_s),
-                "redis_key_prefix": settings.redis_key_prefix,
-                **semantic_parameters,
+                **_cache_parameters(settings, semantic),
             },
         )
         cache_specs = [middle]
@@ -270,8 +367,9 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
         kind=ModelKind.ENSEMBLE,
         max_batch_size=batch,
         inputs=(text,),
-        outputs=(label, probability, probabilities, truncated),
+        outputs=(label, probability, labelled, truncated),
         response_cache=settings.response_cache,
+        labels=tuple(labels),
         ensemble_steps=(
             EnsembleStep(
                 tokenizer.name,
@@ -286,12 +384,12 @@ def text_classifier_specs(name: str, labels: Sequence[str], settings: RepoSettin
                     "attention_mask": "attention_mask",
                     **({"embedding": "embedding"} if semantic else {}),
                 },
-                output_map={"logits": "logits"},
+                output_map={"probabilities": "probabilities", "label_index": "label_index"},
             ),
             EnsembleStep(
                 postprocess.name,
-                input_map={"logits": "logits"},
-                output_map={"label": "label", "probability": "probability", "probabilities": "probabilities"},
+                input_map={"probabilities": "probabilities", "label_index": "label_index"},
+                output_map={"label": "label", "probability": "probability"},
             ),
         ),
     )
@@ -306,9 +404,15 @@ def onnx_classifier_spec(
     *,
     instances: int = 1,
     precision: str | None = None,
+    labels: Sequence[str] = (),
 ) -> ModelSpec:
-    """A single ONNX model served directly (zero-data warmup; non-finite floats rejected)."""
+    """A single ONNX model served directly (zero-data warmup; non-finite floats rejected).
+
+    With `labels`, the `probabilities` output gets Triton's `label_filename`.
+    """
     precision = precision or settings.precision
+    if labels:
+        outputs = [replace(t, label_filename=LABELS_FILE) if t.name == "probabilities" else t for t in outputs]
     return ModelSpec(
         name=name,
         kind=ModelKind.ONNX,
@@ -322,11 +426,15 @@ def onnx_classifier_spec(
         warmups=_warmups(inputs, settings.max_batch_size, files=False),
         parameters={"reject_non_finite": "true"},
         response_cache=settings.response_cache,
+        labels=tuple(labels),
     )
 
 
 EMBED_NAME = "embed"
 EMBED_DIM = 256  # wordllama l2_supercat_256
+# The `embed` files as a fused sentiment model's semantic layer holds them (beside its own).
+SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
+SEMANTIC_ONNX = "semantic.onnx"
 
 
 def _embedding_steps() -> tuple[EnsembleStep, ...]:
@@ -345,24 +453,19 @@ def _embedding_steps() -> tuple[EnsembleStep, ...]:
     )
 
 
-def embed_specs(settings: RepoSettings) -> list[ModelSpec]:
-    """`embed`: text -> wordllama tokens -> ONNX mean-pooled, L2-normalised [256] vector."""
+def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
+    """`embed`: text -> wordllama tokens -> ONNX mean-pooled, L2-normalised [256] vector.
+
+    Fused: `embed_fused` (tokenize + encode in one Python model) behind the one-step ensemble
+    `embed`; ensemble: `embed_tokenizer` -> `embed_encoder`. The ensemble rendering's step
+    models are also what the semantic cache of an ensemble-rendered classifier calls.
+    """
     length, batch = settings.max_length, settings.max_batch_size
     text = TensorSpec("text", "TYPE_STRING", (1,))
     ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
     mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
     embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,))
-    tokenizer = ModelSpec(
-        name=f"{EMBED_NAME}_tokenizer",
-        kind=ModelKind.PYTHON,
-        python_model="tokenizer",
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(ids, mask, TensorSpec("truncated", "TYPE_BOOL", (1,))),
-        dynamic_batching=settings.batching(),
-        warmups=_warmups((text,), batch, files=True),
-        parameters={"tokenizer_file": "tokenizer.json", "max_length": str(length)},
-    )
+    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
     encoder = ModelSpec(
         name=f"{EMBED_NAME}_encoder",
         kind=ModelKind.ONNX,
@@ -373,6 +476,36 @@ def embed_specs(settings: RepoSettings) -> list[ModelSpec]:
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(),
         warmups=_warmups((ids, mask), batch, files=True),
+    )
+    if settings.rendering == "fused":
+        fused = ModelSpec(
+            name=f"{EMBED_NAME}_fused",
+            kind=ModelKind.PYTHON,
+            python_model="text_pipeline",
+            max_batch_size=batch,
+            inputs=(text,),
+            outputs=(embedding,),
+            dynamic_batching=settings.batching(),
+            warmups=_warmups((text,), batch, files=True),
+            parameters={
+                "task": "embed",
+                "cache": "false",
+                **tokenizer_parameters,
+                **_encoder_parameters(encoder, settings, target),
+            },
+        )
+        native = [encoder] if as_target(target) is Target.CONTAINER else []
+        return [fused, *native, _wrapper(EMBED_NAME, fused, settings)]
+    tokenizer = ModelSpec(
+        name=f"{EMBED_NAME}_tokenizer",
+        kind=ModelKind.PYTHON,
+        python_model="tokenizer",
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(ids, mask, TensorSpec("truncated", "TYPE_BOOL", (1,))),
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((text,), batch, files=True),
+        parameters=tokenizer_parameters,
     )
     ensemble = ModelSpec(
         name=EMBED_NAME,
@@ -397,19 +530,43 @@ def embed_specs(settings: RepoSettings) -> list[ModelSpec]:
 
 DIGITS_INPUTS = (TensorSpec("pixels", "TYPE_FP32", (8, 8)),)
 DIGITS_OUTPUTS = (TensorSpec("probabilities", "TYPE_FP32", (10,)), TensorSpec("label", "TYPE_INT64", (1,)))
+DIGITS_LABELS = tuple(str(d) for d in range(10))
 SENTIMENT_LABELS = ("negative", "positive")
 
 
-def default_specs(settings: RepoSettings | None = None) -> list[ModelSpec]:
-    """The demo repository: the `sentiment` ensemble and the `digits` CNN, validated."""
+def default_specs(settings: RepoSettings | None = None, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
+    """The demo repository: `embed`, the `sentiment` pipeline and the `digits` CNN, validated."""
     settings = settings or RepoSettings()
     # digits is tiny: FP32 is both exact and fast, so it is served in FP32 whatever the encoder uses.
     digits = onnx_classifier_spec(
-        "digits", DIGITS_INPUTS, DIGITS_OUTPUTS, settings, instances=settings.digits_instances, precision="fp32"
+        "digits",
+        DIGITS_INPUTS,
+        DIGITS_OUTPUTS,
+        settings,
+        instances=settings.digits_instances,
+        precision="fp32",
+        labels=DIGITS_LABELS,
     )
-    specs = [*embed_specs(settings), *text_classifier_specs("sentiment", SENTIMENT_LABELS, settings), digits]
+    specs = [
+        *embed_specs(settings, target),
+        *text_classifier_specs("sentiment", SENTIMENT_LABELS, settings, target),
+        digits,
+    ]
     validate_repository(specs)
     return specs
+
+
+def python_hops(model: str, specs: Mapping[str, ModelSpec], target: Target | str) -> int:
+    """Python models a request to `model` passes through on `target` (ensemble steps and BLS calls).
+
+    Each is its own process and an IPC round trip, so this counts the hot path's Python hops.
+    """
+    spec = specs[model]
+    if spec.kind is ModelKind.ENSEMBLE:
+        return sum(python_hops(step.model_name, specs, target) for step in spec.ensemble_steps)
+    hops = 1 if python_adapter(spec, target) else 0
+    called = spec.parameters.get("encoder_model")
+    return hops + (python_hops(called, specs, target) if called else 0)
 
 
 def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:

@@ -62,9 +62,12 @@ class TensorSpec:
     dims: tuple[int, ...]
     optional: bool = False
     reshape: tuple[int, ...] | None = None
+    label_filename: str | None = None
 
     def __post_init__(self) -> None:
         _check_name("tensor name", self.name)
+        if self.label_filename is not None:
+            _check_name(f"tensor {self.name!r}: label_filename", self.label_filename)
         if self.data_type not in DATA_TYPES:
             raise ConfigError(
                 f"tensor {self.name!r}: data_type={self.data_type!r}; expected one of {', '.join(DATA_TYPES)}"
@@ -195,6 +198,8 @@ class ModelSpec:
         model_file: weights file in the version folder (onnx: `model.onnx`, `model.int8.onnx`).
         python_model: the adapter in `python_backends/models/` serving a python model.
         onnx_threads: onnxruntime intra-op threads per instance.
+        labels: class names in output order, written to the `label_filename` of the outputs
+            that name one (Triton's classification extension: `class_count` on a request).
     """
 
     name: str
@@ -212,6 +217,7 @@ class ModelSpec:
     model_file: str | None = None
     python_model: str | None = None
     onnx_threads: int = 1
+    labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name("model name", self.name)
@@ -221,7 +227,7 @@ class ModelSpec:
             raise ConfigError(
                 f"model {self.name!r}: kind={self.kind!r}; expected one of {[k.value for k in ModelKind]}"
             ) from None
-        for attr in ("inputs", "outputs", "warmups", "ensemble_steps"):
+        for attr in ("inputs", "outputs", "warmups", "ensemble_steps", "labels"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))
         where = f"model {self.name!r}"
         if self.max_batch_size < 0:
@@ -242,6 +248,19 @@ class ModelSpec:
         self._check_batching(where)
         self._check_kind(where)
         self._check_warmups(where)
+        self._check_labels(where)
+
+    def _check_labels(self, where: str) -> None:
+        labelled = [t for t in self.outputs if t.label_filename]
+        if any(t.label_filename for t in self.inputs):
+            raise ConfigError(f"{where}: label_filename is for outputs only")
+        if labelled and not self.labels:
+            raise ConfigError(f"{where}: output {labelled[0].name!r} names a label_filename; give the labels")
+        for tensor in labelled:
+            if tensor.dims[-1] not in (-1, len(self.labels)):
+                raise ConfigError(
+                    f"{where}: output {tensor.name!r} has {tensor.dims[-1]} classes but {len(self.labels)} labels"
+                )
 
     def _check_batching(self, where: str) -> None:
         batching = self.dynamic_batching

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from triton_fastpath.data import Dataset
+from triton_fastpath.export.heads import ServedClassifier
 
 LOGGER = logging.getLogger(__name__)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -42,18 +43,6 @@ class DigitsCNN(nn.Module):
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(pixels.unsqueeze(1) / 16.0))
-
-
-class ServedClassifier(nn.Module):
-    """What the `digits` ONNX graph computes: probabilities [B, C] and the label [B, 1]."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        probabilities = torch.softmax(self.model(pixels), dim=-1)
-        return probabilities, torch.argmax(probabilities, dim=-1, keepdim=True)
 
 
 class MeanPoolEmbedding(nn.Module):

@@ -272,3 +272,36 @@ def cached_rows(
             semantic.add(vectors[first_rows], list(computed))
         stats.extra["computed_rows"] = len(first_rows)
     return np.stack(values), stats
+
+
+def redis_l2_from_parameters(parameters: Mapping[str, str], environ: Mapping[str, str]) -> RedisL2 | None:
+    """The Redis L2 named by the `redis_url` parameter or FASTPATH_REDIS_URL, or None (L1 only).
+
+    The password only ever comes from FASTPATH_REDIS_PASSWORD. Timeouts are short (50 ms by
+    default) so a slow Redis costs milliseconds, never a failed request.
+    """
+    url = parameters.get("redis_url") or environ.get("FASTPATH_REDIS_URL", "")
+    if not url:
+        return None
+    import redis
+
+    timeout_s = float(parameters.get("redis_timeout_ms", "50")) / 1000
+    client = redis.Redis.from_url(
+        url,
+        password=environ.get("FASTPATH_REDIS_PASSWORD") or None,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        health_check_interval=0,
+    )
+    return RedisL2(
+        client,
+        ttl_s=float(parameters.get("l2_ttl_s", "86400")),
+        retry_after_s=float(parameters.get("redis_retry_after_s", "1")),
+    )
+
+
+def tiered_cache_from_parameters(parameters: Mapping[str, str], environ: Mapping[str, str]) -> TieredCache:
+    """L1 (unless `l1_max_entries` is 0) and the optional Redis L2, from a model's parameters."""
+    entries = int(parameters.get("l1_max_entries", "10000"))
+    l1 = LruTtlCache(entries, float(parameters.get("l1_ttl_s", "300"))) if entries > 0 else None
+    return TieredCache(l1, redis_l2_from_parameters(parameters, environ))

@@ -38,19 +38,45 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def classify(logits: np.ndarray, labels: Sequence[str]) -> Classified:
-    """Softmax, argmax and label lookup for a [N, C] batch of logits.
+    """Softmax, argmax and label lookup for a [N, C] batch of logits (graphs without a folded head).
 
     Raises:
         BadRequest: when the logits have the wrong width or are not finite.
     """
     logits = np.asarray(logits)
-    if logits.ndim != 2 or logits.shape[1] != len(labels):
-        raise BadRequest(f"logits have shape {list(logits.shape)}; expected [N, {len(labels)}]")
-    if not np.isfinite(logits).all():
-        raise BadRequest("logits contain NaN or Inf; the encoder produced no valid scores for this input")
-    probabilities = softmax(logits)
-    best = probabilities.argmax(axis=-1)
+    _check_scores("logits", logits, labels)
+    return label_rows(softmax(logits), labels)
+
+
+def _check_scores(name: str, scores: np.ndarray, labels: Sequence[str]) -> None:
+    if scores.ndim != 2 or scores.shape[1] != len(labels):
+        raise BadRequest(f"{name} have shape {list(scores.shape)}; expected [N, {len(labels)}]")
+    if not np.isfinite(scores).all():
+        raise BadRequest(f"{name} contain NaN or Inf; the encoder produced no valid scores for this input")
+
+
+def label_rows(probabilities: np.ndarray, labels: Sequence[str], label_index: np.ndarray | None = None) -> Classified:
+    """Label names and the chosen label's probability, from the encoder graph's folded head.
+
+    Args:
+        probabilities: [N, C] softmax output of the graph.
+        labels: C class names, in output order.
+        label_index: [N, 1] argmax output of the graph (computed here when None, e.g. cache hits).
+
+    Raises:
+        BadRequest: wrong width, non-finite values, or an index outside the labels.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float32)
+    _check_scores("probabilities", probabilities, labels)
+    if label_index is None:
+        best = probabilities.argmax(axis=-1)
+    else:
+        best = np.asarray(label_index).reshape(-1).astype(np.int64)
+        if len(best) != len(probabilities) or ((best < 0) | (best >= len(labels))).any():
+            raise BadRequest(
+                f"label_index {best.tolist()} does not index {len(labels)} labels for {len(probabilities)} rows"
+            )
     encoded = [label.encode("utf-8") for label in labels]
     label = np.array([[encoded[i]] for i in best], dtype=object)
-    probability = probabilities[np.arange(len(best)), best].reshape(-1, 1).astype(np.float32)
-    return Classified(label, probability, probabilities.astype(np.float32))
+    probability = probabilities[np.arange(len(best)), best].reshape(-1, 1)
+    return Classified(label, probability, probabilities)

@@ -47,3 +47,83 @@ def read_input(pb_utils: Any, request: Any, name: str) -> np.ndarray:
     if tensor is None:
         raise BadRequest(f"input {name!r} is missing")
     return tensor.as_numpy()
+
+
+class CacheMetrics:
+    """The cache counters on Triton's metrics endpoint, the same for both renderings.
+
+    Labels: `model` (the Triton model that looked up: `<name>_cache` or `<name>_fused`) and
+    `pipeline` (the top-level model clients call), so dashboards can follow either rendering.
+    """
+
+    def __init__(self, pb_utils: Any, model_name: str, pipeline: str) -> None:
+        counter = pb_utils.MetricFamily.COUNTER
+        labels = {"model": model_name, "pipeline": pipeline}
+        results = pb_utils.MetricFamily("fastpath_cache_rows_total", "Rows looked up, by outcome", counter)
+        self.rows = {
+            outcome: results.Metric(labels={**labels, "outcome": outcome})
+            for outcome in ("l1_hit", "l2_hit", "semantic_hit", "miss")
+        }
+        l2 = pb_utils.MetricFamily("fastpath_cache_l2_failures_total", "Redis L2 errors and bypassed calls", counter)
+        self.l2_errors = l2.Metric(labels={**labels, "reason": "error"})
+        self.l2_skipped = l2.Metric(labels={**labels, "reason": "bypassed"})
+        timing = pb_utils.MetricFamily("fastpath_cache_lookup_us_total", "Time spent in cache lookups (us)", counter)
+        self.lookup_us = timing.Metric(labels=labels)
+        calls = pb_utils.MetricFamily("fastpath_cache_lookups_total", "Cache lookups (one per batch)", counter)
+        self.lookups = calls.Metric(labels=labels)
+        self._families = (results, l2, timing, calls)  # a family must outlive its metrics
+
+    def record(self, stats: Any) -> None:
+        """Count one lookup's `LookupStats`."""
+        outcomes = (
+            ("l1_hit", stats.l1_hits),
+            ("l2_hit", stats.l2_hits),
+            ("semantic_hit", stats.semantic_hits),
+            ("miss", stats.misses),
+        )
+        for outcome, value in outcomes:
+            if value:
+                self.rows[outcome].increment(value)
+        if stats.l2_errors:
+            self.l2_errors.increment(stats.l2_errors)
+        if stats.l2_skipped:
+            self.l2_skipped.increment(stats.l2_skipped)
+        self.lookup_us.increment(int(stats.lookup_s * 1e6))
+        self.lookups.increment(1)
+
+
+def bls_encoder(pb_utils: Any, model_name: str, output_name: str, max_rows: int) -> Any:
+    """A function running token rows through `model_name` by BLS, in chunks of its max batch size.
+
+    Outputs are asked for in CPU memory (on a GPU encoder Triton may otherwise return them in
+    GPU memory, where as_numpy() fails; a no-op on the CPU).
+    """
+    cpu_outputs = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
+
+    def run(input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        parts = []
+        for start in range(0, len(input_ids), max_rows):
+            request = pb_utils.InferenceRequest(
+                model_name=model_name,
+                requested_output_names=[output_name],
+                preferred_memory=cpu_outputs,
+                inputs=[
+                    pb_utils.Tensor("input_ids", input_ids[start : start + max_rows]),
+                    pb_utils.Tensor("attention_mask", attention_mask[start : start + max_rows]),
+                ],
+            )
+            response = request.exec()
+            if response.has_error():
+                raise RuntimeError(f"encoder {model_name!r}: {response.error().message()}")
+            parts.append(pb_utils.get_output_tensor_by_name(response, output_name).as_numpy())
+        return np.concatenate(parts, axis=0)
+
+    return run
+
+
+def pipeline_name(model_name: str) -> str:
+    """The top-level model a step belongs to: `sentiment_cache` -> `sentiment`."""
+    for suffix in ("_cache", "_fused"):
+        if model_name.endswith(suffix):
+            return model_name[: -len(suffix)]
+    return model_name

@@ -1,4 +1,5 @@
-"""Triton Python model: logits -> label, probability of that label, all probabilities.
+"""Triton Python model: probabilities and label index (the encoder graph's folded head) -> label
+name and the probability of that label.
 
 Adapter only: the logic lives in `fastpath_backends.classify`.
 """
@@ -6,7 +7,7 @@ Adapter only: the logic lives in `fastpath_backends.classify`.
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.batch import concat_rows, run_isolated, split_rows
-from fastpath_backends.classify import classify, parse_labels
+from fastpath_backends.classify import label_rows, parse_labels
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.triton_io import model_parameters, read_input, to_response
 
@@ -20,13 +21,16 @@ class TritonPythonModel:
         payloads = []
         for request in requests:
             try:
-                payloads.append(read_input(pb_utils, request, "logits"))
+                payloads.append(
+                    (read_input(pb_utils, request, "probabilities"), read_input(pb_utils, request, "label_index"))
+                )
             except BadRequest as error:
                 payloads.append(error)
         return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._classify)]
 
     def _classify(self, batches):
-        logits, counts = concat_rows(batches)
-        result = classify(logits, self.labels)
-        parts = zip(*(split_rows(a, counts) for a in (result.label, result.probability, result.probabilities)))
-        return [{"label": a, "probability": b, "probabilities": c} for a, b, c in parts]
+        probabilities, counts = concat_rows([b[0] for b in batches])
+        label_index, _ = concat_rows([b[1] for b in batches])
+        result = label_rows(probabilities, self.labels, label_index)
+        parts = zip(split_rows(result.label, counts), split_rows(result.probability, counts))
+        return [{"label": label, "probability": probability} for label, probability in parts]

@@ -12,20 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.render import write_config
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
 __all__ = ["repository_copy", "triton"]
 
 
 def repository_copy(source: Path, target: Path, settings: RepoSettings | None = None) -> Path:
-    """Copy a built repository to `target` (weights included); re-render its configs for `settings`."""
-    shutil.copytree(source, target, symlinks=False)
-    if settings is not None:
-        for spec in default_specs(settings):
-            write_config(spec, "embedded", target)
-    return target
+    """Copy a built repository to `target` (weights included), or, given `settings`, assemble the
+    built models afresh for them (any rendering, batching delay, cache...)."""
+    if settings is None:
+        shutil.copytree(source, target, symlinks=False)
+        return target
+    from triton_fastpath.build import variant_repository
+
+    return variant_repository(settings, target)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,101 @@
+"""A whole text pipeline in one process: the logic of the fused rendering's Python model.
+
+tokenize -> exact cache (L1 in process, Redis L2) -> semantic cache -> encoder for the missed
+rows only -> labels. Each step is the same code the ensemble rendering runs in separate models
+(`text`, `cache`, `semantic`, `classify`), so both renderings answer alike; here nothing crosses
+a process boundary, which on a small CPU is most of the cost of a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastpath_backends.batch import split_rows
+from fastpath_backends.cache import LookupStats, TieredCache, cached_rows, row_keys
+from fastpath_backends.classify import label_rows
+from fastpath_backends.semantic import SemanticIndex
+from fastpath_backends.text import TextEncoder
+
+# (input_ids, attention_mask) -> one value row per text: probabilities [N, C] or embeddings [N, D]
+RunEncoder = Callable[[np.ndarray, np.ndarray], np.ndarray]
+EmbedTexts = Callable[[Sequence[str]], np.ndarray]
+
+
+@dataclass
+class ExactCache:
+    """The exact cache of a pipeline: where values live and the key namespace of this model."""
+
+    tiers: TieredCache
+    namespace: str
+    prefix: str = ""
+
+
+@dataclass
+class SemanticLayer:
+    """Nearest-neighbour reuse of answers: the index and how to embed a text for it."""
+
+    index: SemanticIndex
+    embed: EmbedTexts
+
+
+class TextPipeline:
+    """Texts in, per-request outputs out, every step in process.
+
+    Args:
+        tokenizer: fixed-length tokenization (the same as the tokenizer model's).
+        run_encoder: the encoder on token rows (onnxruntime in process, or BLS to a native model).
+        labels: class names for task 'classify'; empty for an embedding pipeline.
+        cache: the exact cache, or None to always run the encoder.
+        semantic: the semantic layer (needs `cache`), or None.
+    """
+
+    def __init__(
+        self,
+        tokenizer: TextEncoder,
+        run_encoder: RunEncoder,
+        *,
+        labels: Sequence[str] = (),
+        cache: ExactCache | None = None,
+        semantic: SemanticLayer | None = None,
+    ) -> None:
+        if semantic is not None and cache is None:
+            raise ValueError("the semantic layer needs the exact cache (it stores what the encoder computed)")
+        self.tokenizer = tokenizer
+        self.run_encoder = run_encoder
+        self.labels = tuple(labels)
+        self.cache = cache
+        self.semantic = semantic
+
+    def run(self, batches: Sequence[Sequence[str]]) -> tuple[list[dict[str, np.ndarray]], LookupStats | None]:
+        """Outputs for each request's texts (all requests computed together), and cache stats."""
+        flat = [text for texts in batches for text in texts]
+        counts = [len(texts) for texts in batches]
+        encoded = self.tokenizer.encode(flat)
+        ids, mask = encoded.input_ids, encoded.attention_mask
+        stats = None
+        if self.cache is None:
+            values = self.run_encoder(ids, mask)
+        else:
+            keys = row_keys(self.cache.namespace, ids, mask, self.cache.prefix)
+            index = vectors = None
+            if self.semantic is not None:
+                index, vectors = self.semantic.index, self.semantic.embed(flat)
+            values, stats = cached_rows(
+                keys, lambda rows: self.run_encoder(ids[rows], mask[rows]), self.cache.tiers, index, vectors
+            )
+        outputs: dict[str, np.ndarray]
+        if self.labels:
+            classified = label_rows(values, self.labels)
+            outputs = {
+                "label": classified.label,
+                "probability": classified.probability,
+                "probabilities": classified.probabilities,
+                "truncated": encoded.truncated,
+            }
+        else:
+            outputs = {"embedding": np.asarray(values, dtype=np.float32), "truncated": encoded.truncated}
+        split = {name: split_rows(value, counts) for name, value in outputs.items()}
+        return [{name: split[name][i] for name in outputs} for i in range(len(batches))], stats

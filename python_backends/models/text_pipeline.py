@@ -1,0 +1,98 @@
+"""Triton Python model: a whole text pipeline in one process (the `fused` rendering).
+
+text -> tokenize -> L1 / Redis L2 [/ semantic] -> encoder for the missed rows only -> labels
+(task 'classify') or the embedding (task 'embed'). The encoder runs on onnxruntime in this
+process on the embedded target (`encoder=in_process`), or is the native model named by
+`encoder_model`, called by BLS for missed rows only (`encoder=bls`, the container target's GPU
+encoder). Adapter only: the logic lives in `fastpath_backends.pipeline`; inputs, outputs, error
+messages and cache counters are those of the ensemble rendering.
+"""
+
+import json
+import os
+
+import triton_python_backend_utils as pb_utils
+
+from fastpath_backends.batch import run_isolated
+from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
+from fastpath_backends.classify import parse_labels
+from fastpath_backends.errors import BadRequest
+from fastpath_backends.onnx_model import OnnxModel
+from fastpath_backends.pipeline import ExactCache, SemanticLayer, TextPipeline
+from fastpath_backends.semantic import SemanticIndex
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts
+from fastpath_backends.triton_io import (
+    CacheMetrics,
+    bls_encoder,
+    model_parameters,
+    pipeline_name,
+    read_input,
+    to_response,
+    version_dir,
+)
+
+
+def _in_process(path, threads, output):
+    model = OnnxModel(path, intra_op_threads=threads)
+    return lambda ids, mask: model.run({"input_ids": ids, "attention_mask": mask}, [output])[output]
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = model_parameters(args)
+        folder = version_dir(args)
+        self.name = args["model_name"]
+        self.output_names = [o["name"] for o in json.loads(args["model_config"])["output"]]
+        self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
+        classify = params["task"] == "classify"
+        output = "probabilities" if classify else "embedding"
+        threads = int(params.get("intra_op_threads", "1"))
+        if params["encoder"] == "in_process":
+            run_encoder = _in_process(folder / params["onnx_file"], threads, output)
+        else:
+            run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
+        max_length = int(params["max_length"])
+        cache = semantic = self.metrics = None
+        if params.get("cache", "false") == "true":
+            identity = json.loads((folder / "cache_identity.json").read_text())
+            tiers = tiered_cache_from_parameters(params, os.environ)
+            cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
+            self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
+            threshold = float(params.get("semantic_threshold", "0"))
+            if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
+                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
+                embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
+                index = SemanticIndex(
+                    int(params["semantic_dim"]), int(params.get("semantic_capacity", "10000")), threshold
+                )
+                semantic = SemanticLayer(index, lambda texts: embed(*_ids_and_mask(embedder, texts)))
+        self.pipeline = TextPipeline(
+            TextEncoder(folder / params["tokenizer_file"], max_length),
+            run_encoder,
+            labels=parse_labels(params["labels"]) if classify else (),
+            cache=cache,
+            semantic=semantic,
+        )
+
+    def execute(self, requests):
+        payloads = []
+        for request in requests:
+            try:
+                payloads.append(decode_texts(read_input(pb_utils, request, "text"), max_text_bytes=self.max_text_bytes))
+            except BadRequest as error:
+                payloads.append(error)
+        return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
+
+    def _run(self, batches):
+        results, stats = self.pipeline.run(batches)
+        if stats is not None:
+            self.metrics.record(stats)
+        return [{name: result[name] for name in self.output_names} for result in results]
+
+    def finalize(self):
+        self.pipeline = None
+
+
+def _ids_and_mask(encoder, texts):
+    encoded = encoder.encode(list(texts))
+    return encoded.input_ids, encoded.attention_mask
