@@ -71,7 +71,11 @@ class CacheMetrics:
         self.lookup_us = timing.Metric(labels=labels)
         calls = pb_utils.MetricFamily("fastpath_cache_lookups_total", "Cache lookups (one per batch)", counter)
         self.lookups = calls.Metric(labels=labels)
-        self._families = (results, l2, timing, calls)  # a family must outlive its metrics
+        encoded = pb_utils.MetricFamily(
+            "fastpath_encoder_rows_total", "Rows the encoder computed after the caches (duplicates once)", counter
+        )
+        self.encoded = encoded.Metric(labels=labels)
+        self._families = (results, l2, timing, calls, encoded)  # a family must outlive its metrics
 
     def record(self, stats: Any) -> None:
         """Count one lookup's `LookupStats`."""
@@ -90,6 +94,8 @@ class CacheMetrics:
             self.l2_skipped.increment(stats.l2_skipped)
         self.lookup_us.increment(int(stats.lookup_s * 1e6))
         self.lookups.increment(1)
+        if stats.extra.get("computed_rows"):
+            self.encoded.increment(stats.extra["computed_rows"])
 
 
 def bls_encoder(pb_utils: Any, model_name: str, output_name: str, max_rows: int) -> Any:

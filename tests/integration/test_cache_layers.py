@@ -16,6 +16,7 @@ import redis
 
 from clients.grpc_client import FastpathClient
 from tests.conftest import metric_value, render_copy, start_server
+from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.repository import RepoSettings
 
@@ -32,9 +33,12 @@ def own_redis():
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def l2_stack(built_repository, own_redis, tmp_path_factory):
-    settings = RepoSettings(response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
+CACHE_MODEL = {"fused": "sentiment_fused", "ensemble": "sentiment_cache"}
+
+
+@pytest.fixture(scope="module", params=sorted(CACHE_MODEL))
+def l2_stack(request, built_repository, own_redis, tmp_path_factory):
+    settings = RepoSettings(rendering=request.param, response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
     repository = render_copy(built_repository, tmp_path_factory.mktemp("l2") / "repository", settings)
     server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
     try:
@@ -48,7 +52,7 @@ def unique(text: str) -> str:
 
 
 class Counts:
-    """Deltas of the cache model's row counters and the encoder's inference count."""
+    """Deltas of the cache row counters and the rows the encoder computed (both renderings export them)."""
 
     def __init__(self, server) -> None:
         self.url = server.metrics_url
@@ -57,7 +61,7 @@ class Counts:
     def read(self) -> dict[str, float]:
         outcomes = ("l1_hit", "l2_hit", "semantic_hit", "miss")
         rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in outcomes}
-        rows["encoded"] = metric_value(self.url, "nv_inference_count", model="sentiment_encoder")
+        rows["encoded"] = metric_value(self.url, "fastpath_encoder_rows_total", pipeline="sentiment")
         rows["l2_errors"] = metric_value(self.url, "fastpath_cache_l2_failures_total")
         return rows
 
@@ -106,17 +110,19 @@ def test_entries_expire_after_the_l2_ttl(l2_stack, own_redis):
     assert counts.delta()["miss"] == 1
 
 
-def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_redis, tmp_path):
+def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_redis, built_repository, tmp_path):
     server, repository = l2_stack
     text = unique("a film about films")
     store = redis.Redis.from_url(own_redis.url)
     with FastpathClient(server.grpc_url) as client:
         client.classify_text([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
-    identity_file = repository / "sentiment_cache" / "1" / "cache_identity.json"
-    other = render_copy(repository, tmp_path / "v2", RepoSettings(response_cache=False, l1_max_entries=0))
+    rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
+    settings = RepoSettings(rendering=rendering, response_cache=False, l1_max_entries=0)
+    other = render_copy(built_repository, tmp_path / "v2", settings)
+    identity_file = other / CACHE_MODEL[rendering] / "1" / "cache_identity.json"
     identity = json.loads(identity_file.read_text())
-    (other / "sentiment_cache" / "1" / "cache_identity.json").write_text(json.dumps({**identity, "version": "2"}))
+    identity_file.write_text(json.dumps({**identity, "version": "2"}))
     v2 = start_server(other, tmp_path, redis_url=own_redis.url)
     try:
         counts = Counts(v2)
@@ -148,8 +154,9 @@ def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_
     assert delta["l2_hit"] >= 1, delta
 
 
-def test_l1_serves_repeats_without_redis(built_repository, tmp_path):
-    settings = RepoSettings(response_cache=False, cache_instances=1)
+@pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
+def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
+    settings = RepoSettings(rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1)
     repository = render_copy(built_repository, tmp_path / "repository", settings)
     server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
     try:
@@ -163,36 +170,41 @@ def test_l1_serves_repeats_without_redis(built_repository, tmp_path):
         server.stop()
 
 
-def test_response_cache_answers_identical_requests_before_the_ensemble_runs(triton):
+def test_response_cache_answers_identical_requests_before_the_ensemble_runs(served):
     text = unique("identical request")
-    with FastpathClient(triton.grpc_url) as client:
+    fused = (served.config.model_repository / "sentiment_fused").exists()
+    first_step = "sentiment_fused" if fused else "sentiment_tokenizer"
+    with FastpathClient(served.grpc_url) as client:
         client.classify_text([text])
-        before = metric_value(triton.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
-        tokenized = metric_value(triton.metrics_url, "nv_inference_count", model="sentiment_tokenizer")
+        before = metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
+        tokenized = metric_value(served.metrics_url, "nv_inference_count", model=first_step)
         client.classify_text([text])
     time.sleep(1.2)  # Triton refreshes cache metrics each metrics interval (1 s)
-    assert metric_value(triton.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
-    assert metric_value(triton.metrics_url, "nv_inference_count", model="sentiment_tokenizer") == tokenized
+    assert metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
+    assert metric_value(served.metrics_url, "nv_inference_count", model=first_step) == tokenized
 
 
-def test_embed_serves_the_same_vectors_as_the_in_process_pooling(triton, built_repository):
+def test_embed_serves_the_same_vectors_as_the_in_process_pooling(served):
     from fastpath_backends.onnx_model import OnnxModel
     from fastpath_backends.text import TextEncoder
 
     texts = [b"a great film", b"a dreadful, boring film", b"great film"]
-    with FastpathClient(triton.grpc_url) as client:
-        served = client.infer("embed", {"text": np.array([[t] for t in texts], dtype=object)}, ["embedding"])
-    encoder = TextEncoder(built_repository / "embed_tokenizer" / "1" / "tokenizer.json", RepoSettings().max_length)
+    with FastpathClient(served.grpc_url) as client:
+        answer = client.infer("embed", {"text": np.array([[t] for t in texts], dtype=object)}, ["embedding"])
+    encoder = TextEncoder(BUILD_DIR / "embed" / "tokenizer.json", RepoSettings().max_length)
     encoded = encoder.encode([t.decode() for t in texts])
-    expected = OnnxModel(built_repository / "embed_encoder" / "1" / "model.onnx").run(
+    expected = OnnxModel(BUILD_DIR / "embed" / "model.onnx").run(
         {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     )["embedding"]
-    np.testing.assert_allclose(served["embedding"], expected, atol=1e-6)
-    np.testing.assert_allclose(np.linalg.norm(served["embedding"], axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(answer["embedding"], expected, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(answer["embedding"], axis=1), 1.0, atol=1e-5)
 
 
-def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_repository, tmp_path):
-    settings = RepoSettings(response_cache=False, cache_instances=1, semantic_threshold=0.995)
+@pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
+def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_repository, tmp_path, rendering):
+    settings = RepoSettings(
+        rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=0.995
+    )
     repository = render_copy(built_repository, tmp_path / "repository", settings)
     server = start_server(repository, tmp_path)
     try:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from clients.errors import InvalidInput, ModelUnavailable
 from clients.grpc_client import FastpathClient
-from tests.conftest import copy_repository, metric, start_server
+from tests.conftest import metric, render_copy, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
@@ -27,29 +26,57 @@ def digits_test():
     return datasets.load_digits_dataset().test
 
 
-def reference_sentiment(repository: Path, texts: list[str]) -> np.ndarray:
-    """Probabilities computed in-process: the same tokenizer file and ONNX file, no server."""
+def reference_sentiment(texts: list[str]) -> np.ndarray:
+    """Probabilities computed in-process: the built tokenizer and INT8 ONNX files, no server."""
     backends_importable()
-    from fastpath_backends.classify import softmax
     from fastpath_backends.onnx_model import OnnxModel
     from fastpath_backends.text import TextEncoder
     from triton_fastpath.repository import RepoSettings
 
     settings = RepoSettings()
-    encoder = TextEncoder(repository / "sentiment_tokenizer" / "1" / "tokenizer.json", settings.max_length)
+    encoder = TextEncoder(BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json", settings.max_length)
     encoded = encoder.encode(texts)
-    model = OnnxModel(repository / "sentiment_encoder" / "1" / "model.int8.onnx")
-    logits = model.run({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask})["logits"]
-    return softmax(logits)
+    model = OnnxModel(BUILD_DIR / "sentiment" / "onnx" / "model.int8.onnx")
+    return model.run({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask})["probabilities"]
 
 
-def test_sentiment_ensemble_equals_onnxruntime_in_process(client, built_repository, sentiment_test):
+def test_sentiment_served_equals_onnxruntime_in_process(client, sentiment_test):
     texts = list(sentiment_test.x[:64])
     served = client.classify_text(texts)
-    expected = reference_sentiment(built_repository, texts)
+    expected = reference_sentiment(texts)
     got = np.array([p.probabilities for p in served], dtype=np.float32)
     np.testing.assert_allclose(got, expected, atol=1e-5)
     assert [p.label for p in served] == ["positive" if row.argmax() == 1 else "negative" for row in expected]
+
+
+def test_both_renderings_give_the_same_answers_errors_and_classification(triton, triton_ensemble, sentiment_test):
+    """Clients cannot tell the renderings apart: same outputs, same error text after the step name."""
+    import tritonclient.grpc as grpcclient
+
+    texts = [t.encode() for t in sentiment_test.x[200:216]] + [b"   "]
+    answers = []
+    for server in (triton, triton_ensemble):
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        good = grpcclient.InferInput("text", [16, 1], "BYTES")
+        good.set_data_from_numpy(np.array([[t] for t in texts[:16]], dtype=object))
+        outputs = [grpcclient.InferRequestedOutput(n) for n in ("label", "probability", "truncated")]
+        outputs.append(grpcclient.InferRequestedOutput("probabilities", class_count=2))
+        result = client.infer("sentiment", [good], outputs=outputs)
+        bad = grpcclient.InferInput("text", [1, 1], "BYTES")
+        bad.set_data_from_numpy(np.array([[texts[16]]], dtype=object))
+        with pytest.raises(Exception, match=r"text\[0\] is empty or whitespace only") as error:
+            client.infer("sentiment", [bad])
+        message = str(error.value).split(": ", 2)[-1]
+        answers.append(({n: result.as_numpy(n).tolist() for n in ("label", "truncated")}, result, message))
+        client.close()
+    (fused, fused_result, fused_error), (ensemble, ensemble_result, ensemble_error) = answers
+    assert fused == ensemble
+    assert fused_error == ensemble_error
+    np.testing.assert_allclose(fused_result.as_numpy("probability"), ensemble_result.as_numpy("probability"), atol=1e-6)
+    # Triton's classification extension, from the labels file: "score:index:label", best first.
+    for row, label in zip(fused_result.as_numpy("probabilities"), fused["label"]):
+        assert row[0].decode().split(":")[2] == label[0].decode()
+    assert fused_result.as_numpy("probabilities").tolist() == ensemble_result.as_numpy("probabilities").tolist()
 
 
 def test_single_row_requests_agree_with_one_batched_request(client, sentiment_test):
@@ -65,13 +92,13 @@ def test_single_row_requests_agree_with_one_batched_request(client, sentiment_te
             assert a.label == b.label
 
 
-def test_digits_equals_onnxruntime_in_process(client, built_repository, digits_test):
+def test_digits_equals_onnxruntime_in_process(client, digits_test):
     backends_importable()
     from fastpath_backends.onnx_model import OnnxModel
 
     images = np.asarray(digits_test.x[:50], dtype=np.float32)
     served = client.classify_digits(images)
-    expected = OnnxModel(built_repository / "digits" / "1" / "model.onnx").run({"pixels": images})
+    expected = OnnxModel(BUILD_DIR / "digits" / "onnx" / "model.onnx").run({"pixels": images})
     np.testing.assert_allclose([p.probabilities for p in served], expected["probabilities"], atol=1e-5)
     assert [p.label for p in served] == expected["label"][:, 0].tolist()
 
@@ -132,16 +159,15 @@ def test_unknown_model_is_model_unavailable(client):
         client.classify_text(["hello"], model="no_such_model")
 
 
-@pytest.fixture(scope="module")
-def slow_batching_server(built_repository, tmp_path_factory):
+@pytest.fixture(scope="module", params=["fused", "ensemble"])
+def slow_batching_server(request, built_repository, tmp_path_factory):
     """The same models with a 300 ms batching window, so concurrent requests surely share a batch."""
-    from triton_fastpath.render import write_config
-    from triton_fastpath.repository import RepoSettings, default_specs
+    from triton_fastpath.repository import RepoSettings
 
-    repository = copy_repository(built_repository, tmp_path_factory.mktemp("slow") / "repository")
-    for spec in default_specs(RepoSettings(max_queue_delay_us=300_000)):
-        write_config(spec, "embedded", repository)
+    settings = RepoSettings(rendering=request.param, max_queue_delay_us=300_000)
+    repository = render_copy(built_repository, tmp_path_factory.mktemp("slow") / "repository", settings)
     server = start_server(repository, tmp_path_factory.mktemp("slow-logs"))
+    server.first_step = {"fused": "sentiment_fused", "ensemble": "sentiment_tokenizer"}[request.param]
     try:
         yield server
     finally:
@@ -161,13 +187,14 @@ def test_bad_requests_never_fail_their_batch_mates(slow_batching_server):
             except InvalidInput as error:
                 results[i] = error
 
-    before = metric(slow_batching_server.metrics_url, "nv_inference_exec_count", "sentiment_tokenizer")
+    step = slow_batching_server.first_step
+    before = metric(slow_batching_server.metrics_url, "nv_inference_exec_count", step)
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    executions = metric(slow_batching_server.metrics_url, "nv_inference_exec_count", "sentiment_tokenizer") - before
+    executions = metric(slow_batching_server.metrics_url, "nv_inference_exec_count", step) - before
     bad = {1, 3, 6}
     for i, result in enumerate(results):
         if i in bad:
