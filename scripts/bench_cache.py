@@ -2,7 +2,7 @@
 
 A benchmark, not a test: it prints and writes tables and never asserts a timing. It starts one
 redis-server and, one at a time, embedded tritonservers on re-rendered copies of the built
-repository (copy + `write_config` for `default_specs(settings)`, as the integration tests do),
+repository (`triton_fastpath.build.variant_repository`, as the integration tests do),
 measures each with a closed loop of single-text gRPC requests, and stops everything.
 
 Measurement (triton_fastpath.loadgen, like perf_analyzer): `--concurrency` client threads, an
@@ -60,13 +60,12 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.loadgen import LoadResult, duplicate_stream, parse_metric, run_closed_loop, scrape_metrics
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
 LOGGER = logging.getLogger(__name__)
 
 MODEL = "sentiment"
-CACHE_MODEL = f"{MODEL}_cache"
 ENCODER_MODEL = f"{MODEL}_encoder"
 OUTCOMES = ("l1_hit", "l2_hit", "semantic_hit", "miss")
 METRICS_REFRESH_S = 1.2  # Triton refreshes nv_cache_* once per metrics interval (1 s)
@@ -207,30 +206,23 @@ def stacks(options: Options) -> list[Stack]:
 
 
 def render_stack(source: Path, target: Path, settings: RepoSettings) -> Path:
-    """Copy the built repository and re-render every default spec for `settings`.
+    """The built models assembled afresh for `settings` (only the models it serves)."""
+    from triton_fastpath.build import variant_repository
 
-    Models the specs no longer name (the cache model when cache=False) are removed from the copy,
-    so the server loads only what this configuration serves.
-    """
-    from triton_fastpath.render import write_config
-
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-    specs = default_specs(settings)
-    for spec in specs:
-        write_config(spec, "embedded", target)
-    names = {spec.name for spec in specs}
-    for child in target.iterdir():
-        if child.is_dir() and (child / "config.pbtxt").exists() and child.name not in names:
-            shutil.rmtree(child)
-    return target
+    return variant_repository(settings, target)
 
 
 def read_counters(metrics_url: str) -> dict[str, float]:
     """The counters that say which layer answered."""
     text = scrape_metrics(metrics_url)
-    values = {o: parse_metric(text, "fastpath_cache_rows_total", model=CACHE_MODEL, outcome=o) for o in OUTCOMES}
+    values = {o: parse_metric(text, "fastpath_cache_rows_total", pipeline=MODEL, outcome=o) for o in OUTCOMES}
     values["response_cache"] = parse_metric(text, "nv_cache_num_hits_per_model", model=MODEL)
-    values["encoder"] = parse_metric(text, "nv_inference_count", model=ENCODER_MODEL)
+    # Rows the encoder computed: counted by the fused model or the cache model; an ensemble
+    # without the cache model calls the encoder model directly.
+    if "fastpath_encoder_rows_total" in text:
+        values["encoder"] = parse_metric(text, "fastpath_encoder_rows_total", pipeline=MODEL)
+    else:
+        values["encoder"] = parse_metric(text, "nv_inference_count", model=ENCODER_MODEL)
     return values
 
 

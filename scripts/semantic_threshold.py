@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from triton_fastpath import data as datasets
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
+from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 from triton_fastpath.repository import PRECISIONS, RepoSettings
 
 backends_importable()
@@ -57,8 +57,8 @@ def model_labels(texts: list[str], encoder: TextEncoder, model: OnnxModel) -> np
     labels = []
     for start in range(0, len(texts), 64):
         enc = encoder.encode(texts[start : start + 64])
-        logits = model.run({"input_ids": enc.input_ids, "attention_mask": enc.attention_mask})["logits"]
-        labels.append(logits.argmax(axis=1))
+        scores = model.run({"input_ids": enc.input_ids, "attention_mask": enc.attention_mask})["probabilities"]
+        labels.append(scores.argmax(axis=1))
     return np.concatenate(labels)
 
 
@@ -136,12 +136,11 @@ def choose(rows: list[dict], min_hits: int = 20) -> dict | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--perturbed", type=int, default=1000, help="training texts to perturb (default %(default)s)")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     args = parser.parse_args(argv)
     settings = RepoSettings()
     data = datasets.load_sentiment(BUILD_DIR / "data")
-    encoder = TextEncoder(args.repository / "sentiment_tokenizer" / "1" / "tokenizer.json", settings.max_length)
-    model = OnnxModel(args.repository / "sentiment_encoder" / "1" / PRECISIONS[settings.precision])
+    encoder = TextEncoder(BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json", settings.max_length)
+    model = OnnxModel(BUILD_DIR / "sentiment" / "onnx" / PRECISIONS[settings.precision])
     table = np.load(BUILD_DIR / "sentiment" / "onnx" / "token_embeddings.npy")  # written by the build
     rng = random.Random(0)
     cache_texts = list(data.train.x)

@@ -205,16 +205,16 @@ class MetricsProbe:
     def __init__(self, metrics_url: str, model: str) -> None:
         self.url = metrics_url
         self.model = model
-        self.cache_model = f"{model}_cache"
+        self.pipeline = model  # the cache counters' `pipeline` label (either rendering)
 
     def read(self) -> dict[str, float]:
         """Current values (0 for a counter not exported yet)."""
         text = scrape_metrics(self.url)
         values = {
-            outcome: parse_metric(text, "fastpath_cache_rows_total", model=self.cache_model, outcome=outcome)
+            outcome: parse_metric(text, "fastpath_cache_rows_total", pipeline=self.pipeline, outcome=outcome)
             for outcome in OUTCOMES
         }
-        values["l2_failures"] = parse_metric(text, "fastpath_cache_l2_failures_total", model=self.cache_model)
+        values["l2_failures"] = parse_metric(text, "fastpath_cache_l2_failures_total", pipeline=self.pipeline)
         values["response_cache_hits"] = parse_metric(text, "nv_cache_num_hits_per_model", model=self.model)
         return values
 

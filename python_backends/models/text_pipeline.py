@@ -52,12 +52,13 @@ class TritonPythonModel:
         else:
             run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
         max_length = int(params["max_length"])
-        cache = semantic = self.metrics = None
+        cache = semantic = None
+        # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
+        self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
         if params.get("cache", "false") == "true":
             identity = json.loads((folder / "cache_identity.json").read_text())
             tiers = tiered_cache_from_parameters(params, os.environ)
             cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
-            self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
             threshold = float(params.get("semantic_threshold", "0"))
             if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
                 embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
@@ -87,6 +88,8 @@ class TritonPythonModel:
         results, stats = self.pipeline.run(batches)
         if stats is not None:
             self.metrics.record(stats)
+        else:
+            self.metrics.encoded.increment(sum(len(texts) for texts in batches))
         return [{name: result[name] for name in self.output_names} for result in results]
 
     def finalize(self):

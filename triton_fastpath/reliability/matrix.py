@@ -312,8 +312,11 @@ def run_batch_mates(url: str, metrics_url: str, model: str, *, good_per_bad: int
             wrong.append(f"{case.name} was answered")
 
     metric = "nv_inference_exec_count"
-    step = {"sentiment": "sentiment_tokenizer", "embed": "embed_tokenizer"}.get(model, model)
-    before = parse_metric(scrape_metrics(metrics_url), metric, model=step)
+    text = scrape_metrics(metrics_url)
+    # The first step that executes the batch: the fused model, or the tokenizer of an ensemble.
+    steps = [f"{model}_fused", f"{model}_tokenizer", model]
+    step = next((s for s in steps if f'{metric}{{model="{s}",' in text), model)
+    before = parse_metric(text, metric, model=step)
     threads = [threading.Thread(target=one, args=(job,)) for job in jobs]
     for thread in threads:
         thread.start()
