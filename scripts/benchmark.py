@@ -1,14 +1,22 @@
-"""Side-by-side benchmark: naive FastAPI server, PyTriton and our Triton ensembles, in one run.
+"""Side-by-side benchmark: the baselines a user would compare against and our Triton repository, in one run.
+
+Systems: the naive FastAPI + torch server; FastAPI + `tokenizers` + onnxruntime INT8, the ~40-line
+service a team writes instead of Triton (`fastapi-ort`: 1 uvicorn worker as commonly run;
+`fastapi-ort-2w`: one worker per core); PyTriton; ours in both renderings (`ours-fused`, the
+headline, and `ours-ensemble`), over HTTP, in FP32, and cached (reported apart).
 
 Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
 sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
-(windows repeated until three agree within 10%), measures the latency budget and the encoder's
+(windows repeated until three agree within 10%), measures the latency budget of both renderings,
+the in-process ceiling (tokenize + ORT INT8 with no server, 1 and 2 processes) and the encoder's
 compute limit, stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}.
+The table gives per system the best req/s under the p99 bound, the p50 at concurrency 1, the
+share of the in-process ceiling, and every ours-* row over every baseline.
 
 Examples:
-    python scripts/benchmark.py                     # the full run (about 20 minutes on 2 cores)
-    python scripts/benchmark.py --smoke             # about a minute: checks the harness, timings mean nothing
-    python scripts/benchmark.py --only naive ours-grpc-int8 --publish
+    python scripts/benchmark.py                     # the full run (about 25 minutes on 2 cores)
+    python scripts/benchmark.py --smoke             # a few minutes: checks the harness, timings mean nothing
+    python scripts/benchmark.py --only fastapi-ort fastapi-ort-2w ours-fused --publish
 """
 
 from __future__ import annotations
@@ -32,7 +40,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="tiny windows, one level: checks the harness, not timings")
     p.add_argument(
-        "--only", nargs="+", default=[], metavar="SYSTEM", help=f"run only these: {[s.key for s in default_systems()]}"
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="SYSTEM",
+        help=f"run only these (the ceiling and compute limit always run): {[s.key for s in default_systems()]}",
     )
     p.add_argument("--concurrency", type=int, nargs="+", help=f"closed-loop levels (default {defaults.concurrency})")
     p.add_argument("--window-s", type=float, help=f"measurement window (default {defaults.window_s})")

@@ -25,7 +25,7 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
-from triton_fastpath.repository import PRECISIONS, RepoSettings
+from triton_fastpath.repository import PRECISIONS, RENDERINGS, RepoSettings
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
@@ -52,6 +52,14 @@ def parser() -> argparse.ArgumentParser:
         choices=["embed", "sentiment", "digits"],
         default=["embed", "sentiment", "digits"],
         help="build only these models (default: all)",
+    )
+    p.add_argument(
+        "--rendering",
+        choices=RENDERINGS,
+        default=defaults.rendering,
+        help="fused: one Python model per text pipeline (tokenize, cache, encoder for missed rows, labels in one "
+        "process; at most one Python hop per request); ensemble: one Python model per step (the classic layout). "
+        "Clients see the same models either way. Default: %(default)s (from tuning/embedded.json)",
     )
     p.add_argument(
         "--precision",
@@ -84,13 +92,14 @@ def parser() -> argparse.ArgumentParser:
         "--max-queue-delay-us",
         type=int,
         default=defaults.max_queue_delay_us,
-        help="dynamic batcher wait to fill a batch (default: %(default)s)",
+        help="dynamic batcher wait to fill a batch; 0 unless `scripts/tune.py` measured that a delay pays "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--no-response-cache", action="store_true", help="disable Triton's response cache on the top-level models"
     )
     p.add_argument(
-        "--no-cache", action="store_true", help="no cache-lookup (L1/Redis L2) step: the ensemble calls the encoder"
+        "--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder"
     )
     container = p.add_argument_group("container target (--target container)")
     container.add_argument(
@@ -143,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
         settings = RepoSettings(
+            rendering=args.rendering,
             precision=precision,
             max_length=args.max_length,
             max_batch_size=args.max_batch_size,

@@ -1,9 +1,10 @@
 """Tune the repository's serving settings under a p99 bound and write the winner into the spec.
 
-Searches dynamic batching delay, preferred batch sizes, encoder and tokenizer instances and
-onnxruntime intra-op threads, one knob at a time (a coordinate search), each candidate served by
-the embedded tritonserver and loaded by the benchmark's load generator; prints the frontier and
-writes the winning settings to tuning/embedded.json, which RepoSettings reads as its defaults.
+Searches the rendering (fused | ensemble), dynamic batching delay, preferred batch sizes,
+encoder and tokenizer instances and onnxruntime intra-op threads, one knob at a time (a
+coordinate search), each candidate served by the embedded tritonserver and loaded by the
+benchmark's load generator; prints the frontier and writes the winning settings to
+tuning/embedded.json, which RepoSettings reads as its defaults.
 Then `python scripts/build.py` re-renders model_repository/ with them.
 
 Examples:

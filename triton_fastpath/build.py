@@ -553,6 +553,11 @@ def build_repository(
     if as_target(target) is Target.CONTAINER:
         container = container or ContainerBuild()
         selected, options = container_specs(selected, container), container.options
+        for spec in selected:  # fused models reach their encoder by BLS there: no weights to carry
+            if spec.parameters.get("encoder") == "bls" and spec.name in files:
+                files[spec.name] = [
+                    e for e in files[spec.name] if not str(e[0] if isinstance(e, tuple) else e).endswith(".onnx")
+                ]
     removed = remove_other_renderings(Path(repository), selected, settings)
     if removed:
         progress(f"repository: removed {', '.join(removed)} (not part of the {settings.rendering} rendering)")

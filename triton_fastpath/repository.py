@@ -228,6 +228,19 @@ def _encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Targ
     return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
 
+def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
+    """How a fused classifier embeds texts for its semantic layer: the `embed` graph in process
+    (embedded) or the native `embed_encoder` by BLS (container: no onnxruntime for Python there)."""
+    found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
+    if as_target(target) is Target.EMBEDDED:
+        return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
+    return {
+        **found,
+        "semantic_encoder_model": f"{EMBED_NAME}_encoder",
+        "semantic_max_batch_size": str(settings.max_batch_size),
+    }
+
+
 def _wrapper(
     name: str, step: ModelSpec, settings: RepoSettings, labels: Sequence[str] = (), outputs: Sequence[TensorSpec] = ()
 ) -> ModelSpec:
@@ -301,7 +314,8 @@ def text_classifier_specs(
         if settings.cache:
             parameters.update(_cache_parameters(settings, semantic))
         if semantic:
-            parameters.update(semantic_tokenizer_file=SEMANTIC_TOKENIZER, semantic_onnx_file=SEMANTIC_ONNX)
+            parameters.update(_semantic_embedder(settings, target))
+        in_process = as_target(target) is Target.EMBEDDED
         fused = ModelSpec(
             name=f"{name}_fused",
             kind=ModelKind.PYTHON,
@@ -311,7 +325,9 @@ def text_classifier_specs(
             outputs=(label, probability, probabilities, truncated),
             instance_count=settings.encoder_instances,
             dynamic_batching=settings.batching(),
-            warmups=_warmups((text,), batch, files=True),
+            # Calling the encoder by BLS (container), a warmup could run before that model is
+            # loaded (Triton loads models concurrently; a failed warmup fails the load): none there.
+            warmups=_warmups((text,), batch, files=True) if in_process else (),
             parameters=parameters,
         )
         wrapper = _wrapper(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
@@ -478,6 +494,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         warmups=_warmups((ids, mask), batch, files=True),
     )
     if settings.rendering == "fused":
+        in_process = as_target(target) is Target.EMBEDDED
         fused = ModelSpec(
             name=f"{EMBED_NAME}_fused",
             kind=ModelKind.PYTHON,
@@ -486,7 +503,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
             inputs=(text,),
             outputs=(embedding,),
             dynamic_batching=settings.batching(),
-            warmups=_warmups((text,), batch, files=True),
+            warmups=_warmups((text,), batch, files=True) if in_process else (),  # BLS: see the classifier
             parameters={
                 "task": "embed",
                 "cache": "false",

@@ -6,12 +6,8 @@ Models:
     sentiment: `sentiment.py`, SentimentClient, AsyncSentimentClient
 
 Not generated:
-    embed_encoder: a step of ensemble embed (use --all to include steps)
-    embed_tokenizer: a step of ensemble embed (use --all to include steps)
-    sentiment_cache: a step of ensemble sentiment (use --all to include steps)
-    sentiment_encoder: a step of sentiment_cache (parameter encoder_model) (use --all to include steps)
-    sentiment_postprocess: a step of ensemble sentiment (use --all to include steps)
-    sentiment_tokenizer: a step of ensemble sentiment (use --all to include steps)
+    embed_fused: a step of ensemble embed (use --all to include steps)
+    sentiment_fused: a step of ensemble sentiment (use --all to include steps)
 """
 
 from clients.generated.digits import AsyncDigitsClient, DigitsClient, DigitsRequest, DigitsResponse

@@ -69,14 +69,20 @@ class TextPipeline:
         self.cache = cache
         self.semantic = semantic
 
-    def run(self, batches: Sequence[Sequence[str]]) -> tuple[list[dict[str, np.ndarray]], LookupStats | None]:
-        """Outputs for each request's texts (all requests computed together), and cache stats."""
+    def run(
+        self, batches: Sequence[Sequence[str]], *, use_cache: bool = True
+    ) -> tuple[list[dict[str, np.ndarray]], LookupStats | None]:
+        """Outputs for each request's texts (all requests computed together), and cache stats.
+
+        `use_cache=False` runs the encoder on every row and leaves the caches untouched (warmup
+        requests must not write a shared Redis nor count as misses).
+        """
         flat = [text for texts in batches for text in texts]
         counts = [len(texts) for texts in batches]
         encoded = self.tokenizer.encode(flat)
         ids, mask = encoded.input_ids, encoded.attention_mask
         stats = None
-        if self.cache is None:
+        if self.cache is None or not use_cache:
             values = self.run_encoder(ids, mask)
         else:
             keys = row_keys(self.cache.namespace, ids, mask, self.cache.prefix)

@@ -44,6 +44,8 @@ class TritonPythonModel:
         self.name = args["model_name"]
         self.output_names = [o["name"] for o in json.loads(args["model_config"])["output"]]
         self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
+        config = json.loads(args["model_config"])
+        self.warmups_left = sum(int(w.get("count", 1)) for w in config.get("model_warmup", []))
         classify = params["task"] == "classify"
         output = "probabilities" if classify else "embedding"
         threads = int(params.get("intra_op_threads", "1"))
@@ -62,7 +64,11 @@ class TritonPythonModel:
             threshold = float(params.get("semantic_threshold", "0"))
             if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
                 embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
-                embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
+                if "semantic_encoder_model" in params:  # the container's native embed encoder
+                    rows = int(params["semantic_max_batch_size"])
+                    embed = bls_encoder(pb_utils, params["semantic_encoder_model"], "embedding", rows)
+                else:
+                    embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
                 index = SemanticIndex(
                     int(params["semantic_dim"]), int(params.get("semantic_capacity", "10000")), threshold
                 )
@@ -76,6 +82,10 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
+        # Triton sends each instance its warmup requests first, before the model is ready: they
+        # run the whole pipeline but never touch the caches (nor their counters).
+        self.warming = self.warmups_left > 0
+        self.warmups_left -= 1
         payloads = []
         for request in requests:
             try:
@@ -85,10 +95,10 @@ class TritonPythonModel:
         return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
 
     def _run(self, batches):
-        results, stats = self.pipeline.run(batches)
+        results, stats = self.pipeline.run(batches, use_cache=not self.warming)
         if stats is not None:
             self.metrics.record(stats)
-        else:
+        elif not self.warming:
             self.metrics.encoded.increment(sum(len(texts) for texts in batches))
         return [{name: result[name] for name in self.output_names} for result in results]
 

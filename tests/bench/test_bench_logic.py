@@ -1,4 +1,4 @@
-"""The benchmark's and tuner's pure parts: FLOP counting, CPU peak, headline, frontier, budget, tuning file.
+"""The benchmark's and tuner's pure parts: FLOP counting, CPU peak, headline, ratios, frontier, budget, tuning file.
 
 No server and no torch; the harness itself is exercised by tests/bench/test_smoke.py.
 """
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.bench.budget import budget_rows
+from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
 from triton_fastpath.bench.loadgen import item_stream, metric_models, server_stats
-from triton_fastpath.bench.report import best_under, headline, markdown
+from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
 from triton_fastpath.bench.tuner import format_frontier, frontier, write_tuning
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
@@ -67,31 +67,131 @@ def test_best_under_skips_rows_over_the_bound_or_with_errors() -> None:
 def _results() -> dict:
     return {
         "meta": {"timestamp": "t", "cpu_count": 2, "loadavg_before": [0.5, 0.5, 0.5], "elapsed_s": 1.0},
-        "systems": {k: {"label": k} for k in ("naive", "pytriton", "ours-grpc-int8")},
+        "systems": {k: {"label": k} for k in ("naive", "pytriton", "ours-fused")},
         "runs": [
             {"system": "naive", "model": "sentiment", "duplicate_ratio": 0.0, "rows": [_row(1, 100, 10)]},
             {"system": "pytriton", "model": "sentiment", "duplicate_ratio": 0.0, "rows": [_row(8, 200, 40)]},
-            {"system": "ours-grpc-int8", "model": "sentiment", "duplicate_ratio": 0.0, "rows": [_row(16, 800, 45)]},
-            {"system": "ours-grpc-int8", "model": "sentiment", "duplicate_ratio": 0.9, "rows": [_row(16, 5000, 9)]},
+            {"system": "ours-fused", "model": "sentiment", "duplicate_ratio": 0.0, "rows": [_row(16, 800, 45)]},
+            {"system": "ours-fused", "model": "sentiment", "duplicate_ratio": 0.9, "rows": [_row(16, 5000, 9)]},
         ],
+    }
+
+
+def _results_with_ceiling() -> dict:
+    """Two of ours, two baselines, both models, a ceiling of 1,600 texts/s at 2 processes and batch 1."""
+    rows = {
+        "naive": [_row(1, 250, 8), _row(4, 300, 30)],  # p50 at concurrency 1: 4.0 ms
+        "fastapi-ort": [_row(1, 600, 3), _row(4, 800, 20)],  # 1.5 ms
+        "ours-fused": [_row(1, 500, 4), _row(16, 1200, 45)],  # 2.0 ms
+        "ours-ensemble": [_row(4, 700, 30)],  # no concurrency-1 row
+    }
+    runs = [
+        {"system": key, "model": model, "duplicate_ratio": 0.0, "rows": found}
+        for key, found in rows.items()
+        for model in ("sentiment", "digits")
+    ]
+    return {
+        "meta": {"timestamp": "t", "cpu_count": 2, "loadavg_before": [0.5, 0.5, 0.5], "elapsed_s": 1.0},
+        "systems": {k: {"label": f"label of {k}"} for k in rows},
+        "runs": runs,
+        "ceiling": {
+            "items": 64,
+            "ort_threads": 1,
+            "note": "n",
+            "rows": [
+                {"processes": 1, "batch": 1, "texts": 64, "seconds": 0.08, "texts_per_s": 800.0},
+                {"processes": 2, "batch": 1, "texts": 64, "seconds": 0.04, "texts_per_s": 1600.0},
+                {"processes": 2, "batch": 32, "texts": 64, "seconds": 0.032, "texts_per_s": 2000.0},
+            ],
+        },
     }
 
 
 def test_headline_ratios_compare_ours_with_each_baseline_and_keep_cached_apart() -> None:
     found = headline(_results(), 50)
-    assert found["ratios"]["sentiment"] == {"ours-grpc-int8 / naive": 8.0, "ours-grpc-int8 / pytriton": 4.0}
-    assert "ours-grpc-int8" in found["uncached"]["sentiment"]
-    assert found["cached"]["sentiment"]["ours-grpc-int8@90%"]["throughput_rps"] == 5000
-    assert found["uncached"]["sentiment"]["ours-grpc-int8"]["throughput_rps"] == 800
+    assert found["ratios"]["sentiment"] == {"ours-fused / naive": 8.0, "ours-fused / pytriton": 4.0}
+    assert "ours-fused" in found["uncached"]["sentiment"]
+    assert found["cached"]["sentiment"]["ours-fused@90%"]["throughput_rps"] == 5000
+    assert found["uncached"]["sentiment"]["ours-fused"]["throughput_rps"] == 800
 
 
 def test_markdown_has_the_headline_ratios_and_the_cached_section() -> None:
     results = _results()
     results["headline"] = headline(results, 50)
     text = markdown(results)
-    assert "ours-grpc-int8 / naive = **8.0x**" in text
+    assert "ours-fused / naive = **8.0x**" in text
     assert "Cached scenarios" in text
-    assert "| ours-grpc-int8 | sentiment | 90% | 16 |" in text
+    assert "| ours-fused | sentiment | 90% | 16 |" in text
+
+
+def test_headline_is_the_fused_rendering_and_the_baselines_include_fastapi_ort() -> None:
+    assert OURS == "ours-fused"
+    assert {"fastapi-ort", "fastapi-ort-2w", "naive", "pytriton"} <= set(BASELINES)
+
+
+def test_p50_at_concurrency_1_comes_from_the_concurrency_1_row_or_is_missing() -> None:
+    assert p50_at([_row(4, 400, 30), _row(1, 100, 6)]) == 3.0
+    assert math.isnan(p50_at([_row(4, 400, 30)]))
+    found = headline(_results_with_ceiling(), 50)["uncached"]["sentiment"]
+    assert found["fastapi-ort"]["p50_c1_ms"] == 1.5
+    assert math.isnan(found["ours-ensemble"]["p50_c1_ms"])
+
+
+def test_ceiling_share_is_best_throughput_over_two_processes_at_batch_1_for_sentiment_only() -> None:
+    found = headline(_results_with_ceiling(), 50)
+    assert found["ceiling_texts_per_s"] == 1600.0
+    assert found["uncached"]["sentiment"]["ours-fused"]["ceiling_share"] == pytest.approx(0.75)
+    assert found["uncached"]["sentiment"]["naive"]["ceiling_share"] == pytest.approx(300 / 1600)
+    assert found["uncached"]["digits"]["ours-fused"]["ceiling_share"] is None
+    assert headline(_results(), 50)["uncached"]["sentiment"]["ours-fused"]["ceiling_share"] is None  # no ceiling
+
+
+def test_ratios_cover_every_ours_system_over_every_baseline_in_throughput_and_p50() -> None:
+    found = headline(_results_with_ceiling(), 50)
+    ratios = found["ratios"]["sentiment"]
+    assert set(ratios) == {
+        f"{ours} / {base}" for ours in ("ours-fused", "ours-ensemble") for base in ("naive", "fastapi-ort")
+    }
+    assert next(iter(ratios)).startswith("ours-fused / ")  # the headline system first
+    assert ratios["ours-fused / fastapi-ort"] == pytest.approx(1.5)
+    assert ratios["ours-ensemble / naive"] == pytest.approx(700 / 300)
+    p50 = found["p50_c1_ratios"]["sentiment"]
+    assert p50["ours-fused / naive"] == pytest.approx(0.5)
+    assert p50["ours-fused / fastapi-ort"] == pytest.approx(2.0 / 1.5)
+    assert p50["ours-ensemble / naive"] is None  # ours-ensemble has no concurrency-1 row
+
+
+def test_ours_systems_lists_the_headline_first_and_leaves_baselines_out() -> None:
+    keys = ["naive", "ours-ensemble", "fastapi-ort", "ours-grpc-fp32", "ours-fused"]
+    assert ours_systems(keys) == ["ours-fused", "ours-ensemble", "ours-grpc-fp32"]
+
+
+def test_markdown_shows_p50_at_concurrency_1_the_ceiling_share_and_the_p50_ratios() -> None:
+    results = _results_with_ceiling()
+    results["headline"] = headline(results, 50)
+    text = markdown(results)
+    assert "| p50 ms at concurrency 1 | share of the in-process ceiling |" in text
+    assert "| sentiment | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | 75% | yes |" in text
+    assert "| digits | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | yes |" in text
+    assert "| sentiment | label of ours-ensemble | 700 | 4 | 15.0 | 30.0 | - | 44% | yes |" in text
+    assert "In-process ceiling: 1,600 texts/s" in text
+    assert "- sentiment, ours-ensemble: ours-ensemble / naive = **2.3x**" in text
+    assert "ours-fused / fastapi-ort = 1.33" in text
+    assert "ours-ensemble / naive: n/a" in text
+    assert "| 2 | 32 | 64 | 0.03 | 2,000 |" in text  # the ceiling's own table
+
+
+def test_markdown_writes_one_budget_table_per_rendering_and_reads_an_old_single_budget() -> None:
+    results = _results()
+    results["headline"] = headline(results, 50)
+    row = {"part": "encoder", "ms": 1.25, "how": "h"}
+    results["budget"] = {"fused": {"rows": [row]}, "ensemble": {"rows": [{**row, "ms": math.nan}]}}
+    text = markdown(results)
+    assert "Latency budget of one request (fused rendering" in text
+    assert "Latency budget of one request (ensemble rendering" in text
+    assert "| encoder | 1.250 | h |" in text and "| encoder | - | h |" in text
+    assert list(budgets({"budget": {"rows": [row]}})) == ["ensemble"]
+    assert budgets({}) == {}
 
 
 def test_server_stats_gives_per_request_queue_and_compute_from_counter_deltas() -> None:
@@ -136,6 +236,62 @@ def test_budget_rows_split_the_round_trip() -> None:
     assert rows["encoder"] == pytest.approx(1.5)
     assert rows["ensemble scheduling"] == pytest.approx(0.7)
     assert rows["ensemble overhead (issue's definition)"] == pytest.approx(3.0)
+    assert "one-step ensemble wrapper" not in rows
+
+
+def test_budget_rows_of_the_fused_rendering_have_one_step_and_its_wrapper_cost() -> None:
+    p50 = {"client_serialisation": 0.01, "ensemble": 2.5, "fused_alone": 2.2}
+    server = {
+        "sentiment": {"request_us": 2100},
+        "sentiment_fused": {"queue_us": 50, "compute_us": 1900, "request_us": 2000},
+    }
+    rows = {r["part"]: r["ms"] for r in budget_rows(p50, server, ["sentiment_fused"])}
+    assert rows["fused"] == pytest.approx(1.9)
+    assert rows["queue (all steps)"] == pytest.approx(0.05)
+    assert rows["ensemble scheduling"] == pytest.approx(0.1)
+    assert rows["one-step ensemble wrapper"] == pytest.approx(0.3)
+    assert math.isnan(rows["ensemble overhead (issue's definition)"])  # no encoder timed alone
+    assert "tokenizer" not in rows
+
+
+def test_ensemble_steps_are_read_from_the_model_config_in_order() -> None:
+    config = {
+        "config": {
+            "name": "sentiment",
+            "ensemble_scheduling": {
+                "step": [{"model_name": "sentiment_tokenizer"}, {"model_name": "sentiment_encoder"}]
+            },
+        }
+    }
+    assert ensemble_steps(config) == ["sentiment_tokenizer", "sentiment_encoder"]
+    assert ensemble_steps(
+        {"name": "sentiment", "ensemble_scheduling": {"step": [{"model_name": "sentiment_fused"}]}}
+    ) == ["sentiment_fused"]
+    assert ensemble_steps({"config": {"name": "digits", "backend": "python"}}) == []
+
+
+def test_input_plan_builds_text_tokens_and_fixed_numeric_inputs_and_gives_up_on_others() -> None:
+    tokens = ["input_ids", "attention_mask"]
+    tokenizer = {"max_batch_size": 64, "input": [{"name": "text", "data_type": "TYPE_STRING", "dims": ["1"]}]}
+    assert input_plan(tokenizer, tokens) == [("text", "text", [1, 1])]
+    encoder = {
+        "max_batch_size": "64",
+        "input": [
+            {"name": "input_ids", "data_type": "TYPE_INT64", "dims": ["-1"]},
+            {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": ["-1"]},
+        ],
+    }
+    assert input_plan({"config": encoder}, tokens) == [
+        ("input_ids", "tokens", [1, -1]),
+        ("attention_mask", "tokens", [1, -1]),
+    ]
+    postprocess = {"max_batch_size": 64, "input": [{"name": "logits", "data_type": "TYPE_FP32", "dims": ["2"]}]}
+    assert input_plan(postprocess, tokens) == [("logits", "TYPE_FP32", [1, 2])]
+    variable = {
+        "max_batch_size": 64,
+        "input": [{"name": "embeddings", "data_type": "TYPE_FP32", "dims": ["-1", "128"]}],
+    }
+    assert input_plan(variable, tokens) is None
 
 
 def test_frontier_keeps_only_undominated_candidates() -> None:
@@ -185,19 +341,48 @@ def test_headline_gives_no_ratio_when_a_baseline_never_met_the_bound() -> None:
     results = _results()
     results["runs"][0]["rows"] = [_row(1, 100, 80)]  # naive: p99 over the bound at every level
     ratios = headline(results, 50)["ratios"]["sentiment"]
-    assert ratios["ours-grpc-int8 / naive"] is None
-    assert ratios["ours-grpc-int8 / pytriton"] == 4.0
+    assert ratios["ours-fused / naive"] is None
+    assert ratios["ours-fused / pytriton"] == 4.0
 
 
 def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do_not() -> None:
     from triton_fastpath.bench.harness import default_systems, deployment_key
 
     systems = {s.key: s for s in default_systems()}
-    assert deployment_key(systems["ours-grpc-int8"]) == deployment_key(systems["ours-http-int8"])
-    assert deployment_key(systems["ours-grpc-int8"]) != deployment_key(systems["ours-grpc-fp32"])
+    assert deployment_key(systems["ours-fused"]) == deployment_key(systems["ours-http-int8"])
+    assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-grpc-fp32"])
     assert deployment_key(systems["naive"]) != deployment_key(systems["naive-1t"])
+    assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
+
+
+def test_fused_and_ensemble_renderings_are_separate_deployments() -> None:
+    from triton_fastpath.bench.harness import default_systems, deployment_key
+
+    systems = {s.key: s for s in default_systems()}
+    assert systems["ours-fused"].settings.rendering == "fused"
+    assert systems["ours-ensemble"].settings.rendering == "ensemble"
+    assert systems["ours-grpc-fp32"].settings.rendering == "fused"
+    assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-ensemble"])
+
+
+def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_one_of_them() -> None:
+    from triton_fastpath.bench.harness import BUDGET_SYSTEMS, default_systems
+
+    keys = [s.key for s in default_systems()]
+    assert keys[:4] == ["naive", "naive-1t", "fastapi-ort", "fastapi-ort-2w"]
+    assert "ours-grpc-int8" not in keys
+    assert {"ours-fused", "ours-ensemble", "ours-grpc-fp32", "ours-http-int8", "ours-grpc-int8-cached"} <= set(keys)
+    assert set(BUDGET_SYSTEMS) <= set(keys) and set(BUDGET_SYSTEMS.values()) == {"fused", "ensemble"}
+    systems = {s.key: s for s in default_systems()}
+    assert (systems["fastapi-ort"].workers, systems["fastapi-ort-2w"].workers) == (1, 2)
+    assert {s.kind for s in systems.values() if s.key.startswith("fastapi-ort")} == {"fastapi-ort"}
+    assert all(
+        systems[k].protocol == "naive" and systems[k].ort_threads == 1 for k in ("fastapi-ort", "fastapi-ort-2w")
+    )
+    smoke = [s.key for s in default_systems(smoke=True)]
+    assert "fastapi-ort" in smoke and "fastapi-ort-2w" not in smoke
 
 
 def test_open_and_closed_loops_count_successes_and_failures_with_a_fake_server() -> None:

@@ -2,13 +2,15 @@
 
 Benchmarks are not tests: nothing here checks a timing. What is checked: every system started,
 served the same model (probabilities against the torch reference), answered without errors, and
-the JSON / Markdown / PNG outputs hold what the README and the headline need; the tuner writes a
+the JSON / Markdown / PNG outputs hold what the README and the headline need (the FastAPI +
+onnxruntime baseline, both renderings' budgets, the in-process ceiling); the tuner writes a
 tuning file that `RepoSettings` can read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +48,8 @@ def test_smoke_benchmark_runs_every_system_on_every_model_without_errors(smoke_r
         for row in run["rows"]:
             assert row["errors"] == 0, f"{run['system']} / {run['model']}: {row['first_error']}"
             assert row["requests"] > 0
-    triton_rows = [r for run in results["runs"] if run["system"] != "naive" for r in run["rows"]]
+    plain_http = {key for key, system in results["systems"].items() if system["kind"] in ("naive", "fastapi-ort")}
+    triton_rows = [r for run in results["runs"] if run["system"] not in plain_http for r in run["rows"]]
     assert all(row["server"] for row in triton_rows), "Triton-based systems report the server-side split"
 
 
@@ -55,20 +58,37 @@ def test_smoke_benchmark_serves_the_same_model_everywhere(smoke_results: tuple[P
     for model in ("sentiment", "digits"):
         assert agreement[model]["pytriton"]["max_abs_diff"] < 1e-5  # same torch weights, same tokenizer
     assert agreement["sentiment"]["ours-grpc-fp32"]["max_abs_diff"] < 1e-4  # the FP32 ONNX export
-    assert agreement["digits"]["ours-grpc-int8"]["max_abs_diff"] < 1e-4  # digits is served in FP32
-    assert agreement["sentiment"]["ours-grpc-int8"]["label_agreement"] >= 0.9  # INT8 moves probabilities a little
+    for key in ("ours-fused", "fastapi-ort"):
+        assert agreement["digits"][key]["max_abs_diff"] < 1e-4  # digits is served in FP32
+        assert agreement["sentiment"][key]["label_agreement"] >= 0.9  # INT8 moves probabilities a little
+    assert agreement["sentiment"]["ours-ensemble"]["label_agreement"] >= 0.9
 
 
 def test_smoke_benchmark_writes_json_markdown_and_png(smoke_results: tuple[Path, dict]) -> None:
     out, results = smoke_results
-    assert set(results) >= {"meta", "systems", "runs", "agreement", "budget", "flops", "headline"}
-    assert {"uncached", "cached", "ratios"} <= set(results["headline"])
-    assert "ours-grpc-int8 / naive" in results["headline"]["ratios"]["sentiment"]
-    parts = {row["part"] for row in results["budget"]["rows"]}
-    assert {"client serialisation", "encoder", "ensemble overhead (issue's definition)"} <= parts
+    assert set(results) >= {"meta", "systems", "runs", "agreement", "budget", "ceiling", "flops", "headline"}
+    assert {"uncached", "cached", "ratios", "p50_c1_ratios", "ceiling_texts_per_s"} <= set(results["headline"])
+    for ratio in ("ours-fused / naive", "ours-fused / fastapi-ort", "ours-ensemble / fastapi-ort"):
+        assert ratio in results["headline"]["ratios"]["sentiment"]
+    assert set(results["budget"]) == {"fused", "ensemble"}
+    ensemble_parts = {row["part"] for row in results["budget"]["ensemble"]["rows"]}
+    assert {"client serialisation", "encoder", "ensemble overhead (issue's definition)"} <= ensemble_parts
+    assert "client serialisation" in {row["part"] for row in results["budget"]["fused"]["rows"]}
+    assert {(r["processes"], r["batch"]) for r in results["ceiling"]["rows"]} == {(1, 1), (1, 32), (2, 1), (2, 32)}
+    fused = results["headline"]["uncached"]["sentiment"]["ours-fused"]
+    assert math.isfinite(fused["p50_c1_ms"]) and fused["ceiling_share"] is not None  # smoke sweeps concurrency 1
     assert results["flops"]["peak"]["assumptions"]
     table = (out / "table.md").read_text()
-    for heading in ("Best throughput with client p99", "Cached scenarios", "Latency budget", "Compute limit"):
+    for heading in (
+        "Best throughput with client p99",
+        "share of the in-process ceiling",
+        "p50 at concurrency 1**, ours / baseline",
+        "Cached scenarios",
+        "Latency budget of one request (fused",
+        "Latency budget of one request (ensemble",
+        "In-process ceiling: no server",
+        "Compute limit",
+    ):
         assert heading in table
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -36,6 +36,12 @@ if "--exportOutput" in args:
 """
 
 
+def container_encoder():
+    """`sentiment_encoder` as the container target serves it (the fused model's BLS target)."""
+    specs = {s.name: s for s in default_specs(RepoSettings(max_length=16, max_batch_size=8), "container")}
+    return specs["sentiment_encoder"]
+
+
 def load_script():
     spec = importlib.util.spec_from_file_location("build_engines", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -44,24 +50,33 @@ def load_script():
 
 
 build_engines = load_script()
-LOGITS = np.array([[0.25, -1.0], [2.0, 1.5], [0.0, 0.5]], np.float32)
+# What the encoder graph returns (softmax and argmax folded in): probabilities and label_index.
+PROBABILITIES = np.array([[0.75, 0.25], [0.375, 0.625], [0.5625, 0.4375]], np.float32)
+LABEL_INDEX = np.array([[0], [1], [0]], np.int64)
 
 
-def export_output(path: Path, logits: np.ndarray) -> None:
+def reference() -> dict[str, np.ndarray]:
+    return {"probabilities": PROBABILITIES, "label_index": LABEL_INDEX}
+
+
+def export_output(path: Path, outputs: dict[str, np.ndarray]) -> None:
     """Write outputs the way trtexec --exportOutput does (a list of name/dimensions/values)."""
-    values = ", ".join(f"{v:g}" for v in logits.ravel())
-    path.write_text(f'[\n  {{ "name" : "logits"\n  , "dimensions" : "3x2"\n  , "values" : [ {values} ]\n  }}\n]\n')
+    items = []
+    for name, array in outputs.items():
+        values = ", ".join(f"{v:g}" for v in array.ravel())
+        dims = "x".join(str(d) for d in array.shape)
+        items.append(f'  {{ "name" : "{name}"\n  , "dimensions" : "{dims}"\n  , "values" : [ {values} ]\n  }}')
+    path.write_text("[\n" + "\n, ".join(items) + "\n]\n")
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A build/container-like folder: one encoder's ONNX, its engines.json and parity data; fake trtexec."""
-    specs = {s.name: s for s in default_specs(RepoSettings(max_length=16, max_batch_size=8))}
-    spec = as_tensorrt(specs["sentiment_encoder"], opt_batches=[4])
+    spec = as_tensorrt(container_encoder(), opt_batches=[4])
     (tmp_path / "model_repository" / spec.name / "1").mkdir(parents=True)
     (tmp_path / "model_repository" / spec.name / "1" / "model.onnx").write_bytes(b"onnx")
     ids = np.arange(3 * 16, dtype=np.int64).reshape(3, 16)
-    case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, {"logits": LOGITS})
+    case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, reference())
     write_engine_plan([spec], tmp_path, parity={spec.name: case})
     fake = tmp_path / "bin" / "trtexec"
     fake.parent.mkdir()
@@ -71,7 +86,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FAKE_TRT_OUTPUT", str(tmp_path / "trt_output.json"))
     monkeypatch.delenv("FAKE_TRT_EXIT", raising=False)
     monkeypatch.chdir(tmp_path)
-    export_output(tmp_path / "trt_output.json", LOGITS + 0.01)
+    export_output(tmp_path / "trt_output.json", {"probabilities": PROBABILITIES + 0.01, "label_index": LABEL_INDEX})
     return tmp_path
 
 
@@ -100,17 +115,17 @@ def test_builds_the_plan_with_the_generated_command_then_checks_parity(
         "--exportOutput=trt/logs/sentiment_encoder.outputs.json",
     ]
     out = capsys.readouterr().out
-    assert "sentiment_encoder: parity PASS on 3 rows vs onnxruntime: logits: max|diff| 0.01" in out
-    assert "logits: argmax agreement 1.000" in out
+    assert "sentiment_encoder: parity PASS on 3 rows vs onnxruntime: probabilities: max|diff| 0.01" in out
+    assert "probabilities: argmax agreement 1.000" in out
+    assert "label_index: values agreement 1.000" in out
 
 
 def test_several_profiles_build_in_groups_and_parity_runs_on_the_last_with_use_profile(workspace: Path) -> None:
     """TensorRT 10's trtexec: `--profile=N` groups build, `--useProfile=N` selects at inference (a
     `--profile=N` alone at inference would be read as an empty build group and rejected)."""
-    specs = {s.name: s for s in default_specs(RepoSettings(max_length=16, max_batch_size=8))}
-    spec = as_tensorrt(specs["sentiment_encoder"], opt_batches=[1, 8])
+    spec = as_tensorrt(container_encoder(), opt_batches=[1, 8])
     ids = np.arange(3 * 16, dtype=np.int64).reshape(3, 16)
-    case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, {"logits": LOGITS})
+    case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, reference())
     write_engine_plan([spec], workspace, parity={spec.name: case})
     assert main(workspace) == 0
     build, infer = calls(workspace)
@@ -130,19 +145,33 @@ def test_a_fresh_plan_is_kept_but_parity_runs_again(workspace: Path, capsys: pyt
 def test_parity_failure_exits_non_zero_naming_the_output_and_the_difference(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    export_output(workspace / "trt_output.json", LOGITS + 0.3)
+    export_output(workspace / "trt_output.json", {"probabilities": PROBABILITIES + 0.3, "label_index": LABEL_INDEX})
     assert main(workspace) == 1
     err = capsys.readouterr().err
-    assert "sentiment_encoder: FAILED: output 'logits': max|diff| 0.3 vs onnxruntime exceeds 0.05" in err
+    assert "sentiment_encoder: FAILED: output 'probabilities': max|diff| 0.3 vs onnxruntime exceeds 0.05" in err
+
+
+def test_a_flipped_label_index_fails_its_agreement_check(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flipped = LABEL_INDEX.copy()
+    flipped[2] = 1
+    export_output(workspace / "trt_output.json", {"probabilities": PROBABILITIES, "label_index": flipped})
+    assert main(workspace) == 1
+    assert "output 'label_index': values agreement 0.667 below 0.98" in capsys.readouterr().err
+
+
+def test_a_plan_missing_an_output_fails_naming_it(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    export_output(workspace / "trt_output.json", {"probabilities": PROBABILITIES})
+    assert main(workspace) == 1
+    assert "output 'label_index' is missing from the plan's outputs ['probabilities']" in capsys.readouterr().err
 
 
 def test_flipped_labels_fail_the_argmax_check_even_within_the_difference_bound(workspace: Path) -> None:
-    flipped = LOGITS.copy()
-    flipped[2] = [0.26, 0.24]  # the third row's argmax flips
-    checks = {"logits": {"max_abs_diff": 1.0, "min_argmax_agreement": 0.98}}
-    reference = {"logits": {"shape": [3, 2], "values": LOGITS.ravel().tolist()}}
-    with pytest.raises(build_engines.BuildFailed, match=r"output 'logits': argmax agreement 0.667 below 0.98"):
-        build_engines.compare(reference, {"logits": flipped.ravel().tolist()}, checks)
+    flipped = PROBABILITIES.copy()
+    flipped[2] = [0.49, 0.51]  # the third row's argmax flips
+    checks = {"probabilities": {"max_abs_diff": 1.0, "min_argmax_agreement": 0.98}}
+    reference = {"probabilities": {"shape": [3, 2], "values": PROBABILITIES.ravel().tolist()}}
+    with pytest.raises(build_engines.BuildFailed, match=r"output 'probabilities': argmax agreement 0.667 below 0.98"):
+        build_engines.compare(reference, {"probabilities": flipped.ravel().tolist()}, checks)
 
 
 def test_a_failing_trtexec_exits_non_zero_with_the_command_and_the_log_tail(
@@ -166,12 +195,12 @@ def test_missing_inputs_are_named(workspace: Path, capsys: pytest.CaptureFixture
 
 
 def test_trtexec_output_with_nan_is_read_and_fails_the_check() -> None:
-    text = '[\n  { "name" : "logits"\n  , "dimensions" : "1x2"\n  , "values" : [ nan, -inf ]\n  }\n]\n'
+    text = '[\n  { "name" : "probabilities"\n  , "dimensions" : "1x2"\n  , "values" : [ nan, -inf ]\n  }\n]\n'
     outputs = build_engines.read_trtexec_outputs(text)
-    assert np.isnan(outputs["logits"][0]) and outputs["logits"][1] == -np.inf
-    reference = {"logits": {"shape": [1, 2], "values": [0.0, 0.0]}}
+    assert np.isnan(outputs["probabilities"][0]) and outputs["probabilities"][1] == -np.inf
+    reference = {"probabilities": {"shape": [1, 2], "values": [0.5, 0.5]}}
     with pytest.raises(build_engines.BuildFailed, match=r"max\|diff\| inf"):
-        build_engines.compare(reference, outputs, {"logits": {"max_abs_diff": 0.05}})
+        build_engines.compare(reference, outputs, {"probabilities": {"max_abs_diff": 0.05}})
 
 
 def test_without_trtexec_anywhere_the_error_says_where_it_looked(

@@ -17,11 +17,24 @@ import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
+from triton_fastpath.render import python_adapter
+from triton_fastpath.repository import RENDERINGS, RepoSettings, default_specs
 from triton_fastpath.server import ServerConfig, ServerLayout, to_args_list
 
 SCHEMA = json.loads((ASSETS / "compose-spec.json").read_text())
 VALIDATOR = jsonschema.Draft201909Validator(SCHEMA)
-CONTAINER_ADAPTERS = ("tokenizer", "cache_lookup", "postprocess")  # the Python models the container serves
+# The Python adapters the container serves, in either rendering (the fused `text_pipeline`, or
+# the ensemble's tokenizer, cache and postprocess steps).
+CONTAINER_ADAPTERS = tuple(
+    sorted(
+        {
+            adapter
+            for rendering in RENDERINGS
+            for spec in default_specs(RepoSettings(rendering=rendering), "container")
+            if (adapter := python_adapter(spec, "container"))
+        }
+    )
+)
 # Made by `make build-container` (build/data: the data wheels its sentiment step fetches).
 BUILD_OUTPUTS = {"build/container", "build/container/model_repository", "build/data"}
 
@@ -203,13 +216,43 @@ DISTRIBUTIONS = {"grpc": "grpcio", "google": "protobuf", "sklearn": "scikit-lear
 NOT_REACHED = {"safetensors": "triton_fastpath/data.py read_wordllama: the embed model's build only"}
 
 
+# Imported by a container adapter only on a path the container repository does not take by
+# default (reason given); `test_the_triton_image_can_run_the_fused_semantic_layer` tracks it.
+NOT_REACHED_ON_THE_CONTAINER = {
+    "onnxruntime": "fastpath_backends.onnx_model, imported inside OnnxModel(): on the container only the fused "
+    "model's semantic layer (semantic_threshold > 0) opens one; the encoder itself is called by BLS",
+}
+
+
 def test_the_triton_image_installs_every_package_the_container_python_models_import() -> None:
+    assert set(CONTAINER_ADAPTERS) == {"cache_lookup", "postprocess", "text_pipeline", "tokenizer"}
     start = [ADAPTERS_DIR / f"{name}.py" for name in CONTAINER_ADAPTERS]
     found = third_party_imports(start, BACKEND_PACKAGE.parent, {BACKEND_PACKAGE.name})
     found.pop("triton_python_backend_utils")  # provided by the Python backend itself
     assert {"numpy", "tokenizers", "redis"} <= set(found), f"the import scan is broken: {found}"
     installed = set(read_pins(ROOT / "deploy/triton/requirements.txt"))
-    assert sorted(DISTRIBUTIONS.get(n, n) for n in found if DISTRIBUTIONS.get(n, n) not in installed) == []
+    missing = sorted(DISTRIBUTIONS.get(n, n) for n in found if DISTRIBUTIONS.get(n, n) not in installed)
+    assert missing == sorted(NOT_REACHED_ON_THE_CONTAINER)
+
+
+def test_the_default_container_repository_never_opens_onnxruntime_in_python() -> None:
+    """What makes onnxruntime unreachable by default: every fused model calls its encoder by BLS
+    and no semantic layer is on."""
+    for rendering in RENDERINGS:
+        for spec in default_specs(RepoSettings(rendering=rendering), "container"):
+            if python_adapter(spec, "container") == "text_pipeline":
+                assert spec.parameters["encoder"] == "bls", spec.name
+                assert "onnx_file" not in spec.parameters and "semantic_onnx_file" not in spec.parameters, spec.name
+
+
+def test_the_fused_semantic_layer_on_the_container_needs_no_onnxruntime_for_python() -> None:
+    """The image's Python has no onnxruntime (no wheel for its Python 3.10 at our pin): on the
+    container the fused model embeds texts for the semantic layer by BLS to the native embed_encoder."""
+    specs = {s.name: s for s in default_specs(RepoSettings(rendering="fused", semantic_threshold=0.99), "container")}
+    parameters = specs["sentiment_fused"].parameters
+    assert "semantic_onnx_file" not in parameters
+    assert parameters["semantic_encoder_model"] in specs
+    assert "onnxruntime" not in read_pins(ROOT / "deploy/triton/requirements.txt")
 
 
 def test_the_locust_image_installs_every_package_the_locustfiles_import(compose: dict) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from triton_fastpath.assemble import ContainerBuild
 from triton_fastpath.paths import DEFAULT_REPOSITORY
-from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.repository import default_specs
+from triton_fastpath.render import parse_pbtxt, to_pbtxt
+from triton_fastpath.repository import RepoSettings, default_specs
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export
@@ -38,17 +38,13 @@ def configs(repository: Path) -> dict:
 
 def test_every_model_of_the_spec_is_rendered_for_the_container_and_parses(container_root: Path) -> None:
     rendered = configs(container_root / "model_repository")
-    assert sorted(rendered) == sorted(s.name for s in default_specs())
+    assert sorted(rendered) == sorted(s.name for s in default_specs(target="container"))
     for name, config in rendered.items():
         assert config.name == name
     platforms = {name: config.platform or config.backend for name, config in rendered.items()}
     assert {n for n, p in platforms.items() if p == "tensorrt_plan"} == {"sentiment_encoder", "embed_encoder", "digits"}
-    assert {n for n, p in platforms.items() if p == "python"} == {
-        "sentiment_tokenizer",
-        "sentiment_cache",
-        "sentiment_postprocess",
-        "embed_tokenizer",
-    }
+    # the fused rendering: one Python model per text pipeline, calling its native encoder by BLS
+    assert {n for n, p in platforms.items() if p == "python"} == {"sentiment_fused", "embed_fused"}
 
 
 def test_each_backend_finds_its_files(container_root: Path) -> None:
@@ -66,6 +62,15 @@ def test_each_backend_finds_its_files(container_root: Path) -> None:
             for item in warmup.inputs.values():
                 if item.input_data_file:
                     assert (repository / name / "warmup" / item.input_data_file).is_file()
+        parameters = {key: value.string_value for key, value in config.parameters.items()}
+        if "tokenizer_file" in parameters:
+            assert (version / parameters["tokenizer_file"]).is_file(), name
+        if parameters.get("cache") == "true":
+            assert (version / "cache_identity.json").is_file(), f"{name}: the cache namespace needs its identity"
+        for output in config.output:
+            if output.label_filename:
+                labels = (repository / name / output.label_filename).read_text().splitlines()
+                assert len(labels) == output.dims[-1], name
 
 
 def test_ensemble_wiring_holds_in_the_rendered_configs(container_root: Path) -> None:
@@ -81,11 +86,26 @@ def test_ensemble_wiring_holds_in_the_rendered_configs(container_root: Path) -> 
             assert set(step.output_map) <= {t.name for t in model.output}, step.model_name
             produced |= set(step.output_map.values())
         assert {t.name for t in ensemble.output} <= produced
+    for name, config in rendered.items():  # BLS targets are served, with the tensors the caller uses
+        target = config.parameters["encoder_model"].string_value if "encoder_model" in config.parameters else None
+        if target:
+            assert target in rendered, f"{name} calls {target!r}, which is not in the repository"
+            assert {"input_ids", "attention_mask"} == {t.name for t in rendered[target].input}
+            wanted = {"classify": "probabilities", "embed": "embedding"}[config.parameters["task"].string_value]
+            assert wanted in {t.name for t in rendered[target].output}, name
 
 
 def test_both_targets_render_the_same_interfaces_from_the_same_specs(container_root: Path) -> None:
     container = configs(container_root / "model_repository")
     embedded = configs(DEFAULT_REPOSITORY)
+    # The native encoders are only served on the container (the embedded fused models run them in
+    # process): compare them with the embedded rendering of the same specs, as the ensemble lays them out.
+    only_container = sorted(set(container) - set(embedded))
+    assert only_container == ["embed_encoder", "sentiment_encoder"]
+    assert set(embedded) <= set(container)
+    for spec in default_specs(RepoSettings(rendering="ensemble")):
+        if spec.name in only_container:
+            embedded[spec.name] = parse_pbtxt(to_pbtxt(spec, "embedded"))
     for name, config in container.items():
         other = embedded[name]
         assert (list(config.input), list(config.output)) == (list(other.input), list(other.output)), name
@@ -112,11 +132,18 @@ def test_the_trt_builder_plan_points_at_files_that_exist(container_root: Path) -
 
 
 def test_the_sentiment_parity_reference_is_the_real_model_on_real_texts(container_root: Path) -> None:
-    """The reference rows are held-out texts through the served tokenizer: logits that classify."""
+    """The reference rows are held-out texts through the served tokenizer: probabilities that classify,
+    with the graph's own label index (softmax and argmax are folded into the encoder graph)."""
     from triton_fastpath import data as datasets
     from triton_fastpath.paths import BUILD_DIR
 
-    reference = json.loads((container_root / "trt/parity/sentiment_encoder/reference.json").read_text())["logits"]
-    logits = np.asarray(reference["values"]).reshape(reference["shape"])
-    labels = np.asarray(datasets.load_sentiment(BUILD_DIR / "data").test.y[: len(logits)])
-    assert (logits.argmax(axis=1) == labels).mean() >= 0.6  # the model scores ~78% held-out; chance is ~58%
+    reference = json.loads((container_root / "trt/parity/sentiment_encoder/reference.json").read_text())
+    assert set(reference) == {"probabilities", "label_index"}
+    found = reference["probabilities"]
+    probabilities = np.asarray(found["values"]).reshape(found["shape"])
+    label_index = np.asarray(reference["label_index"]["values"]).reshape(reference["label_index"]["shape"])
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    assert label_index.shape == (len(probabilities), 1)
+    np.testing.assert_array_equal(label_index[:, 0], probabilities.argmax(axis=1))
+    labels = np.asarray(datasets.load_sentiment(BUILD_DIR / "data").test.y[: len(probabilities)])
+    assert (probabilities.argmax(axis=1) == labels).mean() >= 0.6  # the model scores ~78% held-out; chance is ~58%

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -28,7 +29,8 @@ from triton_fastpath.tensorrt import (
 )
 
 SETTINGS = RepoSettings(max_length=48, max_batch_size=32)
-SPECS = {s.name: s for s in default_specs(SETTINGS)}
+# The container target: the fused models call the native encoders (`sentiment_encoder`, ...) by BLS.
+SPECS = {s.name: s for s in default_specs(SETTINGS, "container")}
 
 
 def encoder(**overrides) -> TensorRTSpec:
@@ -51,7 +53,10 @@ def test_as_tensorrt_keeps_the_name_tensors_batching_and_warmups_of_the_onnx_spe
 
 def test_default_profile_spans_batch_1_to_max_batch_size_tuned_for_16() -> None:
     assert encoder().profiles == (OptimizationProfile(1, 16, 32),)
-    small = ModelSpec("tiny", ModelKind.ONNX, 4, SPECS["digits"].inputs, SPECS["digits"].outputs, model_file="m.onnx")
+    digits = SPECS["digits"]
+    small = ModelSpec(
+        "tiny", ModelKind.ONNX, 4, digits.inputs, digits.outputs, model_file="m.onnx", labels=digits.labels
+    )
     assert as_tensorrt(small).profiles == (OptimizationProfile(1, 4, 4),)
 
 
@@ -68,6 +73,13 @@ def test_trtexec_command_for_the_sentiment_encoder_uses_fp16_and_the_spec_shapes
         "--timingCacheFile=trt/timing.cache",
         "--skipInference",
     ]
+
+
+def test_as_tensorrt_keeps_the_labels_file_of_a_classifier() -> None:
+    plan = as_tensorrt(SPECS["digits"])
+    assert plan.labels == SPECS["digits"].labels == tuple(str(d) for d in range(10))
+    assert [t.label_filename for t in plan.outputs] == ["labels.txt", None]
+    assert 'label_filename: "labels.txt"' in to_pbtxt(plan, "container")
 
 
 def test_trtexec_command_for_an_image_model_shapes_every_dim() -> None:
@@ -140,15 +152,19 @@ def test_profiles_must_reach_max_batch_size_and_be_ordered() -> None:
             **{**encoder().__dict__, "profiles": (OptimizationProfile(1, 8, 16),)},
         )
     with pytest.raises(ConfigError, match=r"only onnx specs become TensorRT plans \(got kind=python\)"):
-        as_tensorrt(SPECS["sentiment_postprocess"])
+        as_tensorrt(SPECS["sentiment_fused"])
 
 
-def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid() -> None:
-    specs = list(SPECS.values())
+@pytest.mark.parametrize("rendering", ["fused", "ensemble"])
+def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid(rendering: str) -> None:
+    specs = default_specs(dataclasses.replace(SETTINGS, rendering=rendering), "container")
     swapped = container_specs(specs, ContainerBuild())
     kinds = {s.name: s.kind for s in swapped}
     assert {n for n, k in kinds.items() if k is ModelKind.TENSORRT} == {"sentiment_encoder", "embed_encoder", "digits"}
     validate_repository(swapped)  # the same wiring check as the embedded target
+    bls_targets = {s.parameters["encoder_model"] for s in swapped if "encoder_model" in s.parameters}
+    assert bls_targets == ({"sentiment_encoder", "embed_encoder"} if rendering == "fused" else {"sentiment_encoder"})
+    assert bls_targets <= set(kinds), "every BLS target is served"
     assert container_specs(specs, ContainerBuild(encoder_backend="onnxruntime")) == specs
     with pytest.raises(ConfigError, match=r"encoder_backend='tvm'; expected one of"):
         ContainerBuild(encoder_backend="tvm")
@@ -171,6 +187,11 @@ def test_output_checks_scores_by_difference_and_labels_by_agreement() -> None:
         "max_abs_diff": 0.05,
         "min_argmax_agreement": 0.98,
     }
+    assert output_check("probabilities", np.zeros((2, 2), np.float32), "fp16") == {
+        "max_abs_diff": 0.05,
+        "min_argmax_agreement": 0.98,
+    }
+    assert output_check("label_index", np.zeros((2, 1), np.int64), "fp16") == {"min_agreement": 0.98}
     assert output_check("embedding", np.zeros((2, 4), np.float32), "fp32") == {"max_abs_diff": 1e-3}
     assert output_check("label", np.zeros((2, 1), np.int64), "fp16") == {"min_agreement": 0.98}
 
@@ -191,9 +212,13 @@ def test_write_engine_plan_writes_relative_paths_parity_files_and_a_runnable_scr
     ids = np.arange(2 * 48, dtype=np.int64).reshape(2, 48)
     case = ParityCase(
         inputs={"input_ids": ids, "attention_mask": np.ones_like(ids)},
-        reference={"logits": np.array([[0.5, -0.5], [1.0, 2.0]], np.float32)},
+        reference={
+            "probabilities": np.array([[0.75, 0.25], [0.5, 0.5]], np.float32),
+            "label_index": np.array([[0], [1]], np.int64),
+        },
     )
-    path = write_engine_plan([plan, SPECS["sentiment_tokenizer"]], tmp_path, parity={plan.name: case})
+    assert [t.name for t in plan.outputs] == list(case.reference)  # what the encoder graph returns
+    path = write_engine_plan([plan, SPECS["sentiment_fused"]], tmp_path, parity={plan.name: case})
     engines = json.loads(path.read_text())["engines"]
     assert [e["model"] for e in engines] == ["sentiment_encoder"]  # only TensorRT models
     entry = engines[0]
@@ -208,8 +233,15 @@ def test_write_engine_plan_writes_relative_paths_parity_files_and_a_runnable_scr
     }
     raw = (tmp_path / "trt/parity/sentiment_encoder/input_ids.bin").read_bytes()
     np.testing.assert_array_equal(np.frombuffer(raw, np.int64).reshape(2, 48), ids)
+    assert entry["parity"]["outputs"] == {
+        "probabilities": {"max_abs_diff": 0.05, "min_argmax_agreement": 0.98},
+        "label_index": {"min_agreement": 0.98},
+    }
     reference = json.loads((tmp_path / "trt/parity/sentiment_encoder/reference.json").read_text())
-    assert reference == {"logits": {"shape": [2, 2], "values": [0.5, -0.5, 1.0, 2.0]}}
+    assert reference == {
+        "probabilities": {"shape": [2, 2], "values": [0.75, 0.25, 0.5, 0.5]},
+        "label_index": {"shape": [2, 1], "values": [0.0, 1.0]},
+    }
     script = (tmp_path / "trt/build_engines.sh").read_text()
     assert script.startswith("#!/usr/bin/env bash")
     command = script.split("echo '== sentiment_encoder'\n", 1)[1].replace("\\\n", " ")

@@ -60,10 +60,11 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
     )
     assert {v.precision for v in report.variants} == {"fp32", "int8"}
     assert report.variants[0].max_abs_diff < 1e-3 and report.variants[0].label_agreement == 1.0
-    for model in ("tiny_mood", "tiny_mood_tokenizer", "tiny_mood_encoder", "tiny_mood_postprocess"):
+    for model in ("tiny_mood", "tiny_mood_fused"):  # the default rendering: one Python model + its wrapper
         config = parse_pbtxt((repository / model / "config.pbtxt").read_text())
         assert config.name == model
-    assert (repository / "tiny_mood_encoder" / "1" / "model.int8.onnx").exists()
+    assert (repository / "tiny_mood_fused" / "1" / "model.int8.onnx").exists()
+    assert (repository / "tiny_mood" / "labels.txt").read_text().split() == ["sad", "neutral", "happy"]
 
     server = start_server(repository, tmp_path)
     try:

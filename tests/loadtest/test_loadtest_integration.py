@@ -62,15 +62,17 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
     client_sent = gate["figures"]["sentiment"]["requests"]
     server = data["server"]
     # Prometheus's increase over the window equals what Triton itself counted, and what the client sent
-    assert server["sentiment"]["requests"] == served == client_sent
-    encoder = server["sentiment_encoder"]
+    assert server["sentiment"]["requests"] == served
+    # Locust stops its users mid-request: up to one request per user (4) reaches the server unrecorded.
+    assert 0 <= served - client_sent <= 4, (served, client_sent)
+    encoder = server["sentiment_fused"]  # the step that runs the encoder (default rendering: fused)
     assert encoder["requests"] > 0 and encoder["avg_batch"] >= 1
     for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
         assert encoder["stage_ms"][stage] > 0, stage
     assert not math.isnan(encoder["p99_ms"])
     assert 0 < server["sentiment"]["response_cache_hit_ratio"] < 1  # 30% repeats, some answered by the cache
     text = (out / "report.md").read_text()
-    assert "| sentiment_encoder |" in text and "Prometheus at http://127.0.0.1:" in text
+    assert "| sentiment_fused |" in text and "Prometheus at http://127.0.0.1:" in text
 
 
 def test_impossible_sla_makes_the_command_fail_naming_the_checks(triton, tmp_path) -> None:

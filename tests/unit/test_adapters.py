@@ -1,6 +1,7 @@
 """The Triton Python-backend adapters in `python_backends/models/`, loaded from their files and
 driven like Triton drives them: `initialize(args)` with the rendered config as JSON, then
-`execute` on a dynamic batch in which one request is bad. The fake `pb_utils` is in conftest.
+`execute` on a dynamic batch in which one request is bad. The fake `pb_utils` is in conftest
+(BLS calls are answered by the models a test puts in `pb_utils.bls_models`).
 """
 
 from __future__ import annotations
@@ -18,19 +19,21 @@ import onnxruntime as ort
 import pytest
 from google.protobuf import json_format
 
-from fastpath_backends.classify import softmax
+from fastpath_backends.pipeline import TextPipeline
 from fastpath_backends.text import TextEncoder
 from triton_fastpath.render import render, to_model_config
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import SAMPLE_TEXT, SENTIMENT_LABELS, RepoSettings, default_specs
 from triton_fastpath.spec import ModelKind, ModelSpec, TensorSpec
 
 MAX_LENGTH = 16
 LoadAdapter = Callable[[str], types.ModuleType]
+ROWS = "fastpath_cache_rows_total"
+ENCODED = "fastpath_encoder_rows_total"
 
 
-def triton_args(spec: ModelSpec, model_dir: Path) -> dict[str, str]:
+def triton_args(spec: ModelSpec, model_dir: Path, target: str = "embedded") -> dict[str, str]:
     """`initialize(args)` as Triton builds it: the model config as JSON, the model's folder, version 1."""
-    config = json_format.MessageToJson(to_model_config(render(spec, "embedded")), preserving_proto_field_name=True)
+    config = json_format.MessageToJson(to_model_config(render(spec, target)), preserving_proto_field_name=True)
     return {
         "model_config": config,
         "model_repository": str(model_dir),
@@ -61,9 +64,51 @@ def assert_invalid(response: Any, pb_utils: types.ModuleType, pattern: str) -> N
     assert re.search(pattern, response.error.message), response.error.message
 
 
+def settings(rendering: str) -> RepoSettings:
+    return RepoSettings(rendering=rendering, max_length=MAX_LENGTH, max_batch_size=8)
+
+
 @pytest.fixture(scope="module")
 def specs() -> dict[str, ModelSpec]:
-    return {s.name: s for s in default_specs(RepoSettings(max_length=MAX_LENGTH, max_batch_size=8))}
+    """The ensemble rendering: one model per step (tokenizer, cache, encoder, postprocess)."""
+    return {s.name: s for s in default_specs(settings("ensemble"))}
+
+
+@pytest.fixture(scope="module")
+def fused_specs() -> dict[str, ModelSpec]:
+    """The fused rendering on the embedded target: `sentiment_fused` runs the encoder in process."""
+    return {s.name: s for s in default_specs(settings("fused"))}
+
+
+@pytest.fixture(scope="module")
+def container_specs() -> dict[str, ModelSpec]:
+    """The fused rendering on the container target: `sentiment_fused` calls `sentiment_encoder` by BLS."""
+    return {s.name: s for s in default_specs(settings("fused"), "container")}
+
+
+@pytest.fixture(autouse=True)
+def _no_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache models use L1 only: no Redis named by the environment."""
+    monkeypatch.delenv("FASTPATH_REDIS_URL", raising=False)
+
+
+def run_classifier(path: Path, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The tiny served-classifier graph on token rows (what onnxruntime or a native encoder returns)."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = ["probabilities", "label_index"]
+    return dict(zip(names, session.run(names, {"input_ids": ids, "attention_mask": mask})))
+
+
+def serve_encoder(pb_utils: types.ModuleType, name: str, path: Path) -> list[int]:
+    """Answer BLS calls to `name` with the classifier graph; returns the row count of each call."""
+    rows: list[int] = []
+
+    def encoder(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows.append(len(inputs["input_ids"]))
+        return run_classifier(path, inputs["input_ids"], inputs["attention_mask"])
+
+    pb_utils.bls_models[name] = encoder
+    return rows
 
 
 # --- tokenizer.py ------------------------------------------------------------------------------
@@ -137,32 +182,60 @@ def postprocess_model(load_adapter: LoadAdapter, specs: dict[str, ModelSpec], tm
 
 
 @pytest.mark.parametrize(
-    ("bad_logits", "pattern"),
+    ("bad", "pattern"),
     [
         (
-            np.array([[0.1, 0.2, 0.3]], np.float32),
-            r"^sentiment_postprocess: logits have shape \[1, 3\]; expected \[N, 2\]",
+            {"probabilities": np.array([[0.1, 0.2, 0.7]], np.float32), "label_index": np.array([[2]], np.int64)},
+            r"^sentiment_postprocess: probabilities have shape \[1, 3\]; expected \[N, 2\]",
         ),
-        (np.array([[np.nan, 0.2]], np.float32), r"^sentiment_postprocess: logits contain NaN or Inf"),
+        (
+            {"probabilities": np.array([[np.nan, 0.2]], np.float32), "label_index": np.array([[1]], np.int64)},
+            r"^sentiment_postprocess: probabilities contain NaN or Inf",
+        ),
+        (
+            {"probabilities": np.array([[0.4, 0.6]], np.float32), "label_index": np.array([[2]], np.int64)},
+            r"^sentiment_postprocess: label_index \[2\] does not index 2 labels for 1 rows",
+        ),
+        (
+            {"probabilities": np.array([[0.4, 0.6]], np.float32)},
+            r"^sentiment_postprocess: input 'label_index' is missing",
+        ),
     ],
-    ids=["wrong-width", "nan"],
+    ids=["wrong-width", "nan", "index-out-of-range", "no-index"],
 )
 def test_postprocess_adapter_fails_only_the_bad_request(
-    postprocess_model: Any, pb_utils: types.ModuleType, bad_logits: np.ndarray, pattern: str
+    postprocess_model: Any, pb_utils: types.ModuleType, bad: dict[str, np.ndarray], pattern: str
 ) -> None:
-    good_a = np.array([[0.0, 2.0]], np.float32)
-    good_b = np.array([[3.0, -1.0], [0.5, 0.7]], np.float32)
+    good_a = np.array([[0.1, 0.9]], np.float32)
+    good_b = np.array([[0.8, 0.2], [0.45, 0.55]], np.float32)
     responses = postprocess_model.execute(
-        [request(pb_utils, logits=good_a), request(pb_utils, logits=bad_logits), request(pb_utils, logits=good_b)]
+        [
+            request(pb_utils, probabilities=good_a, label_index=np.array([[1]], np.int64)),
+            request(pb_utils, **bad),
+            request(pb_utils, probabilities=good_b, label_index=np.array([[0], [1]], np.int64)),
+        ]
     )
     assert len(responses) == 3
     assert_invalid(responses[1], pb_utils, pattern)
     first, third = assert_ok(responses[0]), assert_ok(responses[2])
+    assert list(first) == ["label", "probability"]  # probabilities come from the encoder, not from here
     assert first["label"].tolist() == [[b"positive"]]
     assert third["label"].tolist() == [[b"negative"], [b"positive"]]
-    np.testing.assert_allclose(third["probabilities"], softmax(good_b), rtol=1e-6)
-    np.testing.assert_allclose(third["probability"][:, 0], softmax(good_b).max(axis=1), rtol=1e-6)
-    assert first["probabilities"].shape == (1, 2)
+    np.testing.assert_array_equal(first["probability"], [[np.float32(0.9)]])
+    np.testing.assert_array_equal(third["probability"][:, 0], good_b.max(axis=1))
+    assert third["probability"].shape == (2, 1) and third["probability"].dtype == np.float32
+
+
+def test_postprocess_adapter_names_the_label_the_graph_chose(
+    postprocess_model: Any, pb_utils: types.ModuleType
+) -> None:
+    """The label index is the graph's ArgMax output: the adapter looks it up, it does not recompute it."""
+    (response,) = postprocess_model.execute(
+        [request(pb_utils, probabilities=np.array([[0.7, 0.3]], np.float32), label_index=np.array([[1]], np.int64))]
+    )
+    outputs = assert_ok(response)
+    assert outputs["label"].tolist() == [[b"positive"]]
+    np.testing.assert_array_equal(outputs["probability"], [[np.float32(0.3)]])
 
 
 def test_postprocess_adapter_reads_the_labels_parameter(postprocess_model: Any) -> None:
@@ -254,4 +327,340 @@ def test_onnx_runner_reads_the_rendered_parameters(make_runner: Callable[..., An
     assert runner.model.path == tmp_path / "doubler" / "1" / "model.onnx"
     assert json.loads(triton_args(doubling_spec({}), tmp_path)["model_config"])["parameters"]["onnx_file"] == {
         "string_value": "model.onnx"
+    }
+
+
+# --- text_pipeline.py (the fused rendering) ---------------------------------------------------
+
+CACHE_IDENTITY = {"model": "sentiment", "version": "1", "weights": "tiny", "tokenizer": "tiny"}
+# The warmup sample the build writes for a text model (`warmup/text`).
+WARMUP_TEXT = {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)}
+
+
+def install(spec: ModelSpec, root: Path, files: dict[str, Path]) -> Path:
+    """The model's folder with `files` (name in the version folder -> source) and a cache identity."""
+    model_dir = root / spec.name
+    (model_dir / "1").mkdir(parents=True)
+    for name, source in files.items():
+        shutil.copyfile(source, model_dir / "1" / name)
+    (model_dir / "1" / "cache_identity.json").write_text(json.dumps(CACHE_IDENTITY))
+    return model_dir
+
+
+def warm_up(model: Any, spec: ModelSpec, pb_utils: types.ModuleType, samples: dict[str, np.ndarray]) -> None:
+    """Run the spec's warmups as Triton does before the model is ready: for each warmup, `count`
+    executions of `batch_size` requests holding one sample row each; all must succeed."""
+    for warmup in spec.warmups:
+        for _ in range(warmup.count):
+            one = {item.name: samples[item.name][None] for item in warmup.inputs}
+            responses = model.execute([request(pb_utils, **one) for _ in range(warmup.batch_size)])
+            assert len(responses) == warmup.batch_size
+            for response in responses:
+                assert_ok(response)
+
+
+def counters(pb_utils: types.ModuleType, **labels: str) -> dict[str, float]:
+    """The cache and encoder counters of one model (labels `model`, `pipeline`)."""
+    found = {
+        outcome: pb_utils.MetricFamily.value_of(ROWS, outcome=outcome, **labels)
+        for outcome in ("l1_hit", "l2_hit", "semantic_hit", "miss")
+    }
+    found["lookups"] = pb_utils.MetricFamily.value_of("fastpath_cache_lookups_total", **labels)
+    found["encoded"] = pb_utils.MetricFamily.value_of(ENCODED, **labels)
+    return found
+
+
+def counted(pb_utils: types.ModuleType, before: dict[str, float], **labels: str) -> dict[str, float]:
+    """What the counters counted since `before` (non-zero ones only)."""
+    return {k: v - before[k] for k, v in counters(pb_utils, **labels).items() if v != before[k]}
+
+
+def count_encoder_rows(model: Any) -> list[int]:
+    """Wrap the pipeline's encoder: the rows of each call it gets from now on."""
+    rows: list[int] = []
+    inner = model.pipeline.run_encoder
+
+    def encode(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        rows.append(len(ids))
+        return inner(ids, mask)
+
+    model.pipeline.run_encoder = encode
+    return rows
+
+
+@pytest.fixture
+def fused_model(
+    load_adapter: LoadAdapter,
+    fused_specs: dict[str, ModelSpec],
+    tokenizer_file: Path,
+    classifier_onnx: Path,
+    tmp_path: Path,
+) -> Any:
+    """`sentiment_fused` on the embedded target, initialized and warmed up."""
+    spec = fused_specs["sentiment_fused"]
+    assert spec.parameters["encoder"] == "in_process"
+    model_dir = install(
+        spec, tmp_path, {"tokenizer.json": tokenizer_file, spec.parameters["onnx_file"]: classifier_onnx}
+    )
+    adapter = load_adapter("text_pipeline")
+    model = adapter.TritonPythonModel()
+    model.initialize(triton_args(spec, model_dir))
+    warm_up(model, spec, adapter.pb_utils, WARMUP_TEXT)
+    return model
+
+
+def in_process_pipeline(tokenizer_file: Path, classifier_onnx: Path) -> TextPipeline:
+    """The same pipeline run directly in the test: no cache, onnxruntime on the same graph."""
+    return TextPipeline(
+        TextEncoder(tokenizer_file, MAX_LENGTH),
+        lambda ids, mask: run_classifier(classifier_onnx, ids, mask)["probabilities"],
+        labels=SENTIMENT_LABELS,
+    )
+
+
+def test_text_pipeline_adapter_fails_only_the_empty_text_as_the_tokenizer_adapter_does(
+    fused_model: Any, tokenizer_model: Any, pb_utils: types.ModuleType, tokenizer_file: Path, classifier_onnx: Path
+) -> None:
+    good_texts = [b"a warm funny film", b"the acting is great", b"a dull and lifeless movie"]
+    requests = [
+        request(pb_utils, text=texts(good_texts[0])),
+        request(pb_utils, text=texts(b"   ")),
+        request(pb_utils, text=texts(*good_texts[1:])),
+    ]
+    responses = fused_model.execute(requests)
+    assert len(responses) == 3
+    assert_invalid(responses[1], pb_utils, r"^sentiment_fused: text\[0\] is empty or whitespace only")
+    (tokenizer_response,) = tokenizer_model.execute([request(pb_utils, text=texts(b"   "))])
+    fused_body = responses[1].error.message.removeprefix("sentiment_fused: ")
+    assert fused_body == tokenizer_response.error.message.removeprefix("sentiment_tokenizer: ")
+
+    expected, _ = in_process_pipeline(tokenizer_file, classifier_onnx).run(
+        [[good_texts[0].decode()], [t.decode() for t in good_texts[1:]]]
+    )
+    for response, want, rows in zip((responses[0], responses[2]), expected, (1, 2)):
+        outputs = assert_ok(response)
+        assert list(outputs) == ["label", "probability", "probabilities", "truncated"]  # the config's outputs
+        assert outputs["label"].shape == (rows, 1) and outputs["probabilities"].shape == (rows, 2)
+        assert outputs["label"].tolist() == want["label"].tolist()
+        np.testing.assert_allclose(outputs["probabilities"], want["probabilities"], rtol=1e-6)
+        np.testing.assert_allclose(outputs["probability"], want["probability"], rtol=1e-6)
+        np.testing.assert_array_equal(outputs["truncated"], want["truncated"])
+        assert outputs["truncated"].dtype == np.bool_ and outputs["probability"].dtype == np.float32
+        best = outputs["probabilities"].argmax(axis=1)
+        assert outputs["label"][:, 0].tolist() == [SENTIMENT_LABELS[i].encode() for i in best]
+        np.testing.assert_array_equal(outputs["probability"][:, 0], outputs["probabilities"].max(axis=1))
+    labels = {label for r in (responses[0], responses[2]) for (label,) in assert_ok(r)["label"].tolist()}
+    assert labels == {b"negative", b"positive"}, "the tiny graph gives both labels on these texts"
+
+
+def test_text_pipeline_adapter_rejects_bad_bytes_and_a_missing_input(
+    fused_model: Any, pb_utils: types.ModuleType
+) -> None:
+    responses = fused_model.execute(
+        [request(pb_utils, text=texts(b"fine", b"\xff")), request(pb_utils, other=texts(b"x"))]
+    )
+    assert_invalid(responses[0], pb_utils, r"^sentiment_fused: text\[1\] is not valid UTF-8.*0xff")
+    assert_invalid(responses[1], pb_utils, r"^sentiment_fused: input 'text' is missing")
+
+
+def test_text_pipeline_adapter_answers_a_repeated_request_from_l1_without_the_encoder(
+    fused_model: Any, pb_utils: types.ModuleType
+) -> None:
+    rows = count_encoder_rows(fused_model)
+    labels = {"model": "sentiment_fused", "pipeline": "sentiment"}
+    before = counters(pb_utils, **labels)
+    first = assert_ok(fused_model.execute([request(pb_utils, text=texts(b"a warm funny film", b"thin plot"))])[0])
+    assert rows == [2]
+    assert counted(pb_utils, before, **labels) == {"miss": 2, "lookups": 1, "encoded": 2}
+    before = counters(pb_utils, **labels)
+    again = assert_ok(fused_model.execute([request(pb_utils, text=texts(b"a warm funny film", b"thin plot"))])[0])
+    assert rows == [2], "a repeated request must not reach the encoder"
+    assert counted(pb_utils, before, **labels) == {"l1_hit": 2, "lookups": 1}
+    for name in first:
+        np.testing.assert_array_equal(again[name], first[name])
+    # a partial hit, in a batch of two requests: only the new text goes to the encoder
+    before = counters(pb_utils, **labels)
+    fused_model.execute(
+        [request(pb_utils, text=texts(b"thin plot")), request(pb_utils, text=texts(b"the worst script"))]
+    )
+    assert rows == [2, 1]
+    assert counted(pb_utils, before, **labels) == {"l1_hit": 1, "miss": 1, "lookups": 1, "encoded": 1}
+
+
+def test_text_pipeline_adapter_reads_its_parameters(fused_model: Any) -> None:
+    assert fused_model.name == "sentiment_fused"
+    assert fused_model.output_names == ["label", "probability", "probabilities", "truncated"]
+    pipeline = fused_model.pipeline
+    assert pipeline.labels == SENTIMENT_LABELS
+    assert pipeline.tokenizer.max_length == MAX_LENGTH
+    assert pipeline.cache is not None and pipeline.cache.tiers.l2 is None and pipeline.semantic is None
+    assert pipeline.cache.prefix == "fastpath:"
+    fused_model.finalize()
+    assert fused_model.pipeline is None
+
+
+def build_embedding_graph(path: Path, dim: int = 4) -> Path:
+    """input_ids, attention_mask [N, MAX_LENGTH] -> embedding float32 [N, dim] (fixed weights)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(3).normal(size=(MAX_LENGTH, dim)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["input_ids", "attention_mask"], ["kept"]),
+            helper.make_node("Cast", ["kept"], ["kept_f"], to=TensorProto.FLOAT),
+            helper.make_node("MatMul", ["kept_f", "weights"], ["embedding"]),
+        ],
+        "embedding",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", MAX_LENGTH]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", MAX_LENGTH]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", dim])],
+        initializer=[numpy_helper.from_array(weights, "weights")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_text_pipeline_adapter_embeds_and_returns_only_the_declared_outputs(
+    load_adapter: LoadAdapter,
+    fused_specs: dict[str, ModelSpec],
+    pb_utils: types.ModuleType,
+    tokenizer_file: Path,
+    tmp_path: Path,
+) -> None:
+    spec = fused_specs["embed_fused"]
+    assert (spec.parameters["task"], spec.parameters["cache"]) == ("embed", "false")
+    graph = build_embedding_graph(tmp_path / "embedding.onnx")
+    model_dir = install(spec, tmp_path, {"tokenizer.json": tokenizer_file, spec.parameters["onnx_file"]: graph})
+    model = load_adapter("text_pipeline").TritonPythonModel()
+    model.initialize(triton_args(spec, model_dir))
+    warm_up(model, spec, pb_utils, WARMUP_TEXT)
+    labels = {"model": "embed_fused", "pipeline": "embed"}
+    before = counters(pb_utils, **labels)
+    responses = model.execute([request(pb_utils, text=texts(b"a warm funny film")), request(pb_utils, text=texts(b""))])
+    assert counted(pb_utils, before, **labels) == {"encoded": 1}  # no cache: every good row is computed
+    outputs = assert_ok(responses[0])
+    assert list(outputs) == ["embedding"]  # `truncated` is not an output of embed
+    encoded = TextEncoder(tokenizer_file, MAX_LENGTH).encode(["a warm funny film"])
+    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    (want,) = session.run(["embedding"], {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask})
+    np.testing.assert_allclose(outputs["embedding"], want, rtol=1e-6)
+    assert outputs["embedding"].dtype == np.float32
+    assert_invalid(responses[1], pb_utils, r"^embed_fused: text\[0\] is empty or whitespace only")
+
+
+@pytest.fixture
+def bls_fused_model(
+    load_adapter: LoadAdapter,
+    container_specs: dict[str, ModelSpec],
+    tokenizer_file: Path,
+    classifier_onnx: Path,
+    tmp_path: Path,
+) -> tuple[Any, list[int]]:
+    """`sentiment_fused` on the container target with `sentiment_encoder` served to its BLS calls,
+    initialized and warmed up; returns the model and the row counts of the BLS calls from now on."""
+    spec = container_specs["sentiment_fused"]
+    model_dir = install(spec, tmp_path, {"tokenizer.json": tokenizer_file})
+    adapter = load_adapter("text_pipeline")
+    model = adapter.TritonPythonModel()
+    model.initialize(triton_args(spec, model_dir, "container"))
+    calls = serve_encoder(adapter.pb_utils, "sentiment_encoder", classifier_onnx)
+    warm_up(model, spec, adapter.pb_utils, WARMUP_TEXT)
+    calls.clear()
+    return model, calls
+
+
+def test_text_pipeline_adapter_on_the_container_sends_only_missed_rows_to_the_encoder_by_bls(
+    bls_fused_model: tuple[Any, list[int]],
+    container_specs: dict[str, ModelSpec],
+    pb_utils: types.ModuleType,
+    tokenizer_file: Path,
+    classifier_onnx: Path,
+) -> None:
+    model, calls = bls_fused_model
+    params = container_specs["sentiment_fused"].parameters
+    assert (params["encoder"], params["encoder_model"], params["encoder_max_batch_size"]) == (
+        "bls",
+        "sentiment_encoder",
+        "8",
+    )
+    words = ["warm", "funny", "dull", "great", "thin", "worst", "best", "film", "plot", "acting"]
+    first = [f"a {w} movie".encode() for w in words[:5]]
+    second = [f"the {w} script".encode() for w in words[5:]]
+    responses = model.execute([request(pb_utils, text=texts(*first)), request(pb_utils, text=texts(*second))])
+    assert calls == [8, 2], "10 missed rows in chunks of the encoder's max batch size"
+    expected, _ = in_process_pipeline(tokenizer_file, classifier_onnx).run(
+        [[t.decode() for t in first], [t.decode() for t in second]]
+    )
+    for response, want in zip(responses, expected):
+        outputs = assert_ok(response)
+        assert outputs["label"].tolist() == want["label"].tolist()
+        np.testing.assert_allclose(outputs["probabilities"], want["probabilities"], rtol=1e-6)
+    assert_ok(model.execute([request(pb_utils, text=texts(first[0], b"something new"))])[0])
+    assert calls == [8, 2, 1], "only the missed row goes to the encoder"
+    last = pb_utils.bls_requests[-1]
+    assert (last.model_name, last.requested_output_names) == ("sentiment_encoder", ["probabilities"])
+    assert last.preferred_memory == pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
+    assert [t.name() for t in last.inputs()] == ["input_ids", "attention_mask"]
+
+
+def test_text_pipeline_adapter_reports_an_unavailable_bls_encoder_as_internal(
+    bls_fused_model: tuple[Any, list[int]], pb_utils: types.ModuleType
+) -> None:
+    model, _ = bls_fused_model
+    del pb_utils.bls_models["sentiment_encoder"]  # unloaded after the fused model was ready
+    (response,) = model.execute([request(pb_utils, text=texts(b"a warm funny film"))])
+    assert response.error is not None and response.error.code == pb_utils.TritonError.INTERNAL
+    assert response.error.message.startswith(
+        "sentiment_fused: internal error RuntimeError: encoder 'sentiment_encoder'"
+    )
+    assert "not ready" in response.error.message
+
+
+# --- cache_lookup.py (the ensemble rendering's cache step) --------------------------------------
+
+
+@pytest.fixture
+def cache_model(load_adapter: LoadAdapter, specs: dict[str, ModelSpec], tmp_path: Path) -> Any:
+    spec = specs["sentiment_cache"]
+    model_dir = install(spec, tmp_path, {})
+    model = load_adapter("cache_lookup").TritonPythonModel()
+    model.initialize(triton_args(spec, model_dir))
+    return model
+
+
+def test_cache_adapter_returns_probabilities_and_label_index_computing_only_missed_rows(
+    cache_model: Any, pb_utils: types.ModuleType, tokenizer_file: Path, classifier_onnx: Path
+) -> None:
+    calls = serve_encoder(pb_utils, "sentiment_encoder", classifier_onnx)
+    encoded = TextEncoder(tokenizer_file, MAX_LENGTH).encode(["a warm funny film", "thin plot", "the worst script"])
+    ids, mask = encoded.input_ids, encoded.attention_mask
+    responses = cache_model.execute(
+        [
+            request(pb_utils, input_ids=ids[:1], attention_mask=mask[:1]),
+            request(pb_utils, input_ids=ids[:1]),
+            request(pb_utils, input_ids=ids[1:], attention_mask=mask[1:]),
+        ]
+    )
+    assert_invalid(responses[1], pb_utils, r"^sentiment_cache: input 'attention_mask' is missing")
+    want = run_classifier(classifier_onnx, ids, mask)
+    first, third = assert_ok(responses[0]), assert_ok(responses[2])
+    assert list(first) == ["probabilities", "label_index"]
+    np.testing.assert_allclose(first["probabilities"], want["probabilities"][:1], rtol=1e-6)
+    np.testing.assert_array_equal(third["label_index"], want["label_index"][1:])
+    assert third["label_index"].dtype == np.int64 and third["label_index"].shape == (2, 1)
+    assert calls == [3]
+    again = cache_model.execute([request(pb_utils, input_ids=ids[::-1], attention_mask=mask[::-1])])
+    assert calls == [3], "every row is in L1"
+    np.testing.assert_array_equal(assert_ok(again[0])["label_index"], want["label_index"][::-1])
+    labels = {"model": "sentiment_cache", "pipeline": "sentiment"}  # the same counters as the fused model
+    assert counted(pb_utils, dict.fromkeys(counters(pb_utils, **labels), 0.0), **labels) == {
+        "l1_hit": 3,
+        "miss": 3,
+        "lookups": 2,
+        "encoded": 3,
     }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fastpath_backends.batch import concat_rows, run_isolated, split_rows
-from fastpath_backends.classify import classify, parse_labels, softmax
+from fastpath_backends.classify import classify, label_rows, parse_labels, softmax
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
 from triton_fastpath.assemble import serialize_strings, warmup_bytes
@@ -74,6 +74,60 @@ def test_parse_labels_strips_and_drops_empty_entries() -> None:
 def test_parse_labels_rejects_fewer_than_two_labels(value: str) -> None:
     with pytest.raises(ValueError, match=r"parameter labels=.*; expected at least two comma-separated labels"):
         parse_labels(value)
+
+
+# --- label_rows (the encoder graph's folded head) ----------------------------------------------
+
+
+def test_label_rows_names_the_label_index_the_graph_chose_even_against_the_argmax() -> None:
+    probabilities = np.array([[0.2, 0.7, 0.1], [0.5, 0.2, 0.3]], dtype=np.float32)
+    chosen = label_rows(probabilities, LABELS, np.array([[2], [0]], dtype=np.int64))
+    assert chosen.label[:, 0].tolist() == [b"neutral", b"negative"]  # row 0: the graph's index, not the argmax
+    np.testing.assert_array_equal(chosen.probability, np.array([[0.1], [0.5]], dtype=np.float32))
+    assert chosen.probability.dtype == np.float32 and chosen.label.dtype == object
+    np.testing.assert_array_equal(chosen.probabilities, probabilities)
+
+
+def test_label_rows_without_an_index_takes_the_argmax_as_the_graph_would() -> None:
+    probabilities = np.array([[0.2, 0.7, 0.1], [0.5, 0.2, 0.3]], dtype=np.float64)
+    result = label_rows(probabilities, LABELS)
+    assert result.label[:, 0].tolist() == [b"positive", b"negative"]
+    assert result.probabilities.dtype == np.float32
+    np.testing.assert_array_equal(result.probability[:, 0], np.array([0.7, 0.5], dtype=np.float32))
+    flat_index = label_rows(probabilities, LABELS, np.array([1, 0]))  # [N] as well as [N, 1]
+    assert flat_index.label[:, 0].tolist() == result.label[:, 0].tolist()
+
+
+def test_label_rows_agrees_with_classify_on_the_softmax_of_logits() -> None:
+    logits = np.array([[0.1, 2.0, -1.0], [3.0, 0.0, 0.5]], dtype=np.float32)
+    from_logits = classify(logits, LABELS)
+    folded = label_rows(softmax(logits), LABELS, softmax(logits).argmax(axis=1)[:, None])
+    assert folded.label.tolist() == from_logits.label.tolist()
+    np.testing.assert_array_equal(folded.probability, from_logits.probability)
+
+
+@pytest.mark.parametrize(("shape", "shown"), [((2, 2), r"\[2, 2\]"), ((4,), r"\[4\]"), ((1, 3, 1), r"\[1, 3, 1\]")])
+def test_label_rows_rejects_probabilities_of_the_wrong_width(shape: tuple[int, ...], shown: str) -> None:
+    with pytest.raises(BadRequest, match=rf"^probabilities have shape {shown}; expected \[N, 3\]"):
+        label_rows(np.full(shape, 0.25, dtype=np.float32), LABELS)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_label_rows_rejects_non_finite_probabilities(bad: float) -> None:
+    probabilities = np.array([[0.2, 0.7, 0.1], [0.5, bad, 0.3]], dtype=np.float32)
+    with pytest.raises(BadRequest, match=r"^probabilities contain NaN or Inf"):
+        label_rows(probabilities, LABELS, np.array([[1], [0]]))
+
+
+@pytest.mark.parametrize(
+    ("index", "shown"),
+    [([[3], [0]], r"\[3, 0\]"), ([[-1], [0]], r"\[-1, 0\]"), ([[0]], r"\[0\]"), ([[0], [1], [2]], r"\[0, 1, 2\]")],
+    ids=["too-big", "negative", "too-few", "too-many"],
+)
+def test_label_rows_rejects_a_label_index_that_does_not_index_the_labels(index: list, shown: str) -> None:
+    probabilities = np.array([[0.2, 0.7, 0.1], [0.5, 0.2, 0.3]], dtype=np.float32)
+    with pytest.raises(BadRequest, match=rf"^label_index {shown} does not index 3 labels for 2 rows"):
+        label_rows(probabilities, LABELS, np.array(index, dtype=np.int64))
 
 
 # --- run_isolated ------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from google.protobuf import text_format
 
+from triton_fastpath.assemble import assemble
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.render import (
@@ -24,7 +26,7 @@ from triton_fastpath.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.repository import default_specs
+from triton_fastpath.repository import DIGITS_LABELS, SENTIMENT_LABELS, RepoSettings, default_specs
 from triton_fastpath.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -506,3 +508,50 @@ def test_every_default_spec_renders_and_parses_for_the_container(spec: ModelSpec
     if spec.kind is ModelKind.ONNX:
         assert message.platform == "onnxruntime_onnx"
         assert [g.kind for g in message.instance_group] == [message.instance_group[0].KIND_GPU]
+
+
+# --- labels (Triton's classification extension) -------------------------------------------------
+
+
+def labelled_outputs(spec: ModelSpec, target: Target) -> dict[str, str]:
+    return {o["name"]: o["label_filename"] for o in render(spec, target)["output"] if "label_filename" in o}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rendering", ["fused", "ensemble"])
+def test_label_filename_is_on_the_top_level_probabilities_only(rendering: str, target: Target) -> None:
+    specs = {s.name: s for s in default_specs(RepoSettings(rendering=rendering), target)}
+    assert labelled_outputs(specs["sentiment"], target) == {"probabilities": "labels.txt"}
+    assert labelled_outputs(specs["digits"], target) == {"probabilities": "labels.txt"}
+    assert (specs["sentiment"].labels, specs["digits"].labels) == (SENTIMENT_LABELS, DIGITS_LABELS)
+    steps = [name for name in specs if name not in ("sentiment", "digits", "embed")]
+    assert steps, "every rendering has steps"
+    for name in [*steps, "embed"]:
+        assert labelled_outputs(specs[name], target) == {}, name
+    text = to_pbtxt(specs["sentiment"], target)
+    assert 'label_filename: "labels.txt"' in text
+    assert parse_pbtxt(text).output[2].label_filename == "labels.txt"
+
+
+def test_assemble_writes_the_labels_file_one_label_per_line_in_output_order(tmp_path: Path) -> None:
+    specs = default_specs(RepoSettings(rendering="fused"))
+    wanted = {"sentiment", "sentiment_fused", "digits"}
+    text = {"text": np.array([b"a warm film"], dtype=object)}
+    assemble([s for s in specs if s.name in wanted], tmp_path, warmup_samples={"sentiment_fused": text})
+    assert (tmp_path / "sentiment" / "labels.txt").read_text() == "negative\npositive\n"
+    assert (tmp_path / "digits" / "labels.txt").read_text().splitlines() == [str(d) for d in range(10)]
+    assert not (tmp_path / "sentiment_fused" / "labels.txt").exists()
+    assert sorted(p.name for p in tmp_path.glob("*/labels.txt")) == ["labels.txt", "labels.txt"]
+
+
+def test_assemble_writes_the_labels_of_a_custom_classifier_in_its_order(tmp_path: Path) -> None:
+    labels = ("zeta", "alpha", "m\u00fc")
+    spec = make_spec(
+        ModelKind.ONNX,
+        model_file="model.onnx",
+        outputs=(TensorSpec("scores", "TYPE_FP32", (3,), label_filename="classes.txt"),),
+        labels=labels,
+    )
+    assemble([spec], tmp_path)
+    assert (tmp_path / "m" / "classes.txt").read_text(encoding="utf-8") == "zeta\nalpha\nm\u00fc\n"
+    assert 'label_filename: "classes.txt"' in (tmp_path / "m" / "config.pbtxt").read_text()

@@ -16,7 +16,8 @@ import pytest
 
 from clients.codegen import class_prefix, field_name, load_repository, module_name, plan_models, signature_of
 from clients.codegen_render import render_package
-from triton_fastpath.render import parse_pbtxt
+from triton_fastpath.render import parse_pbtxt, write_config
+from triton_fastpath.repository import RepoSettings, default_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ROOT / "clients" / "generated"
@@ -144,9 +145,31 @@ def test_models_a_client_cannot_serve_are_skipped_with_the_reason_even_with_all(
 
 def test_the_real_repository_gets_clients_for_its_top_level_models_not_their_steps() -> None:
     plan = plan_models(load_repository(ROOT / "model_repository"))
-    assert {"digits", "sentiment"} <= set(plan.selected)
-    steps = {"sentiment_tokenizer", "sentiment_cache", "sentiment_encoder", "sentiment_postprocess"}
-    assert steps <= set(plan.skipped)
+    assert set(plan.selected) == {"digits", "embed", "sentiment"}
+    assert plan.skipped == {
+        "sentiment_fused": "a step of ensemble sentiment (use --all to include steps)",
+        "embed_fused": "a step of ensemble embed (use --all to include steps)",
+    }
+    assert {"sentiment_fused", "embed_fused"} <= set(
+        plan_models(load_repository(ROOT / "model_repository"), include_steps=True).selected
+    )
+
+
+@pytest.mark.parametrize(("rendering", "target"), [("ensemble", "embedded"), ("fused", "container")])
+def test_other_renderings_get_clients_for_the_same_top_level_models(
+    rendering: str, target: str, tmp_path: Path
+) -> None:
+    for spec in default_specs(RepoSettings(rendering=rendering), target):
+        write_config(spec, target, tmp_path)
+    plan = plan_models(load_repository(tmp_path))
+    assert set(plan.selected) == {"digits", "embed", "sentiment"}
+    if rendering == "ensemble":
+        steps = {"sentiment_tokenizer", "sentiment_cache", "sentiment_encoder", "sentiment_postprocess"}
+        steps |= {"embed_tokenizer", "embed_encoder"}
+    else:  # the native encoders are BLS targets of the fused models
+        steps = {"sentiment_fused", "sentiment_encoder", "embed_fused", "embed_encoder"}
+    assert set(plan.skipped) == steps
+    assert "parameter encoder_model" in plan.skipped["sentiment_encoder"]
 
 
 # --- names and signatures ----------------------------------------------------------------------

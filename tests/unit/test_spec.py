@@ -541,16 +541,16 @@ def test_validate_repository_returns_specs_by_name_and_checks_ensembles() -> Non
         validate_repository([models["enc"], ensemble()])
 
 
-@pytest.mark.parametrize(
-    "settings",
-    [
-        RepoSettings(),
-        RepoSettings(precision="fp32", response_cache=False, cache=False),
-        RepoSettings(max_length=8, max_batch_size=1),
-    ],
-    ids=["defaults", "fp32-uncached", "smallest"],
-)
-def test_default_specs_are_a_valid_repository(settings: RepoSettings) -> None:
+SETTINGS_CASES = {
+    "defaults": {},
+    "fp32-uncached": {"precision": "fp32", "response_cache": False, "cache": False},
+    "smallest": {"max_length": 8, "max_batch_size": 1},
+}
+
+
+@pytest.mark.parametrize("case", sorted(SETTINGS_CASES))
+def test_default_specs_in_the_ensemble_rendering_are_a_valid_repository(case: str) -> None:
+    settings = RepoSettings(rendering="ensemble", **SETTINGS_CASES[case])
     specs = default_specs(settings)
     by_name = validate_repository(specs)
     expected = ["digits", "embed", "embed_encoder", "embed_tokenizer", "sentiment", "sentiment_encoder"]
@@ -561,3 +561,58 @@ def test_default_specs_are_a_valid_repository(settings: RepoSettings) -> None:
     middle = by_name["sentiment"].ensemble_steps[1].model_name
     assert middle == ("sentiment_cache" if settings.cache else "sentiment_encoder")
     assert by_name["sentiment"].kind is ModelKind.ENSEMBLE
+
+
+@pytest.mark.parametrize("target", ["embedded", "container"])
+@pytest.mark.parametrize("case", sorted(SETTINGS_CASES))
+def test_default_specs_in_the_fused_rendering_are_a_valid_repository(case: str, target: str) -> None:
+    settings = RepoSettings(rendering="fused", **SETTINGS_CASES[case])
+    by_name = validate_repository(default_specs(settings, target))
+    expected = {"digits", "embed", "embed_fused", "sentiment", "sentiment_fused"}
+    if target == "container":  # the fused models call the native encoders by BLS
+        expected |= {"embed_encoder", "sentiment_encoder"}
+    assert set(by_name) == expected
+    for name in ("sentiment", "embed"):
+        wrapper, fused = by_name[name], by_name[f"{name}_fused"]
+        assert wrapper.kind is ModelKind.ENSEMBLE
+        assert [step.model_name for step in wrapper.ensemble_steps] == [fused.name]
+        assert (fused.kind, fused.python_model) == (ModelKind.PYTHON, "text_pipeline")
+        assert fused.parameters["encoder"] == ("bls" if target == "container" else "in_process")
+        if target == "container":
+            assert by_name[fused.parameters["encoder_model"]].kind is ModelKind.ONNX
+    assert by_name["sentiment_fused"].parameters["cache"] == ("true" if settings.cache else "false")
+    assert by_name["sentiment_fused"].parameters["labels"] == "negative,positive"
+
+
+# --- labels (label_filename) --------------------------------------------------------------------
+
+
+def classifier_spec(**overrides: Any) -> ModelSpec:
+    fields: dict[str, Any] = {
+        "name": "c",
+        "kind": ModelKind.ONNX,
+        "max_batch_size": 4,
+        "model_file": "model.onnx",
+        "inputs": (fp32("x"),),
+        "outputs": (TensorSpec("probabilities", "TYPE_FP32", (3,), label_filename="labels.txt"),),
+        "labels": ("a", "b", "c"),
+    }
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def test_a_labelled_output_needs_as_many_labels_as_classes() -> None:
+    assert classifier_spec().labels == ("a", "b", "c")
+    with pytest.raises(ConfigError, match=r"output 'probabilities' names a label_filename; give the labels"):
+        classifier_spec(labels=())
+    with pytest.raises(ConfigError, match=r"output 'probabilities' has 3 classes but 2 labels"):
+        classifier_spec(labels=["a", "b"])
+
+
+def test_label_filename_is_for_outputs_only_and_must_be_a_plain_name() -> None:
+    with pytest.raises(ConfigError, match=r"label_filename is for outputs only"):
+        classifier_spec(inputs=(TensorSpec("x", "TYPE_FP32", (4,), label_filename="labels.txt"),))
+    with pytest.raises(
+        ConfigError, match=r"tensor 'probabilities': label_filename='\.\./labels\.txt' is not a valid name"
+    ):
+        TensorSpec("probabilities", "TYPE_FP32", (3,), label_filename="../labels.txt")

@@ -1,7 +1,8 @@
 """Side-by-side benchmark of the serving stacks, the latency budget, the compute limit and the config tuner.
 
-`harness.run_benchmark` starts each system in its own process (naive FastAPI, PyTriton, our
-Triton repository), drives it with `loadgen` (a separate asyncio process), and writes
+`harness.run_benchmark` starts each system in its own process (naive FastAPI + torch, FastAPI +
+onnxruntime, PyTriton, our Triton repository in both renderings), drives it with `loadgen` (a
+separate asyncio process), measures the in-process ceiling (`ceiling`, no server), and writes
 `results.json`, `table.md` and `curves.png`. `tuner` sweeps the repository's batching and
 instance settings under a p99 bound. Entry points: `scripts/benchmark.py`, `scripts/tune.py`.
 """

@@ -3,8 +3,9 @@
 `run_benchmark(BenchConfig(...), out_dir)` drives the systems of `default_systems()` one
 deployment at a time (systems sharing a deployment, e.g. our gRPC and HTTP views of one server,
 share one process start), runs the load generator as a separate process per (system, model,
-scenario), then measures the latency budget and the encoder's compute limit, and writes
-`results.json`, `table.md` and `curves.png` through `report`.
+scenario), measures the latency budget of both renderings of ours while they run, then the
+in-process ceiling (no server) and the encoder's compute limit, and writes `results.json`,
+`table.md` and `curves.png` through `report`.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ class BenchConfig:
 
     @classmethod
     def smoke_config(cls) -> BenchConfig:
-        """Seconds, not minutes: one level, tiny windows, a few budget requests."""
+        """Seconds, not minutes: two levels (1 gives the p50 at concurrency 1), tiny windows, a few budget requests."""
         return cls(
-            concurrency=(4,),
+            concurrency=(1, 4),
             warmup_s=0.3,
             window_s=0.3,
             max_windows=3,
@@ -76,40 +77,66 @@ class BenchConfig:
         )
 
 
-def default_systems(smoke: bool = False) -> list[System]:
-    """The systems of the issue, in run order; baselines both as deployed and at their best thread count.
+# Our systems whose latency budget is measured, and the rendering each one serves.
+BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble"}
 
-    In smoke mode one variant of each baseline is enough.
+
+def default_systems(smoke: bool = False) -> list[System]:
+    """The systems of the issue, in run order; baselines both as deployed and at their best setting.
+
+    Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead
+    of Triton (1 worker as commonly run, and one worker per core), PyTriton. Ours: the fused
+    rendering (the headline, `report.OURS`) over gRPC and HTTP, the ensemble rendering, FP32, and
+    the cached row. In smoke mode one variant of each baseline is enough.
     """
     uncached = {"cache": False, "response_cache": False}
-    int8 = RepoSettings(precision="int8", **uncached)
-    fp32 = RepoSettings(precision="fp32", **uncached)
+    fused = RepoSettings(precision="int8", rendering="fused", **uncached)
+    ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
+    fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
+    ort_label = "FastAPI + tokenizers + onnxruntime INT8"
     systems = [
         System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
         System("naive-1t", "naive, torch 1 thread (its best setting)", "naive", "naive", torch_threads=1),
+        System("fastapi-ort", f"{ort_label}, 1 uvicorn worker, 1 ORT thread (as commonly run)", "fastapi-ort", "naive"),
+        System(
+            "fastapi-ort-2w",
+            f"{ort_label}, one worker per core (2 workers): at its best",
+            "fastapi-ort",
+            "naive",
+            workers=2,
+        ),
         System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
         System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
-        System("ours-grpc-fp32", "ours: ensemble, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
-        System("ours-grpc-int8", "ours: ensemble, ONNX INT8, gRPC", "ours", "grpc", settings=int8),
-        System("ours-http-int8", "ours: ensemble, ONNX INT8, HTTP/JSON", "ours", "http", settings=int8),
+        System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
+        System("ours-fused", "ours: fused (one Python model), ONNX INT8, gRPC", "ours", "grpc", settings=fused),
+        System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
+        # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
         System(
-            "ours-grpc-int8-cached",
-            "ours: INT8 + response cache + L1 cache (cached scenarios, reported apart)",
+            "ours-ensemble",
+            "ours: ensemble of Python steps, ONNX INT8, gRPC",
             "ours",
             "grpc",
             ("sentiment",),
-            settings=RepoSettings(precision="int8"),
+            settings=ensemble,
+        ),
+        System(
+            "ours-grpc-int8-cached",
+            "ours: fused, INT8 + response cache + L1 cache (cached scenarios, reported apart)",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=RepoSettings(precision="int8", rendering="fused"),
             cached=True,
         ),
     ]
     if smoke:
-        systems = [s for s in systems if s.key not in ("naive-1t", "pytriton-1t")]
+        systems = [s for s in systems if s.key not in ("naive-1t", "fastapi-ort-2w", "pytriton-1t")]
     return systems
 
 
 def deployment_key(system: System) -> tuple:
     """Systems with equal keys are served by one process (e.g. gRPC and HTTP views of one server)."""
-    return (system.kind, system.torch_threads, system.settings)
+    return (system.kind, system.torch_threads, system.workers, system.ort_threads, system.settings)
 
 
 def write_inputs(path: Path) -> dict[str, list]:
@@ -192,8 +219,12 @@ def agreement(reference: list, candidate: list, labels: list[int]) -> dict[str, 
 
 
 def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print) -> dict[str, Any]:
-    """Run every system, the latency budget and the compute limit; write and return the results."""
-    from triton_fastpath.bench import budget, flops, report
+    """Run every system, the latency budgets, the in-process ceiling and the compute limit; write the results.
+
+    Keys of the returned dict: meta, systems, runs, agreement, budget ({rendering: ...}),
+    ceiling, flops, headline.
+    """
+    from triton_fastpath.bench import budget, ceiling, flops, report
 
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,14 +280,21 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
                         results["runs"].append(
                             {"system": system.key, "model": model, "duplicate_ratio": ratio, "rows": rows}
                         )
-                if system.key == "ours-grpc-int8":
-                    progress("latency budget: one request at a time through the ensemble and each step alone")
-                    results["budget"] = budget.measure(running.grpc_url, running.metrics_url, config.budget_requests)
+                if system.key in BUDGET_SYSTEMS:
+                    rendering = BUDGET_SYSTEMS[system.key]
+                    progress(f"latency budget ({rendering}): one request at a time, top-level model and each step")
+                    results.setdefault("budget", {})[rendering] = budget.measure(
+                        running.grpc_url, running.metrics_url, config.budget_requests
+                    )
     reference_key = "naive"
     for model, found in predictions.items():
         labels = inputs[f"{model}_labels"]
         reference = found.get(reference_key) or next(iter(found.values()))
         results["agreement"][model] = {key: agreement(reference, probs, labels) for key, probs in found.items()}
+    progress("in-process ceiling: tokenize + ORT INT8 encode, no server, 1 and 2 processes")
+    results["ceiling"] = ceiling.measure(
+        inputs["sentiment"], max_items=ceiling.SMOKE_ITEMS if config.smoke else ceiling.DEFAULT_ITEMS
+    )
     progress("compute limit: encoder FLOPs per batch against measured onnxruntime time")
     results["flops"] = flops.measure(repeats=3 if config.smoke else 20, batch_sizes=(1, 64) if config.smoke else None)
     results["headline"] = report.headline(results, config.sla_p99_ms)

@@ -1,7 +1,9 @@
 """Benchmark outputs: the headline (best throughput under the p99 bound), Markdown tables, the plot, JSON.
 
 `headline` and `markdown` are pure functions of the results dict (unit tested); `write_outputs`
-writes `results.json`, `table.md` and `curves.png` into the run's folder.
+writes `results.json`, `table.md` and `curves.png` into the run's folder. The headline gives, per
+model and system, the best req/s under the bound, the p50 at concurrency 1 and (sentiment) the
+share of the in-process ceiling; and every uncached `ours-*` system over every baseline.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-OURS = "ours-grpc-int8"
-BASELINES = ("naive", "naive-1t", "pytriton", "pytriton-1t")
+from triton_fastpath.bench.ceiling import ceiling_rate
+
+OURS = "ours-fused"  # the headline system
+OURS_PREFIX = "ours-"
+BASELINES = ("naive", "naive-1t", "fastapi-ort", "fastapi-ort-2w", "pytriton", "pytriton-1t")
+CEILING_MODEL = "sentiment"  # the ceiling is measured for the text pipeline only
 
 
 def machine_meta(config: Any) -> dict[str, Any]:
@@ -38,35 +45,87 @@ def best_under(rows: list[dict[str, Any]], sla_p99_ms: float) -> dict[str, Any] 
     return max(fitting, key=lambda r: r["throughput_rps"], default=None)
 
 
+def p50_at(rows: list[dict[str, Any]], concurrency: int = 1) -> float:
+    """The p50 of the row measured at `concurrency` (NaN when the sweep has no such row or it had no successes)."""
+    for row in rows:
+        if row.get("concurrency") == concurrency and row.get("requests", 0) > 0:
+            return row["p50_ms"]
+    return math.nan
+
+
+def ours_systems(keys: Iterable[str]) -> list[str]:
+    """Our systems among `keys` (`ours-*`), the headline system `OURS` first, the others in order."""
+    found = [key for key in keys if key.startswith(OURS_PREFIX)]
+    return sorted(found, key=lambda key: key != OURS)
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    """numerator / denominator, or None when either is missing, NaN or the denominator is 0."""
+    if any(v is None or math.isnan(v) for v in (numerator, denominator)) or not denominator:
+        return None
+    return numerator / denominator
+
+
 def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
-    """Per model and system: the best throughput with p99 <= the bound; ours over each baseline."""
-    found: dict[str, Any] = {"sla_p99_ms": sla_p99_ms, "uncached": {}, "cached": {}, "ratios": {}}
+    """Per model and system: the best throughput with p99 <= the bound, p50 at concurrency 1, share of the ceiling.
+
+    Ratios: every uncached `ours-*` system over every baseline present, in throughput
+    (`ratios`, higher is better for ours) and in p50 at concurrency 1 (`p50_c1_ratios`, ours /
+    baseline: below 1 ours answers faster). A ratio is None when a side has no figure (e.g. the
+    baseline never met the bound).
+    """
+    ceiling = ceiling_rate(results.get("ceiling"), processes=2, batch=1)
+    found: dict[str, Any] = {
+        "sla_p99_ms": sla_p99_ms,
+        "ours": OURS,
+        "ceiling_texts_per_s": ceiling,
+        "uncached": {},
+        "cached": {},
+        "ratios": {},
+        "p50_c1_ratios": {},
+    }
     for run in results["runs"]:
         best = best_under(run["rows"], sla_p99_ms)
+        throughput = best["throughput_rps"] if best else 0.0
         entry = {
-            "throughput_rps": best["throughput_rps"] if best else 0.0,
+            "throughput_rps": throughput,
             "concurrency": best["concurrency"] if best else None,
             "p50_ms": best["p50_ms"] if best else math.nan,
             "p99_ms": best["p99_ms"] if best else math.nan,
             "stable": best["stable"] if best else False,
+            "p50_c1_ms": p50_at(run["rows"], 1),
+            "ceiling_share": _ratio(throughput, ceiling) if run["model"] == CEILING_MODEL and ceiling else None,
         }
         if run["duplicate_ratio"]:
             found["cached"].setdefault(run["model"], {})[f"{run['system']}@{run['duplicate_ratio']:.0%}"] = entry
         else:
             found["uncached"].setdefault(run["model"], {})[run["system"]] = entry
     for model, systems in found["uncached"].items():
-        ours = systems.get(OURS, {}).get("throughput_rps", 0.0)
-        # None: the baseline had no load level within the bound (no ratio can be given).
+        pairs = [(ours, base) for ours in ours_systems(systems) for base in BASELINES if base in systems]
         found["ratios"][model] = {
-            f"{OURS} / {base}": ours / systems[base]["throughput_rps"] if systems[base]["throughput_rps"] else None
-            for base in BASELINES
-            if base in systems
+            f"{ours} / {base}": _ratio(systems[ours]["throughput_rps"], systems[base]["throughput_rps"])
+            for ours, base in pairs
+        }
+        found["p50_c1_ratios"][model] = {
+            f"{ours} / {base}": _ratio(systems[ours]["p50_c1_ms"], systems[base]["p50_c1_ms"]) for ours, base in pairs
         }
     return found
 
 
+def _by_ours(ratios: dict[str, float | None]) -> dict[str, dict[str, float | None]]:
+    """{'ours-a / naive': r} -> {'ours-a': {'ours-a / naive': r}}, keeping the order."""
+    grouped: dict[str, dict[str, float | None]] = {}
+    for name, value in ratios.items():
+        grouped.setdefault(name.split(" / ")[0], {})[name] = value
+    return grouped
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.{digits}f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -76,21 +135,45 @@ def markdown(results: dict[str, Any]) -> str:
     bound = head["sla_p99_ms"]
     lines = [f"### Best throughput with client p99 <= {bound:g} ms (no caching)", ""]
     lines += [
-        "| model | system | req/s | at concurrency | p50 ms | p99 ms | stable |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "| model | system | req/s | at concurrency | p50 ms | p99 ms | p50 ms at concurrency 1 "
+        "| share of the in-process ceiling | stable |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for model, systems in head["uncached"].items():
         for key, e in systems.items():
             lines.append(
                 f"| {model} | {labels.get(key, key)} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
-                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {'yes' if e['stable'] else 'no'} |"
+                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | "
+                f"{_share(e.get('ceiling_share'))} | {'yes' if e['stable'] else 'no'} |"
             )
-    lines += ["", "**Ratios** (same run, same inputs):", ""]
-    for model, ratios in head["ratios"].items():
-        shown = [
-            f"{name} = **{value:.1f}x**" if value is not None else f"{name}: n/a" for name, value in ratios.items()
+    ceiling = head.get("ceiling_texts_per_s")
+    if ceiling:
+        lines += [
+            "",
+            f"In-process ceiling: {ceiling:,.0f} texts/s ({CEILING_MODEL}: tokenize + ORT INT8 encode in 2 processes, "
+            "batch 1, no server, no JSON); the share is req/s over it.",
         ]
-        lines += [f"- {model}: " + ", ".join(shown)]
+    if any(head["ratios"].values()):
+        lines += [
+            "",
+            "**Throughput ratios**, best req/s under the bound (same run, same inputs; higher: ours serves more):",
+            "",
+        ]
+    for model, ratios in head["ratios"].items():
+        for ours, group in _by_ours(ratios).items():
+            shown = [
+                f"{name} = **{value:.1f}x**" if value is not None else f"{name}: n/a" for name, value in group.items()
+            ]
+            lines += [f"- {model}, {ours}: " + ", ".join(shown)]
+    p50_ratios = head.get("p50_c1_ratios", {})
+    if any(value is not None for ratios in p50_ratios.values() for value in ratios.values()):
+        lines += ["", "**p50 at concurrency 1**, ours / baseline (below 1: ours answers one request faster):", ""]
+        for model, ratios in p50_ratios.items():
+            for ours, group in _by_ours(ratios).items():
+                shown = [
+                    f"{name} = {value:.2f}" if value is not None else f"{name}: n/a" for name, value in group.items()
+                ]
+                lines += [f"- {model}, {ours}: " + ", ".join(shown)]
     if head["cached"]:
         lines += [
             "",
@@ -124,10 +207,22 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_fmt(r['throughput_rps'], 0)} | {_fmt(r['p50_ms'])} | {_fmt(r['p95_ms'])} | {_fmt(r['p99_ms'])} | "
                 f"{r['errors']} | {'yes' if r['stable'] else 'no'} | {server or '-'} |"
             )
-    if "budget" in results:
-        lines += ["", "### Latency budget of one request (ours, INT8, gRPC, caches off, one request at a time)", ""]
+    for rendering, budget in budgets(results).items():
+        lines += [
+            "",
+            f"### Latency budget of one request ({rendering} rendering, INT8, gRPC, caches off, one request at a time)",
+            "",
+        ]
         lines += ["| part | ms | how |", "| --- | ---: | --- |"]
-        lines += [f"| {row['part']} | {row['ms']:.3f} | {row['how']} |" for row in results["budget"]["rows"]]
+        lines += [f"| {row['part']} | {_fmt(row['ms'], 3)} | {row['how']} |" for row in budget["rows"]]
+    if results.get("ceiling"):
+        c = results["ceiling"]
+        lines += ["", f"### In-process ceiling: no server ({c['items']:,} distinct held-out texts, {c['note']})", ""]
+        lines += ["| processes | batch | texts | seconds | texts/s |", "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"| {r['processes']} | {r['batch']} | {r['texts']:,} | {r['seconds']:.2f} | {_fmt(r['texts_per_s'], 0)} |"
+            for r in c["rows"]
+        ]
     if "flops" in results:
         f = results["flops"]
         lines += [
@@ -164,6 +259,12 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def budgets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The latency budgets by rendering (a run written before both renderings were measured: 'ensemble')."""
+    found = results.get("budget") or {}
+    return {"ensemble": found} if "rows" in found else found
+
+
 def plot(results: dict[str, Any], path: Path) -> Path:
     """Latency (p99, log scale) against throughput per system, one panel per model."""
     import matplotlib
@@ -172,17 +273,26 @@ def plot(results: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     models = sorted({run["model"] for run in results["runs"]}, key=lambda m: m != "sentiment")
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.8), squeeze=False)
+    keys = list(dict.fromkeys(run["system"] for run in results["runs"]))
+    palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("tab20").colors[1::2]]  # 10 distinct, then light
+    colours = {key: palette[i % len(palette)] for i, key in enumerate(keys)}
+    fig, axes = plt.subplots(1, len(models), figsize=(7.5 * len(models), 5.5), squeeze=False)
     for axis, model in zip(axes[0], models):
         for run in results["runs"]:
             if run["model"] != model or not run["rows"]:
                 continue
-            label = run["system"] + (f" (dup {run['duplicate_ratio']:.0%})" if run["duplicate_ratio"] else "")
+            key = run["system"]
+            label = key + (f" (dup {run['duplicate_ratio']:.0%})" if run["duplicate_ratio"] else "")
             xs = [r["throughput_rps"] for r in run["rows"]]
             ys = [r["p99_ms"] for r in run["rows"]]
-            style = "--" if run["duplicate_ratio"] else "-"
-            axis.plot(xs, ys, style, marker="o", markersize=3, label=label)
+            style = "--" if run["duplicate_ratio"] else "-" if key.startswith(OURS_PREFIX) else "-."
+            marker = "o" if key.startswith(OURS_PREFIX) else "s"
+            width = 2.4 if key == OURS else 1.2
+            axis.plot(xs, ys, style, marker=marker, markersize=3, linewidth=width, color=colours[key], label=label)
         axis.axhline(results["headline"]["sla_p99_ms"], color="grey", linestyle=":", label="p99 bound")
+        ceiling = results["headline"].get("ceiling_texts_per_s")
+        if model == CEILING_MODEL and ceiling:
+            axis.axvline(ceiling, color="black", linestyle=":", label="in-process ceiling (2 processes, no server)")
         axis.set_xscale("log")  # cached rows reach several times the uncached throughput
         axis.set_yscale("log")
         axis.set_xlabel("throughput (req/s)")

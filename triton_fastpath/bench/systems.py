@@ -1,9 +1,11 @@
 """The systems under test, each started as its own process on free 127.0.0.1 ports and always stopped.
 
 - `naive`: FastAPI + uvicorn (1 worker) + torch eager FP32 + JSON (`naive_server`).
+- `fastapi-ort`: FastAPI + uvicorn (N workers) + `tokenizers` + onnxruntime INT8 + JSON
+  (`fastapi_ort_server`), the baseline a team writes instead of Triton; same protocol as `naive`.
 - `pytriton`: PyTriton + its tritonserver, the same torch models with dynamic batching.
 - `ours`: our repository in the embedded tritonserver, from a variant copy rendered with
-  `RepoSettings` (precision, caches on or off) by `variant_repository`.
+  `RepoSettings` (rendering, precision, caches on or off) by `variant_repository`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.errors import ServerError
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.paths import ROOT
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, find_free_port, read_log_tail
 
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -34,12 +35,14 @@ class System:
     """One system under test.
 
     Attributes:
-        key: short id used in results ('naive', 'pytriton', 'ours-grpc-int8', ...).
+        key: short id used in results ('naive', 'fastapi-ort', 'pytriton', 'ours-fused', ...).
         label: what the table calls it.
-        kind: 'naive', 'pytriton' or 'ours'.
+        kind: 'naive', 'fastapi-ort', 'pytriton' or 'ours'.
         protocol: what the load generator speaks to it: 'naive', 'grpc' or 'http'.
         models: models benchmarked on it.
-        torch_threads: torch intra-op threads for the baselines (0 = torch's default).
+        torch_threads: torch intra-op threads for the torch baselines (0 = torch's default).
+        workers: uvicorn worker processes (kind 'fastapi-ort').
+        ort_threads: onnxruntime intra-op threads per worker (kind 'fastapi-ort').
         settings: our repository's settings (kind 'ours' only).
         cached: caches on; measured only in the cached scenarios (duplicate ratios of the config).
     """
@@ -50,6 +53,8 @@ class System:
     protocol: str
     models: tuple[str, ...] = BENCH_MODELS
     torch_threads: int = 0
+    workers: int = 1
+    ort_threads: int = 1
     settings: RepoSettings | None = None
     cached: bool = False
 
@@ -65,39 +70,19 @@ class Running:
     log: Path | None = None
 
 
-# Weights and tokenizer taken from build/ (what the baselines load), so every system serves one model
-# even when model_repository/ was assembled from an older build.
-BUILD_FILES = {
-    "sentiment_encoder": [("sentiment/onnx", "model.onnx"), ("sentiment/onnx", "model.int8.onnx")],
-    "sentiment_tokenizer": [("sentiment/onnx", "tokenizer.json")],
-    "digits": [("digits/onnx", "model.onnx"), ("digits/onnx", "model.int8.onnx")],
-}
+def variant_repository(settings: RepoSettings, target: Path) -> Path:
+    """A fresh repository of the benchmarked models only, rendered for `settings` (rendering, precision, caches).
 
-
-def variant_repository(
-    settings: RepoSettings, target: Path, source: Path = DEFAULT_REPOSITORY, build_dir: Path = BUILD_DIR
-) -> Path:
-    """A copy of the built repository holding only the benchmarked models, re-rendered for `settings`.
-
-    The served weights and tokenizer are copied from `build_dir`, the files the naive server and
-    PyTriton load, so all systems serve the same model.
+    Assembled by `triton_fastpath.build.variant_repository` from the files the last build
+    recorded, i.e. the weights and tokenizer in build/ that the baselines load, so all systems
+    serve the same model even when model_repository/ was assembled from an older build.
 
     Raises:
-        ServerError: when `source` has not been built (no encoder weights).
+        ExportError: when nothing was built yet.
     """
-    from triton_fastpath.render import write_config
+    from triton_fastpath.build import variant_repository as assemble_variant
 
-    if not (source / "sentiment_encoder" / "1" / "model.onnx").exists():
-        raise ServerError(f"{source} is not built (no sentiment_encoder/1/model.onnx); run `python scripts/build.py`")
-    specs = [s for s in default_specs(settings) if s.name.split("_")[0] in BENCH_MODELS]
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    for spec in specs:
-        shutil.copytree(source / spec.name, target / spec.name, ignore=shutil.ignore_patterns("__pycache__"))
-        for folder, name in BUILD_FILES.get(spec.name, []):
-            shutil.copy2(build_dir / folder / name, target / spec.name / "1" / name)
-        write_config(spec, "embedded", target)
-    return target
+    return assemble_variant(settings, target, only=BENCH_MODELS)
 
 
 def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
@@ -154,6 +139,12 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
         args = ["triton_fastpath.bench.naive_server", "--port", str(port), "--torch-threads", str(system.torch_threads)]
         with _python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
             yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
+    elif system.kind == "fastapi-ort":
+        port = find_free_port()
+        args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port)]
+        args += ["--workers", str(system.workers), "--ort-threads", str(system.ort_threads)]
+        with _python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
+            yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
     elif system.kind == "pytriton":
         ports = _distinct_ports(3)
         log = logs / f"{system.key}.log"
@@ -191,7 +182,7 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
         finally:
             server.stop()
     else:
-        raise ServerError(f"system {system.key}: kind {system.kind!r}; expected naive, pytriton or ours")
+        raise ServerError(f"system {system.key}: kind {system.kind!r}; expected naive, fastapi-ort, pytriton or ours")
 
 
 def _distinct_ports(count: int) -> list[int]:

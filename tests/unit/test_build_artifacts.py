@@ -1,0 +1,155 @@
+"""What a build records (`build/artifacts.json`) and what is assembled from it: variant
+repositories in either rendering, model selection, and removing the other rendering's models.
+Fake weights stand in for the trained ones (assembling only copies files); nothing is trained.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastpath_backends.text import TextEncoder
+from triton_fastpath import build
+from triton_fastpath.errors import ExportError
+from triton_fastpath.render import parse_pbtxt
+from triton_fastpath.repository import RepoSettings, default_specs
+
+
+def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:
+    files = {
+        "sentiment_fused": [tmp_path / "tokenizer.json", (tmp_path / "embed.onnx", "semantic.onnx")],
+        "digits": [tmp_path / "model.onnx"],
+    }
+    warmups = {
+        "sentiment_fused": {"text": np.array(["A w\u00e4rm film".encode(), b"second"], dtype=object)},
+        "sentiment_encoder": {
+            "input_ids": np.arange(12, dtype=np.int64).reshape(3, 4),
+            "attention_mask": np.ones(4, dtype=np.int64),
+        },
+        "digits": {"pixels": np.linspace(0, 16, 64, dtype=np.float32).reshape(8, 8)},
+    }
+    path = build.write_artifacts(files, warmups, tmp_path / "build" / "artifacts.json")
+    assert path == tmp_path / "build" / "artifacts.json"
+    read_files, read_warmups = build.read_artifacts(path)
+    assert read_files == {
+        "sentiment_fused": [
+            (tmp_path / "tokenizer.json", "tokenizer.json"),
+            (tmp_path / "embed.onnx", "semantic.onnx"),
+        ],
+        "digits": [(tmp_path / "model.onnx", "model.onnx")],
+    }
+    assert read_warmups.keys() == warmups.keys()
+    for model, inputs in warmups.items():
+        assert read_warmups[model].keys() == inputs.keys()
+        for name, array in inputs.items():
+            got = read_warmups[model][name]
+            assert (got.dtype, got.shape) == (array.dtype, array.shape), (model, name)
+            assert got.tolist() == array.tolist(), (model, name)
+
+
+def test_artifacts_of_a_later_build_step_are_merged_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "artifacts.json"
+    build.write_artifacts({"digits": [tmp_path / "a.onnx"]}, {}, path)
+    build.write_artifacts(
+        {"embed_fused": [tmp_path / "t.json"]}, {"embed_fused": {"text": np.array([b"x"], dtype=object)}}, path
+    )
+    files, warmups = build.read_artifacts(path)
+    assert sorted(files) == ["digits", "embed_fused"]
+    assert list(warmups) == ["embed_fused"]
+    build.write_artifacts({"digits": [tmp_path / "b.onnx"]}, {}, path)
+    assert build.read_artifacts(path)[0]["digits"] == [(tmp_path / "b.onnx", "b.onnx")]
+
+
+def test_reading_artifacts_before_any_build_says_to_build(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match=r"artifacts.json is missing: build the repository first"):
+        build.read_artifacts(tmp_path / "artifacts.json")
+
+
+# --- variant repositories from a (fake) build ---------------------------------------------------
+
+
+@pytest.fixture
+def fake_build(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A build/ folder with stand-in weights and the real tiny tokenizer, its artifacts recorded as
+    the build records them (`text_pipeline_files`)."""
+    root = tmp_path / "build"
+    monkeypatch.setattr(build, "BUILD_DIR", root)
+    encoder = TextEncoder(tokenizer_file, 64)
+    files: dict = {}
+    warmups: dict = {}
+    for name, out_dir, weights in (
+        ("sentiment", root / "sentiment" / "onnx", ("model.onnx", "model.int8.onnx")),
+        ("embed", root / "embed", ("model.onnx",)),
+    ):
+        out_dir.mkdir(parents=True)
+        (out_dir / "tokenizer.json").write_bytes(tokenizer_file.read_bytes())
+        for weight in weights:
+            (out_dir / weight).write_bytes(f"{name} {weight}".encode())
+        precision = "int8" if name == "sentiment" else "fp32"
+        model_files, model_warmups = build.text_pipeline_files(name, out_dir, encoder, precision)
+        files.update(model_files)
+        warmups.update(model_warmups)
+    digits = root / "digits" / "onnx" / "model.onnx"
+    digits.parent.mkdir(parents=True)
+    digits.write_bytes(b"digits")
+    files["digits"] = [digits]
+    build.write_artifacts(files, warmups, root / build.ARTIFACTS_FILE)
+    return root
+
+
+@pytest.mark.parametrize("rendering", ["fused", "ensemble"])
+def test_a_variant_repository_holds_exactly_the_models_of_its_rendering_with_their_files(
+    fake_build: Path, tmp_path: Path, rendering: str
+) -> None:
+    settings = RepoSettings(rendering=rendering, max_queue_delay_us=500)
+    repository = build.variant_repository(settings, tmp_path / "variant")
+    names = sorted(p.name for p in repository.iterdir())
+    assert names == sorted(s.name for s in default_specs(settings))
+    for name in names:
+        config = parse_pbtxt((repository / name / "config.pbtxt").read_text())
+        if config.HasField("dynamic_batching"):
+            assert config.dynamic_batching.max_queue_delay_microseconds == 500, name
+    assert (repository / "sentiment" / "labels.txt").read_text() == "negative\npositive\n"
+    if rendering == "fused":
+        version = repository / "sentiment_fused" / "1"
+        for file in ("model.py", "tokenizer.json", "model.int8.onnx", "cache_identity.json"):
+            assert (version / file).is_file(), file
+        identity = json.loads((version / "cache_identity.json").read_text())
+        assert identity["encoder"] == "sentiment_encoder"
+        assert (repository / "sentiment_fused" / "warmup" / "text").is_file()
+        assert (repository / "embed_fused" / "1" / "tokenizer.json").is_file()
+    else:
+        assert (repository / "sentiment_tokenizer" / "1" / "tokenizer.json").is_file()
+        assert (repository / "sentiment_cache" / "1" / "cache_identity.json").is_file()
+        assert (repository / "sentiment_encoder" / "1" / "model.int8.onnx").is_file()
+        assert (repository / "sentiment_encoder" / "warmup" / "input_ids").is_file()
+
+
+def test_a_variant_repository_replaces_what_was_in_its_folder(fake_build: Path, tmp_path: Path) -> None:
+    target = tmp_path / "variant"
+    build.variant_repository(RepoSettings(rendering="ensemble"), target)
+    build.variant_repository(RepoSettings(rendering="fused"), target, only=("sentiment",))
+    assert sorted(p.name for p in target.iterdir()) == ["sentiment", "sentiment_fused"]
+
+
+def test_select_models_takes_a_pipeline_with_its_steps() -> None:
+    specs = default_specs(RepoSettings(rendering="ensemble"))
+    assert [s.name for s in build.select_models(specs, ["sentiment"])] == [
+        s.name for s in specs if s.name == "sentiment" or s.name.startswith("sentiment_")
+    ]
+    assert [s.name for s in build.select_models(specs, ["digits"])] == ["digits"]
+
+
+def test_removing_the_other_rendering_keeps_the_selected_and_user_models(tmp_path: Path) -> None:
+    for name in ("sentiment_tokenizer", "sentiment_cache", "embed_encoder", "sentiment_fused", "my_model"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    settings = RepoSettings(rendering="fused")
+    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings)
+    assert removed == ["embed_encoder", "sentiment_cache", "sentiment_tokenizer"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_model", "sentiment_fused"]
+    container = default_specs(settings, "container")  # the fused container target serves the encoders
+    (tmp_path / "embed_encoder" / "1").mkdir(parents=True)
+    assert build.remove_other_renderings(tmp_path, container, settings) == []

@@ -1,0 +1,192 @@
+"""The bundled specs in both renderings ('fused', 'ensemble') and on both targets: Python hops per
+request, the interfaces clients see, and the rendering setting itself (RepoSettings, tuning file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.assemble import ContainerBuild, container_specs
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.render import render
+from triton_fastpath.repository import (
+    FACTORY_TUNABLES,
+    RENDERINGS,
+    RepoSettings,
+    default_specs,
+    load_tuning,
+    python_hops,
+    validate_tuning,
+)
+from triton_fastpath.spec import ModelKind, ModelSpec
+
+TARGETS = ("embedded", "container")
+TOP_LEVEL = ("digits", "embed", "sentiment")
+# Python models on each top-level model's request path (ensemble steps and BLS calls).
+HOPS = {
+    ("fused", "embedded"): {"sentiment": 1, "embed": 1, "digits": 1},  # digits: onnxruntime in a Python model
+    ("fused", "container"): {"sentiment": 1, "embed": 1, "digits": 0},  # native encoders, called by BLS
+    ("ensemble", "embedded"): {"sentiment": 4, "embed": 2, "digits": 1},  # tokenizer, cache, encoder, postprocess
+    ("ensemble", "container"): {"sentiment": 3, "embed": 1, "digits": 0},
+}
+
+
+def specs_by_name(rendering: str, target: str, **settings) -> dict[str, ModelSpec]:
+    return {s.name: s for s in default_specs(RepoSettings(rendering=rendering, **settings), target)}
+
+
+def top_level(specs: dict[str, ModelSpec]) -> set[str]:
+    """Models no ensemble step or BLS parameter refers to: what clients call."""
+    called = {step.model_name for s in specs.values() for step in s.ensemble_steps}
+    called |= {s.parameters["encoder_model"] for s in specs.values() if "encoder_model" in s.parameters}
+    return set(specs) - called
+
+
+# --- python_hops ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
+    specs = specs_by_name(rendering, target)
+    assert top_level(specs) == set(TOP_LEVEL)
+    assert {name: python_hops(name, specs, target) for name in TOP_LEVEL} == HOPS[rendering, target]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_fused_rendering_has_at_most_one_python_hop_per_request(target: str) -> None:
+    for cache in (True, False):
+        specs = specs_by_name("fused", target, cache=cache)
+        for name in top_level(specs):
+            assert python_hops(name, specs, target) <= 1, (name, target, cache)
+
+
+def test_python_hops_count_the_bls_encoder_of_the_cache_step_and_not_a_skipped_cache() -> None:
+    with_cache = specs_by_name("ensemble", "embedded")
+    assert python_hops("sentiment_cache", with_cache, "embedded") == 2  # itself + the encoder it calls
+    assert python_hops("sentiment_encoder", with_cache, "embedded") == 1  # onnx_runner on the embedded target
+    assert python_hops("sentiment_encoder", with_cache, "container") == 0
+    without = specs_by_name("ensemble", "embedded", cache=False)
+    assert python_hops("sentiment", without, "embedded") == 3
+
+
+def test_tensorrt_plans_on_the_container_are_native_too() -> None:
+    specs = {s.name: s for s in container_specs(default_specs(RepoSettings(), "container"), ContainerBuild())}
+    assert specs["sentiment_encoder"].kind is ModelKind.TENSORRT
+    assert {name: python_hops(name, specs, "container") for name in TOP_LEVEL} == HOPS["fused", "container"]
+
+
+# --- the same interface in both renderings ----------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["sentiment", "embed"])
+def test_both_renderings_expose_the_same_top_level_interface(name: str, target: str) -> None:
+    fused, ensemble = (specs_by_name(r, target)[name] for r in ("fused", "ensemble"))
+    assert fused.kind is ensemble.kind is ModelKind.ENSEMBLE
+    for attr in ("inputs", "outputs"):
+        shown = [(t.name, t.data_type, t.dims, t.label_filename) for t in getattr(fused, attr)]
+        assert shown == [(t.name, t.data_type, t.dims, t.label_filename) for t in getattr(ensemble, attr)], attr
+    assert (fused.max_batch_size, fused.response_cache, fused.labels) == (
+        ensemble.max_batch_size,
+        ensemble.response_cache,
+        ensemble.labels,
+    )
+    rendered = [render(spec, target) for spec in (fused, ensemble)]
+    for section in ("input", "output", "max_batch_size"):
+        assert rendered[0][section] == rendered[1][section], section
+
+
+def test_the_sentiment_interface_is_text_in_label_probability_probabilities_truncated_out() -> None:
+    for rendering in RENDERINGS:
+        sentiment = specs_by_name(rendering, "embedded")["sentiment"]
+        assert [(t.name, t.data_type, t.dims) for t in sentiment.inputs] == [("text", "TYPE_STRING", (1,))]
+        assert [(t.name, t.data_type, t.dims) for t in sentiment.outputs] == [
+            ("label", "TYPE_STRING", (1,)),
+            ("probability", "TYPE_FP32", (1,)),
+            ("probabilities", "TYPE_FP32", (2,)),
+            ("truncated", "TYPE_BOOL", (1,)),
+        ]
+
+
+def test_the_encoder_graph_returns_probabilities_and_the_label_index() -> None:
+    for rendering in RENDERINGS:
+        encoder = specs_by_name(rendering, "container")["sentiment_encoder"]
+        assert [(t.name, t.data_type, t.dims) for t in encoder.outputs] == [
+            ("probabilities", "TYPE_FP32", (2,)),
+            ("label_index", "TYPE_INT64", (1,)),
+        ]
+    postprocess = specs_by_name("ensemble", "embedded")["sentiment_postprocess"]
+    assert [t.name for t in postprocess.inputs] == ["probabilities", "label_index"]
+    assert [t.name for t in postprocess.outputs] == ["label", "probability"]
+
+
+def test_the_fused_model_runs_as_many_instances_as_the_encoder_and_names_the_encoder_file() -> None:
+    settings = RepoSettings(rendering="fused", encoder_instances=3, precision="fp32", onnx_threads=2)
+    fused = {s.name: s for s in default_specs(settings)}["sentiment_fused"]
+    assert fused.instance_count == 3
+    assert (fused.parameters["onnx_file"], fused.parameters["intra_op_threads"]) == ("model.onnx", "2")
+    semantic = {s.name: s for s in default_specs(dataclasses.replace(settings, semantic_threshold=0.99))}
+    params = semantic["sentiment_fused"].parameters
+    assert params["semantic_threshold"] == "0.99"
+    assert (params["semantic_tokenizer_file"], params["semantic_onnx_file"]) == (
+        "semantic_tokenizer.json",
+        "semantic.onnx",
+    )
+
+
+# --- the rendering setting ---------------------------------------------------------------------
+
+
+def test_an_unknown_rendering_is_rejected_naming_the_choices() -> None:
+    assert RENDERINGS == ("fused", "ensemble")
+    with pytest.raises(ConfigError, match=r"^rendering='bogus'; expected one of \('fused', 'ensemble'\)$"):
+        RepoSettings(rendering="bogus")
+
+
+def test_tuning_accepts_a_rendering_and_rejects_an_unknown_one() -> None:
+    assert validate_tuning({"rendering": "ensemble", "max_queue_delay_us": 0}) == {
+        "rendering": "ensemble",
+        "max_queue_delay_us": 0,
+    }
+    with pytest.raises(ConfigError, match=r"^tuning: rendering='bogus'; expected one of \('fused', 'ensemble'\)$"):
+        validate_tuning({"rendering": "bogus"})
+    with pytest.raises(ConfigError, match=r"rendering=3; expected one of"):
+        validate_tuning({"rendering": 3})
+
+
+def test_a_tuning_file_names_its_rendering(tmp_path: Path) -> None:
+    path = tmp_path / "embedded.json"
+    path.write_text(json.dumps({"settings": {"rendering": "ensemble"}}))
+    assert load_tuning(path) == {"rendering": "ensemble"}
+    path.write_text(json.dumps({"settings": {"rendering": "split"}}))
+    with pytest.raises(ConfigError, match=rf"^{path}: rendering='split'; expected one of"):
+        load_tuning(path)
+    assert load_tuning()["rendering"] in RENDERINGS  # the committed tuning file
+
+
+def test_the_factory_defaults_fuse_and_do_not_wait_for_a_batch() -> None:
+    assert FACTORY_TUNABLES["rendering"] == "fused"
+    assert FACTORY_TUNABLES["max_queue_delay_us"] == 0
+
+
+# --- warmups of BLS callers -------------------------------------------------------------------
+
+
+def test_the_cache_step_that_calls_its_encoder_by_bls_has_no_warmup() -> None:
+    cache = specs_by_name("ensemble", "container")["sentiment_cache"]
+    assert cache.parameters["encoder_model"] == "sentiment_encoder"
+    assert cache.warmups == ()
+
+
+def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
+    # Triton loads models concurrently and a failed warmup fails the load: a warmup through BLS
+    # could run before the encoder is loaded.
+    for rendering in RENDERINGS:
+        for spec in default_specs(RepoSettings(rendering=rendering), "container"):
+            if "encoder_model" in spec.parameters:
+                assert spec.warmups == (), spec.name

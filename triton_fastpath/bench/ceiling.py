@@ -1,0 +1,165 @@
+"""The in-process ceiling: tokenize + onnxruntime INT8 encode of the held-out texts, with no server at all.
+
+What every server's throughput is measured against: the same tokenizer and INT8 session as the
+FastAPI + onnxruntime baseline (`fastapi_ort_server`), 1 ORT thread per process, in 1 process and
+in 2 processes (each taking its share of the texts; throughput = all texts / wall time of the
+parallel part, from the first process's start to the last one's end). Batch 1 is the shape every
+server sees per request at concurrency 1; batch 32 is given for information (on a CPU it buys
+little compute for this model, it only amortises per-call overhead).
+
+    measure(texts)  ->  {"items": N, "rows": [{"processes", "batch", "texts", "seconds", "texts_per_s"}, ...]}
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_module
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR
+
+DEFAULT_ITEMS = 7680
+SMOKE_ITEMS = 64
+PROCESSES = (1, 2)
+BATCH_SIZES = (1, 32)
+WARMUP_CALLS = 5
+TIMEOUT_S = 300.0
+
+
+def unique_texts(texts: Sequence[str], limit: int) -> list[str]:
+    """The first `limit` distinct texts, in order (so no text is encoded twice)."""
+    return list(dict.fromkeys(texts))[:limit]
+
+
+def shares(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """`items` cut into `parts` contiguous shares whose sizes differ by at most one."""
+    if parts < 1:
+        raise ValueError(f"parts={parts}; expected at least 1")
+    size, extra = divmod(len(items), parts)
+    found, start = [], 0
+    for part in range(parts):
+        end = start + size + (1 if part < extra else 0)
+        found.append(list(items[start:end]))
+        start = end
+    return found
+
+
+def batches(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """`items` in consecutive batches of `size` (the last one may be smaller)."""
+    if size < 1:
+        raise ValueError(f"size={size}; expected at least 1")
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def parallel_rate(spans: Sequence[tuple[float, float, int]]) -> dict[str, float]:
+    """Texts, wall seconds and texts/s of processes that each ran from `start` to `end` over `count` texts.
+
+    The wall time is the parallel part: the earliest start to the latest end (one clock for all:
+    `time.perf_counter` is system-wide on Linux).
+    """
+    texts = sum(count for _, _, count in spans)
+    seconds = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    return {"texts": texts, "seconds": seconds, "texts_per_s": texts / seconds if seconds > 0 else 0.0}
+
+
+def ceiling_rate(ceiling: dict[str, Any] | None, processes: int = 2, batch: int = 1) -> float | None:
+    """The measured texts/s for (`processes`, `batch`), or None when the results hold no such row."""
+    for row in (ceiling or {}).get("rows", []):
+        if row["processes"] == processes and row["batch"] == batch and row["texts_per_s"] > 0:
+            return row["texts_per_s"]
+    return None
+
+
+def _worker(job: dict[str, Any], barrier: Any, results: Any) -> None:
+    """One process: load, warm up, wait for the others, encode its share in batches, report its span.
+
+    `job`: texts (its share), batch, build_dir, threads.
+    """
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per process, as in the servers
+    texts, batch = job["texts"], job["batch"]
+    try:
+        from triton_fastpath.bench.fastapi_ort_server import classify, folds_softmax, load_session, load_tokenizer
+
+        root = Path(job["build_dir"]) / "sentiment" / "onnx"
+        tokenizer = load_tokenizer(root / "tokenizer.json")
+        session = load_session(root / "model.int8.onnx", job["threads"])
+        folded = folds_softmax(session)
+        chunks = batches(texts, batch)
+        for _ in range(WARMUP_CALLS):
+            classify(session, tokenizer, ["a warm-up text, not measured"] * batch, folded)
+        barrier.wait(timeout=TIMEOUT_S)
+        started = time.perf_counter()
+        for chunk in chunks:
+            classify(session, tokenizer, chunk, folded)
+        results.put((started, time.perf_counter(), len(texts)))
+    except Exception as error:  # reported to the parent, which names it
+        barrier.abort()
+        results.put(f"{type(error).__name__}: {error}")
+
+
+def run_parallel(
+    texts: Sequence[str], processes: int, batch: int, *, threads: int = 1, build_dir: Path = BUILD_DIR
+) -> dict[str, Any]:
+    """Encode `texts` split over `processes` fresh processes at `batch`; one result row.
+
+    Raises:
+        FastpathError: when a process fails or does not report within the timeout.
+    """
+    context = multiprocessing.get_context("spawn")  # fresh interpreters: nothing inherited from the harness
+    barrier = context.Barrier(processes)
+    results = context.Queue()
+    workers = [
+        context.Process(
+            target=_worker,
+            args=({"texts": share, "batch": batch, "build_dir": str(build_dir), "threads": threads}, barrier, results),
+            daemon=True,
+        )
+        for share in shares(list(texts), processes)
+    ]
+    for worker in workers:
+        worker.start()
+    spans, errors = [], []
+    try:
+        for _ in workers:
+            found = results.get(timeout=TIMEOUT_S)
+            (errors if isinstance(found, str) else spans).append(found)
+    except queue_module.Empty:
+        errors.append(f"no result within {TIMEOUT_S:.0f} s")
+    finally:
+        for worker in workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+    if errors:
+        raise FastpathError(f"in-process ceiling ({processes} processes, batch {batch}) failed: {errors[0]}")
+    return {"processes": processes, "batch": batch, **parallel_rate(spans)}
+
+
+def measure(
+    texts: Sequence[str],
+    *,
+    max_items: int = DEFAULT_ITEMS,
+    processes: Sequence[int] = PROCESSES,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    threads: int = 1,
+    build_dir: Path = BUILD_DIR,
+) -> dict[str, Any]:
+    """The ceiling at every (processes, batch): texts/s of tokenize + INT8 encode, no server."""
+    items = unique_texts(texts, max_items)
+    rows = [
+        run_parallel(items, count, batch, threads=threads, build_dir=build_dir)
+        for count in processes
+        for batch in batch_sizes
+    ]
+    return {
+        "items": len(items),
+        "ort_threads": threads,
+        "rows": rows,
+        "note": "tokenizers + onnxruntime INT8, 1 ORT thread per process, each text once; no server, no JSON",
+    }

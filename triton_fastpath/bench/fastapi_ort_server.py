@@ -1,0 +1,159 @@
+"""The baseline a team writes instead of Triton: FastAPI + uvicorn + `tokenizers` + onnxruntime INT8.
+
+About forty lines of real logic, as such services are written: the plain `tokenizers` library
+(truncation and padding to 64 tokens, as our tokenizer model does), one onnxruntime session per
+model with a fixed thread count, an `async def` endpoint per model (one inference at a time per
+worker, no batching), JSON in and out. Same HTTP protocol as `naive_server`, so the load
+generator's `naive` protocol drives both:
+
+    python -m triton_fastpath.bench.fastapi_ort_server --port 8080 --workers 2 --ort-threads 1
+
+Endpoints: `POST /v1/sentiment {"text": "..."}`, `POST /v1/digits {"pixels": [[...8]...8]}`,
+`GET /health`. With `--workers N` uvicorn starts N processes, each building its app with
+`app_factory` from the settings passed in environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from triton_fastpath.paths import BUILD_DIR
+
+MAX_LENGTH = 64
+ENV_BUILD_DIR = "FASTAPI_ORT_BUILD_DIR"
+ENV_ORT_THREADS = "FASTAPI_ORT_THREADS"
+
+
+class TextRequest(BaseModel):
+    """`POST /v1/sentiment` body."""
+
+    text: str
+
+
+class PixelsRequest(BaseModel):
+    """`POST /v1/digits` body: an 8x8 image, values 0..16."""
+
+    pixels: list[list[float]]
+
+
+def load_tokenizer(path: Path, max_length: int = MAX_LENGTH) -> Any:
+    """A `tokenizers.Tokenizer` truncating and padding every text to `max_length` tokens."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    pad_id = tokenizer.token_to_id("[PAD]")
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(length=max_length, pad_id=0 if pad_id is None else pad_id)
+    return tokenizer
+
+
+def load_session(path: Path, threads: int = 1) -> Any:
+    """An onnxruntime CPU session with `threads` intra-op threads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, computed in float64 (extreme float32 logits overflow the shift), as float32."""
+    shifted = np.asarray(logits, dtype=np.float64)
+    shifted = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
+    return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def folds_softmax(session: Any) -> bool:
+    """Whether the graph outputs `probabilities` itself (else it outputs `logits`)."""
+    return "probabilities" in {o.name for o in session.get_outputs()}
+
+
+def classify(session: Any, tokenizer: Any, texts: list[str], folded: bool) -> np.ndarray:
+    """Probabilities [N, labels]: the graph's `probabilities` when `folded`, else softmax of its `logits`."""
+    encodings = tokenizer.encode_batch(texts)
+    feeds = {
+        "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+    }
+    if folded:
+        return session.run(["probabilities"], feeds)[0]
+    return softmax(session.run(["logits"], feeds)[0])
+
+
+def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
+    """The FastAPI app serving the built sentiment (INT8) and digits ONNX models."""
+    from fastapi import FastAPI, HTTPException
+
+    tokenizer = load_tokenizer(build_dir / "sentiment" / "onnx" / "tokenizer.json")
+    sentiment_session = load_session(build_dir / "sentiment" / "onnx" / "model.int8.onnx", ort_threads)
+    folded = folds_softmax(sentiment_session)
+    digits_session = load_session(build_dir / "digits" / "onnx" / "model.onnx", ort_threads)
+    id2label = json.loads((build_dir / "sentiment" / "hf" / "config.json").read_text())["id2label"]
+    labels = [id2label[str(i)] for i in range(len(id2label))]
+    app = FastAPI(title="FastAPI + onnxruntime baseline")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"ready": True}
+
+    @app.post("/v1/sentiment")
+    async def sentiment(request: TextRequest) -> dict:
+        if not request.text.strip():
+            raise HTTPException(status_code=400, detail="text is empty; send at least one word")
+        probabilities = classify(sentiment_session, tokenizer, [request.text], folded)[0]
+        best = int(np.argmax(probabilities))
+        return {
+            "label": labels[best],
+            "probability": float(probabilities[best]),
+            "probabilities": probabilities.tolist(),
+        }
+
+    @app.post("/v1/digits")
+    async def digits(request: PixelsRequest) -> dict:
+        pixels = np.asarray(request.pixels, dtype=np.float32)
+        if pixels.shape != (8, 8):
+            raise HTTPException(status_code=400, detail=f"pixels has shape {pixels.shape}; expected (8, 8)")
+        probabilities = digits_session.run(["probabilities"], {"pixels": pixels[None]})[0][0]
+        return {"label": int(np.argmax(probabilities)), "probabilities": probabilities.tolist()}
+
+    return app
+
+
+def app_factory() -> Any:
+    """The app of one uvicorn worker, from `FASTAPI_ORT_BUILD_DIR` and `FASTAPI_ORT_THREADS`."""
+    return create_app(Path(os.environ.get(ENV_BUILD_DIR, str(BUILD_DIR))), int(os.environ.get(ENV_ORT_THREADS, "1")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default %(default)s)")
+    parser.add_argument("--ort-threads", type=int, default=1, help="onnxruntime intra-op threads per worker")
+    parser.add_argument("--build-dir", type=Path, default=BUILD_DIR, help="where the built models are")
+    args = parser.parse_args(argv)
+    import uvicorn
+
+    os.environ[ENV_BUILD_DIR] = str(args.build_dir.resolve())
+    os.environ[ENV_ORT_THREADS] = str(args.ort_threads)
+    uvicorn.run(
+        "triton_fastpath.bench.fastapi_ort_server:app_factory",
+        factory=True,
+        host="127.0.0.1",
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
