@@ -98,9 +98,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-response-cache", action="store_true", help="disable Triton's response cache on the top-level models"
     )
-    p.add_argument(
-        "--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder"
-    )
+    p.add_argument("--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder")
     container = p.add_argument_group("container target (--target container)")
     container.add_argument(
         "--encoder-backend",

@@ -42,13 +42,13 @@ def images() -> np.ndarray:
 # --- every model, sync and asyncio ----------------------------------------------------------------
 
 
-def test_sentiment_sync_and_async_agree_with_the_thin_client(triton, client) -> None:
+def test_sentiment_sync_and_async_agree_with_the_thin_client(served, client) -> None:
     expected = client.classify_text(TEXTS)
-    with SentimentClient(triton.grpc_url, timeout_s=30) as sdk:
+    with SentimentClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.classify(TEXTS, priority=1, request_id="sdk-sync")
 
     async def run() -> list:
-        async with AsyncSentimentClient(triton.grpc_url, timeout_s=30) as sdk:
+        async with AsyncSentimentClient(served.grpc_url, timeout_s=30) as sdk:
             return await sdk.classify(TEXTS, request_id="sdk-async")
 
     got_async = asyncio.run(run())
@@ -60,13 +60,13 @@ def test_sentiment_sync_and_async_agree_with_the_thin_client(triton, client) -> 
     assert got[2].truncated is True and got[0].truncated is False
 
 
-def test_digits_sync_and_async_agree_with_the_thin_client(triton, client, images) -> None:
+def test_digits_sync_and_async_agree_with_the_thin_client(served, client, images) -> None:
     expected = client.classify_digits(images[:20])
-    with DigitsClient(triton.grpc_url, timeout_s=30) as sdk:
+    with DigitsClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.classify(images[:20])
 
     async def run() -> list:
-        async with AsyncDigitsClient(triton.grpc_url, timeout_s=30) as sdk:
+        async with AsyncDigitsClient(served.grpc_url, timeout_s=30) as sdk:
             return await sdk.classify(list(images[:20]))  # a list of 8x8 arrays works too
 
     got_async = asyncio.run(run())
@@ -74,12 +74,12 @@ def test_digits_sync_and_async_agree_with_the_thin_client(triton, client, images
     np.testing.assert_allclose([r.probabilities for r in got], [e.probabilities for e in expected], atol=1e-5)
 
 
-def test_embed_sync_and_async_agree(triton) -> None:
-    with EmbedClient(triton.grpc_url, timeout_s=30) as sdk:
+def test_embed_sync_and_async_agree(served) -> None:
+    with EmbedClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.predict(TEXTS)
 
     async def run() -> list:
-        async with AsyncEmbedClient(triton.grpc_url, timeout_s=30) as sdk:
+        async with AsyncEmbedClient(served.grpc_url, timeout_s=30) as sdk:
             return await sdk.predict(TEXTS)
 
     got_async = asyncio.run(run())
@@ -88,19 +88,19 @@ def test_embed_sync_and_async_agree(triton) -> None:
     np.testing.assert_allclose([r.embedding for r in got], [r.embedding for r in got_async], atol=1e-5)
 
 
-def test_a_list_longer_than_max_batch_size_is_split_and_joined_in_order(triton, images) -> None:
-    with DigitsClient(triton.grpc_url, timeout_s=60) as sdk:
+def test_a_list_longer_than_max_batch_size_is_split_and_joined_in_order(served, images) -> None:
+    with DigitsClient(served.grpc_url, timeout_s=60) as sdk:
         whole = sdk.classify(images[:200])
         parts = [r for start in range(0, 200, 50) for r in sdk.classify(images[start : start + 50])]
         assert sdk.stats.requests == 4 + 4  # 200 rows = 64 + 64 + 64 + 8; then four calls of 50
     assert [r.label for r in whole] == [r.label for r in parts]
 
 
-def test_shared_memory_and_compression_give_the_same_answers_as_the_plain_path(triton, images) -> None:
+def test_shared_memory_and_compression_give_the_same_answers_as_the_plain_path(served, images) -> None:
     with (
-        DigitsClient(triton.grpc_url, timeout_s=60) as plain,
-        DigitsClient(triton.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as shm,
-        DigitsClient(triton.grpc_url, timeout_s=60, compression="gzip") as gzip,
+        DigitsClient(served.grpc_url, timeout_s=60) as plain,
+        DigitsClient(served.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as shm,
+        DigitsClient(served.grpc_url, timeout_s=60, compression="gzip") as gzip,
     ):
         expected = [r.label for r in plain.classify(images[:150])]
         assert [r.label for r in shm.classify(images[:150])] == expected
@@ -108,16 +108,16 @@ def test_shared_memory_and_compression_give_the_same_answers_as_the_plain_path(t
         assert [r.label for r in gzip.classify(images[:150])] == expected
 
     async def run() -> list[int]:
-        async with AsyncDigitsClient(triton.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as sdk:
+        async with AsyncDigitsClient(served.grpc_url, timeout_s=60, shared_memory_min_bytes=0) as sdk:
             return [r.label for r in await sdk.classify(images[:150])]
 
     assert asyncio.run(run()) == expected
 
 
-def test_readiness(triton) -> None:
+def test_readiness(served) -> None:
     with (
-        SentimentClient(triton.grpc_url) as ready,
-        SentimentClient(triton.grpc_url, model_name="no_such_model") as not_,
+        SentimentClient(served.grpc_url) as ready,
+        SentimentClient(served.grpc_url, model_name="no_such_model") as not_,
     ):
         assert ready.is_ready()
         assert not not_.is_ready()
@@ -126,8 +126,8 @@ def test_readiness(triton) -> None:
 # --- errors ------------------------------------------------------------------------------------
 
 
-def test_bad_input_is_invalid_input_naming_the_field(triton, images) -> None:
-    with SentimentClient(triton.grpc_url, timeout_s=30) as sentiment, DigitsClient(triton.grpc_url) as digits:
+def test_bad_input_is_invalid_input_naming_the_field(served, images) -> None:
+    with SentimentClient(served.grpc_url, timeout_s=30) as sentiment, DigitsClient(served.grpc_url) as digits:
         with pytest.raises(InvalidInput, match=r"text\[1\] is empty or whitespace only"):
             sentiment.classify(["fine", "   "])
         with pytest.raises(
@@ -145,22 +145,22 @@ def test_bad_input_is_invalid_input_naming_the_field(triton, images) -> None:
         assert sentiment.stats.retries == digits.stats.retries == 0
 
 
-def test_an_unknown_model_is_model_unavailable_and_not_retried(triton) -> None:
-    with SentimentClient(triton.grpc_url, model_name="no_such_model") as sdk:
+def test_an_unknown_model_is_model_unavailable_and_not_retried(served) -> None:
+    with SentimentClient(served.grpc_url, model_name="no_such_model") as sdk:
         with pytest.raises(ModelUnavailable, match="no_such_model"):
             sdk.classify(["hello"])
         assert (sdk.stats.attempts, sdk.stats.retries) == (1, 0)
 
     async def run() -> None:
-        async with AsyncDigitsClient(triton.grpc_url, model_name="no_such_model") as sdk:
+        async with AsyncDigitsClient(served.grpc_url, model_name="no_such_model") as sdk:
             await sdk.classify(np.zeros((1, 8, 8)))
 
     with pytest.raises(ModelUnavailable):
         asyncio.run(run())
 
 
-def test_a_deadline_shorter_than_anything_is_a_timeout(triton) -> None:
-    with SentimentClient(triton.grpc_url) as sdk, pytest.raises(Timeout):
+def test_a_deadline_shorter_than_anything_is_a_timeout(served) -> None:
+    with SentimentClient(served.grpc_url) as sdk, pytest.raises(Timeout):
         sdk.classify(["a deadline of a tenth of a millisecond"], timeout_s=1e-4)
 
 

@@ -10,13 +10,15 @@ import pytest
 from triton_fastpath.repository import RepoSettings
 
 
-@pytest.fixture(scope="session")
-def matrix_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """The built repository with a 100 ms batching window, so concurrent requests share a batch."""
+@pytest.fixture(scope="session", params=["fused", "ensemble"])
+def matrix_server(request, built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The built repository in each rendering with a 100 ms batching window, so concurrent requests
+    share a batch: the matrix holds for both."""
     from triton_fastpath.reliability.runner import MATRIX_BATCH_WINDOW_US
     from triton_fastpath.reliability.servers import repository_copy, triton
 
-    work = tmp_path_factory.mktemp("matrix")
-    repo = repository_copy(built_repository, work / "repo", RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US))
+    work = tmp_path_factory.mktemp(f"matrix-{request.param}")
+    settings = RepoSettings(rendering=request.param, max_queue_delay_us=MATRIX_BATCH_WINDOW_US)
+    repo = repository_copy(built_repository, work / "repo", settings)
     with triton(repo, work / "logs") as server:
         yield server
