@@ -68,7 +68,7 @@ class TuneConfig:
             window_s=0.3,
             max_windows=3,
             confirm=False,
-            space={"max_queue_delay_us": (0,)},
+            space={"max_queue_delay_us": (250,)},  # one candidate beside the starting settings
         )
 
 
