@@ -15,7 +15,7 @@ from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
 from triton_fastpath.bench.loadgen import item_stream, metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
-from triton_fastpath.bench.tuner import format_frontier, frontier, write_tuning
+from triton_fastpath.bench.tuner import TuneConfig, beats, format_frontier, frontier, write_tuning
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
 
@@ -305,7 +305,7 @@ def test_frontier_keeps_only_undominated_candidates() -> None:
     table = format_frontier(
         {"sla_p99_ms": 50, "candidates": candidates, "frontier": frontier(candidates), "winner": candidates[0]}
     )
-    assert "| a=1 | 500 | 40.0 | 16 | winner |" in table
+    assert "| a=1 | 500 | 40.0 | 16 | nan | winner |" in table  # p50 at concurrency 1 not measured here
 
 
 def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
@@ -404,3 +404,12 @@ def test_open_and_closed_loops_count_successes_and_failures_with_a_fake_server()
     assert sum(w.errors for w in windows) > 0 and sum(w.requests for w in windows) > 0
     windows, error, sent = asyncio.run(closed_loop(send, item_stream(["a"], 0.0, 0), concurrency=3, **common))
     assert sum(w.errors for w in windows) > 0 and sum(w.requests for w in windows) > sum(w.errors for w in windows)
+
+
+def test_a_candidate_must_win_throughput_without_slowing_a_lone_request() -> None:
+    config = TuneConfig()  # margin 5%, low-load tolerance 15%
+    best = {"throughput_rps": 1000.0, "p50_c1_ms": 2.0}
+    assert beats({"throughput_rps": 1100.0, "p50_c1_ms": 2.2}, best, config)
+    assert not beats({"throughput_rps": 1040.0, "p50_c1_ms": 1.0}, best, config)  # within the noise margin
+    assert not beats({"throughput_rps": 1300.0, "p50_c1_ms": 3.1}, best, config)  # a 1 ms delay for everyone
+    assert beats({"throughput_rps": 1300.0, "p50_c1_ms": math.nan}, best, config)  # not measured: no guard
