@@ -241,6 +241,36 @@ def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str
     }
 
 
+def _fused_model(
+    name: str,
+    outputs: Sequence[TensorSpec],
+    parameters: Mapping[str, str],
+    settings: RepoSettings,
+    target: Target | str,
+    *,
+    instances: int | None = None,
+) -> ModelSpec:
+    """`<name>_fused`: the `text_pipeline` Python model doing a whole text pipeline in one process.
+
+    On the container target it calls its encoder by BLS, so it takes no warmup there: Triton loads
+    models concurrently and a failed warmup fails the load, and the encoder may not be loaded yet.
+    """
+    in_process = as_target(target) is Target.EMBEDDED
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    return ModelSpec(
+        name=f"{name}_fused",
+        kind=ModelKind.PYTHON,
+        python_model="text_pipeline",
+        max_batch_size=settings.max_batch_size,
+        inputs=(text,),
+        outputs=tuple(outputs),
+        instance_count=settings.encoder_instances if instances is None else instances,
+        dynamic_batching=settings.batching(),
+        warmups=_warmups((text,), settings.max_batch_size, files=True) if in_process else (),
+        parameters=dict(parameters),
+    )
+
+
 def _wrapper(
     name: str, step: ModelSpec, settings: RepoSettings, labels: Sequence[str] = (), outputs: Sequence[TensorSpec] = ()
 ) -> ModelSpec:
@@ -315,21 +345,7 @@ def text_classifier_specs(
             parameters.update(_cache_parameters(settings, semantic))
         if semantic:
             parameters.update(_semantic_embedder(settings, target))
-        in_process = as_target(target) is Target.EMBEDDED
-        fused = ModelSpec(
-            name=f"{name}_fused",
-            kind=ModelKind.PYTHON,
-            python_model="text_pipeline",
-            max_batch_size=batch,
-            inputs=(text,),
-            outputs=(label, probability, probabilities, truncated),
-            instance_count=settings.encoder_instances,
-            dynamic_batching=settings.batching(),
-            # Calling the encoder by BLS (container), a warmup could run before that model is
-            # loaded (Triton loads models concurrently; a failed warmup fails the load): none there.
-            warmups=_warmups((text,), batch, files=True) if in_process else (),
-            parameters=parameters,
-        )
+        fused = _fused_model(name, (label, probability, probabilities, truncated), parameters, settings, target)
         wrapper = _wrapper(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, wrapper]
@@ -494,23 +510,9 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         warmups=_warmups((ids, mask), batch, files=True),
     )
     if settings.rendering == "fused":
-        in_process = as_target(target) is Target.EMBEDDED
-        fused = ModelSpec(
-            name=f"{EMBED_NAME}_fused",
-            kind=ModelKind.PYTHON,
-            python_model="text_pipeline",
-            max_batch_size=batch,
-            inputs=(text,),
-            outputs=(embedding,),
-            dynamic_batching=settings.batching(),
-            warmups=_warmups((text,), batch, files=True) if in_process else (),  # BLS: see the classifier
-            parameters={
-                "task": "embed",
-                "cache": "false",
-                **tokenizer_parameters,
-                **_encoder_parameters(encoder, settings, target),
-            },
-        )
+        parameters = {"task": "embed", "cache": "false", **tokenizer_parameters}
+        parameters.update(_encoder_parameters(encoder, settings, target))
+        fused = _fused_model(EMBED_NAME, (embedding,), parameters, settings, target, instances=1)
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, _wrapper(EMBED_NAME, fused, settings)]
     tokenizer = ModelSpec(
