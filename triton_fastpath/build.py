@@ -313,7 +313,7 @@ def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tu
     files = {
         f"{name}_tokenizer": [tokenizer],
         f"{name}_encoder": weights,
-        f"{name}_cache": identity,
+        f"{name}_cache": [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
         f"{name}_fused": [tokenizer, *weights, *identity],
     }
     sample = encoder.encode([SAMPLE_TEXT])
@@ -525,11 +525,15 @@ def build_repository(
     force: bool = False,
     progress: Progress = print,
     container: ContainerBuild | None = None,
+    semantic: bool = False,
+    semantic_max_wrong: float | None = None,
 ) -> list[ModelReport]:
     """Build the bundled models into `repository`; returns the reports (also written as JSON).
 
     For the container target, `container` chooses the encoder backend (TensorRT by default) and
     the engine plan for trt-builder is written beside the repository (`<repository>/../trt/`).
+    With `semantic`, the semantic cache layer is calibrated on the sentiment model just built
+    (`calibrate_semantic`) and enabled only when a setting keeps wrong hits under the bound.
     """
     settings = settings or RepoSettings()
     thresholds = thresholds or Thresholds()
@@ -545,6 +549,8 @@ def build_repository(
         files.update(model_files)
         warmups.update(model_warmups)
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
+    if semantic:
+        settings = calibrate_semantic(settings, progress, semantic_max_wrong)
     if settings.semantic_threshold and "semantic" in files:
         files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
     write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
@@ -574,6 +580,53 @@ def build_repository(
         progress(f"trt-builder plan: {plan} (TensorRT engines are built on the GPU host: docker compose up)")
     write_report(reports, BUILD_DIR / "report.json")
     return reports
+
+
+SEMANTIC_REPORT = "semantic-calibration.json"
+
+
+def calibrate_semantic(settings: RepoSettings, progress: Progress, max_wrong: float | None = None) -> RepoSettings:
+    """`settings` with the semantic layer calibrated on the built sentiment and embed models, or off.
+
+    The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
+    figures also go into the cache model's config (`semantic_measured_*`).
+    """
+    from triton_fastpath.semantic_calibration import MAX_WRONG_RATE, calibrate
+
+    if not settings.cache:
+        raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
+    data = datasets.load_sentiment(BUILD_DIR / "data")
+    bound = MAX_WRONG_RATE if max_wrong is None else max_wrong
+    progress(
+        f"semantic cache: calibrating threshold, confidence margin and negation guard on this build "
+        f"({len(data.train)} cached texts, held-out and perturbed queries; wrong hits < {bound:.2%})"
+    )
+    found = calibrate(
+        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
+        embed_dir=BUILD_DIR / "embed",
+        train_texts=data.train.x,
+        heldout_texts=data.test.x,
+        precision_file=PRECISIONS[settings.precision],
+        max_length=settings.max_length,
+        max_wrong_rate=bound,
+    )
+    (BUILD_DIR / SEMANTIC_REPORT).write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
+    progress(f"semantic cache: {found.summary()} ({found.seconds:.0f}s; {BUILD_DIR / SEMANTIC_REPORT})")
+    chosen = found.accepted
+    if chosen is None:
+        return dataclasses.replace(settings, semantic_threshold=0.0, semantic_min_margin=0.0, semantic_guard=False)
+    checked = found.checked or {}
+    measured = tuple(
+        (key, f"{checked.get(key, 0):.4f}")
+        for key in ("wrong_rate", "punct_hit_rate", "drop_word_hit_rate", "heldout_hit_rate")
+    )
+    return dataclasses.replace(
+        settings,
+        semantic_threshold=chosen["threshold"],
+        semantic_min_margin=chosen["min_margin"],
+        semantic_guard=chosen["guarded"],
+        semantic_measured=measured,
+    )
 
 
 def select_models(specs: Sequence[ModelSpec], only: Sequence[str]) -> list[ModelSpec]:

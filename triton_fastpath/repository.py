@@ -127,11 +127,19 @@ class RepoSettings:
         l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
         l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
         redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
-        semantic_threshold: cosine similarity at which the cache model reuses a remembered answer
-            for a text that missed the exact caches (0 = off, the default). Measured wrong-hit
-            rates: docs/semantic-threshold.md; the safe value depends on the model (0.995 to 0.998
-            for two trainings here), so re-run scripts/semantic_threshold.py after retraining.
+        semantic_threshold: cosine similarity at which the cache reuses a remembered answer for a
+            text that missed the exact caches (0 = off, the default). The safe value depends on
+            the model (training is not bit-reproducible), so it is measured on every build.
+        semantic_min_margin: a semantic hit is served only when the remembered answer's
+            probability margin (top-1 minus top-2) reaches this (0 = no gate).
+        semantic_guard: refuse a semantic hit when the query and the neighbour differ in a
+            negation or intensifier word (`fastpath_backends.semantic.GUARD_WORDS`).
         semantic_capacity: remembered embeddings per cache instance.
+        semantic_measured: what the build's calibration measured for the chosen setting
+            (wrong-hit and hit rates), written into the config for operators to read.
+        The three semantic settings are chosen by `make build ARGS="--semantic"`, calibrated on
+        the model just built (`triton_fastpath.semantic_calibration`); setting them by hand skips
+        that measurement.
     """
 
     rendering: str = _DEFAULTS["rendering"]
@@ -156,7 +164,10 @@ class RepoSettings:
     l2_ttl_s: int = 86_400
     redis_key_prefix: str = "fastpath:"
     semantic_threshold: float = 0.0
+    semantic_min_margin: float = 0.0
+    semantic_guard: bool = False
     semantic_capacity: int = 10_000
+    semantic_measured: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.rendering not in RENDERINGS:
@@ -165,6 +176,10 @@ class RepoSettings:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
         if not 8 <= self.max_length <= 512:
             raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
+        if not 0.0 <= self.semantic_min_margin <= 1.0:
+            raise ConfigError(
+                f"semantic_min_margin={self.semantic_min_margin}; expected a probability margin in [0, 1]"
+            )
         if not 0.0 <= self.semantic_threshold <= 1.0:
             raise ConfigError(f"semantic_threshold={self.semantic_threshold}; expected 0 (off) or a cosine in (0, 1]")
         if self.semantic_threshold and not self.cache:
@@ -211,9 +226,12 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
     if semantic:
         parameters.update(
             semantic_threshold=str(settings.semantic_threshold),
+            semantic_min_margin=str(settings.semantic_min_margin),
+            semantic_guard="true" if settings.semantic_guard else "false",
             semantic_dim=str(EMBED_DIM),
             semantic_capacity=str(settings.semantic_capacity),
         )
+        parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic_measured})
     return parameters
 
 

@@ -237,19 +237,24 @@ def cached_rows(
     cache: TieredCache,
     semantic: Any = None,
     vectors: np.ndarray | None = None,
+    *,
+    guards: Sequence[Any] | None = None,
 ) -> tuple[np.ndarray, LookupStats]:
     """Rows for `keys`: cached ones from the cache, the rest from `compute(missed_row_indices)`.
 
     Only missed rows are computed (a partial miss sends just those to the encoder); duplicated
     keys inside one batch are computed once. With a `semantic` index (a `SemanticIndex`) and one
-    embedding per row in `vectors`, exact misses close enough to a remembered row take its value;
+    embedding per row in `vectors` (and, for a guarded index, a guard signature per row in
+    `guards`), exact misses close enough to a remembered row take its value;
     computed rows are remembered. Semantic answers never enter the exact L1/L2 caches.
     """
     values, stats = cache.lookup(keys)
     if semantic is not None and vectors is not None:
         pending = [i for i, v in enumerate(values) if v is None]
         if pending:
-            found, _ = semantic.search(vectors[pending])
+            found, _ = semantic.search(
+                vectors[pending], guards=None if guards is None else [guards[i] for i in pending]
+            )
             for i, value in zip(pending, found):
                 if value is not None:
                     values[i] = value
@@ -269,7 +274,9 @@ def cached_rows(
                 values[i] = row_value
         cache.store(list(missed), list(computed))
         if semantic is not None and vectors is not None:
-            semantic.add(vectors[first_rows], list(computed))
+            semantic.add(
+                vectors[first_rows], list(computed), None if guards is None else [guards[i] for i in first_rows]
+            )
         stats.extra["computed_rows"] = len(first_rows)
     return np.stack(values), stats
 

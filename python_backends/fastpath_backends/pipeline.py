@@ -16,7 +16,7 @@ import numpy as np
 from fastpath_backends.batch import split_rows
 from fastpath_backends.cache import LookupStats, TieredCache, cached_rows, row_keys
 from fastpath_backends.classify import label_rows
-from fastpath_backends.semantic import SemanticIndex
+from fastpath_backends.semantic import SemanticIndex, guard_signatures
 from fastpath_backends.text import TextEncoder
 
 # (input_ids, attention_mask) -> one value row per text: probabilities [N, C] or embeddings [N, D]
@@ -35,10 +35,12 @@ class ExactCache:
 
 @dataclass
 class SemanticLayer:
-    """Nearest-neighbour reuse of answers: the index and how to embed a text for it."""
+    """Nearest-neighbour reuse of answers: the index, how to embed a text for it, and the guard
+    words' token ids (in the classifier's vocabulary) a hit must agree on."""
 
     index: SemanticIndex
     embed: EmbedTexts
+    guard_ids: Sequence[int] = ()
 
 
 class TextPipeline:
@@ -86,11 +88,18 @@ class TextPipeline:
             values = self.run_encoder(ids, mask)
         else:
             keys = row_keys(self.cache.namespace, ids, mask, self.cache.prefix)
-            index = vectors = None
+            index = vectors = guards = None
             if self.semantic is not None:
                 index, vectors = self.semantic.index, self.semantic.embed(flat)
+                if index.guarded:
+                    guards = guard_signatures(ids, mask, self.semantic.guard_ids)
             values, stats = cached_rows(
-                keys, lambda rows: self.run_encoder(ids[rows], mask[rows]), self.cache.tiers, index, vectors
+                keys,
+                lambda rows: self.run_encoder(ids[rows], mask[rows]),
+                self.cache.tiers,
+                index,
+                vectors,
+                guards=guards,
             )
         outputs: dict[str, np.ndarray]
         if self.labels:

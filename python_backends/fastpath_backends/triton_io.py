@@ -133,3 +133,16 @@ def pipeline_name(model_name: str) -> str:
         if model_name.endswith(suffix):
             return model_name[: -len(suffix)]
     return model_name
+
+
+def read_texts(pb_utils: Any, requests: Any, max_text_bytes: int, input_name: str = "text") -> list:
+    """Per request, its decoded texts, or the BadRequest that names its bad row (kept in place)."""
+    from fastpath_backends.text import decode_texts
+
+    payloads: list = []
+    for request in requests:
+        try:
+            payloads.append(decode_texts(read_input(pb_utils, request, input_name), max_text_bytes=max_text_bytes))
+        except BadRequest as error:
+            payloads.append(error)
+    return payloads

@@ -15,7 +15,8 @@ import triton_python_backend_utils as pb_utils
 from fastpath_backends.batch import concat_rows, run_isolated, split_rows
 from fastpath_backends.cache import cached_rows, key_namespace, row_keys, tiered_cache_from_parameters
 from fastpath_backends.errors import BadRequest
-from fastpath_backends.semantic import SemanticIndex
+from fastpath_backends.semantic import guard_signatures, index_from_parameters
+from fastpath_backends.text import TextEncoder
 from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
@@ -37,11 +38,10 @@ class TritonPythonModel:
         self.prefix = params.get("redis_key_prefix", "fastpath:")
         self.namespace = key_namespace(identity)
         self.cache = tiered_cache_from_parameters(params, os.environ)
-        threshold = float(params.get("semantic_threshold", "0"))
-        self.semantic = None
-        if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
-            dim = int(params["semantic_dim"])
-            self.semantic = SemanticIndex(dim, int(params.get("semantic_capacity", "10000")), threshold)
+        tokenizer_file = version_dir(args) / params.get("tokenizer_file", "tokenizer.json")
+        token_id = TextEncoder(tokenizer_file, int(params.get("max_length", "64"))).token_id
+        # off unless the build calibrated it: docs/semantic-threshold.md
+        self.semantic, self.guard_ids = index_from_parameters(params, token_id)
         self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
 
     def execute(self, requests):
@@ -62,8 +62,11 @@ class TritonPythonModel:
         vectors = None
         if self.semantic is not None and all(b[2] is not None for b in batches):
             vectors, _ = concat_rows([b[2] for b in batches])
+        guards = None
+        if vectors is not None and self.semantic.guarded:
+            guards = guard_signatures(ids, mask, self.guard_ids)
         probabilities, stats = cached_rows(
-            keys, lambda rows: self.encode(ids[rows], mask[rows]), self.cache, self.semantic, vectors
+            keys, lambda rows: self.encode(ids[rows], mask[rows]), self.cache, self.semantic, vectors, guards=guards
         )
         self.metrics.record(stats)
         label_index = probabilities.argmax(axis=1).reshape(-1, 1).astype("int64")  # as the graph's ArgMax

@@ -16,17 +16,16 @@ import triton_python_backend_utils as pb_utils
 from fastpath_backends.batch import run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
-from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel
 from fastpath_backends.pipeline import ExactCache, SemanticLayer, TextPipeline
-from fastpath_backends.semantic import SemanticIndex
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts
+from fastpath_backends.semantic import index_from_parameters
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
 from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
     model_parameters,
     pipeline_name,
-    read_input,
+    read_texts,
     to_response,
     version_dir,
 )
@@ -54,6 +53,7 @@ class TritonPythonModel:
         else:
             run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
         max_length = int(params["max_length"])
+        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)
         cache = semantic = None
         # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
         self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
@@ -61,20 +61,17 @@ class TritonPythonModel:
             identity = json.loads((folder / "cache_identity.json").read_text())
             tiers = tiered_cache_from_parameters(params, os.environ)
             cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
-            threshold = float(params.get("semantic_threshold", "0"))
-            if threshold > 0:  # off by default: see docs/semantic-threshold.md for the measured precision
+            index, guard_ids = index_from_parameters(params, tokenizer.token_id)
+            if index is not None:  # off unless the build calibrated it: docs/semantic-threshold.md
                 embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
                 if "semantic_encoder_model" in params:  # the container's native embed encoder
                     rows = int(params["semantic_max_batch_size"])
                     embed = bls_encoder(pb_utils, params["semantic_encoder_model"], "embedding", rows)
                 else:
                     embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
-                index = SemanticIndex(
-                    int(params["semantic_dim"]), int(params.get("semantic_capacity", "10000")), threshold
-                )
-                semantic = SemanticLayer(index, lambda texts: embed(*_ids_and_mask(embedder, texts)))
+                semantic = SemanticLayer(index, lambda texts: embed(*_ids_and_mask(embedder, texts)), guard_ids)
         self.pipeline = TextPipeline(
-            TextEncoder(folder / params["tokenizer_file"], max_length),
+            tokenizer,
             run_encoder,
             labels=parse_labels(params["labels"]) if classify else (),
             cache=cache,
@@ -86,12 +83,7 @@ class TritonPythonModel:
         # run the whole pipeline but never touch the caches (nor their counters).
         self.warming = self.warmups_left > 0
         self.warmups_left -= 1
-        payloads = []
-        for request in requests:
-            try:
-                payloads.append(decode_texts(read_input(pb_utils, request, "text"), max_text_bytes=self.max_text_bytes))
-            except BadRequest as error:
-                payloads.append(error)
+        payloads = read_texts(pb_utils, requests, self.max_text_bytes)
         return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
 
     def _run(self, batches):

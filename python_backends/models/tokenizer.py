@@ -7,9 +7,8 @@ instance; each request is validated alone, so one bad text fails only its own re
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.batch import run_isolated, split_rows
-from fastpath_backends.errors import BadRequest
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts
-from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
+from fastpath_backends.triton_io import model_parameters, read_texts, to_response, version_dir
 
 
 class TritonPythonModel:
@@ -20,13 +19,7 @@ class TritonPythonModel:
         self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
 
     def execute(self, requests):
-        payloads = []
-        for request in requests:
-            try:
-                payloads.append(decode_texts(read_input(pb_utils, request, "text"), max_text_bytes=self.max_text_bytes))
-            except BadRequest as error:
-                payloads.append(error)
-        results = run_isolated(payloads, self._encode)
+        results = run_isolated(read_texts(pb_utils, requests, self.max_text_bytes), self._encode)
         return [to_response(pb_utils, result, self.name) for result in results]
 
     def _encode(self, batches):

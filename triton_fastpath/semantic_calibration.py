@@ -1,0 +1,314 @@
+"""Calibrate the semantic cache against the model just built: threshold, confidence margin, guard.
+
+A semantic hit answers a text with the answer of a remembered neighbour, so it is right only when
+the neighbour's label is the label the model would give the text itself. Training is not
+bit-reproducible, so a threshold measured once does not carry to the next build: the build
+measures it again, on the model it just made.
+
+How: the cache holds the training texts (with the served INT8 model's answers); the queries are
+the held-out texts (which should essentially never hit) and perturbed training texts (upper case,
+punctuation changed, one word dropped: near-duplicates that should hit; a "not" inserted: an edit
+that may flip the label and must not be served blindly). Queries with the same tokens as a cached
+text are exact-cache hits and are left out. Every (threshold, margin, guard) setting is scored by
+its wrong-hit rate (wrong hits / hits) and its hit rate per query kind; the chosen setting is the
+one with the most near-duplicate hits whose wrong-hit rate stays under the bound. No setting
+under the bound: no semantic layer, said plainly.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triton_fastpath.paths import backends_importable
+
+THRESHOLDS = (0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
+MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
+MAX_WRONG_RATE = 0.005
+MIN_HITS = 50
+NEAR_DUPLICATES = ("punct", "drop_word")
+KINDS = ("heldout", "case", "punct", "drop_word", "negate")
+EXACT = 0.99999
+
+
+def perturbations(texts: Sequence[str], rng: random.Random) -> list[tuple[str, str]]:
+    """(kind, text) variants of each text: upper case, punctuation added/removed, one word dropped,
+    "not" inserted before a word."""
+    out = []
+    for text in texts:
+        out.append(("case", text.upper()))
+        out.append(("punct", text[:-1] if text[-1:] in ".!?" else text + "!"))
+        words = text.split()
+        if len(words) >= 4:
+            drop = rng.randrange(len(words))
+            out.append(("drop_word", " ".join(words[:drop] + words[drop + 1 :])))
+            at = rng.randrange(1, len(words))
+            out.append(("negate", " ".join([*words[:at], "not", *words[at:]])))
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the sweep."""
+
+    threshold: float
+    min_margin: float
+    guarded: bool
+
+
+@dataclass
+class Neighbours:
+    """Each query's nearest cached text, and what a hit on it would need (pure data)."""
+
+    score: np.ndarray  # [Q] cosine similarity to the nearest cached text
+    wrong: np.ndarray  # [Q] the nearest text's label differs from the query's own label
+    margin: np.ndarray  # [Q] confidence margin of the nearest text's answer
+    same_guard: np.ndarray  # [Q] query and nearest text hold the same guard words
+    kinds: np.ndarray  # [Q] query kind (KINDS)
+
+    @property
+    def exact(self) -> np.ndarray:
+        """Queries whose embedding equals a cached one: exact-cache hits, left out."""
+        return self.score >= EXACT
+
+
+def nearest(cache_vectors: np.ndarray, query_vectors: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Index and cosine of each query's nearest cached vector (unit vectors; chunked matmul)."""
+    index = np.zeros(len(query_vectors), dtype=np.int64)
+    score = np.zeros(len(query_vectors), dtype=np.float32)
+    for start in range(0, len(query_vectors), chunk):
+        similarity = query_vectors[start : start + chunk] @ cache_vectors.T
+        index[start : start + chunk] = similarity.argmax(axis=1)
+        score[start : start + chunk] = similarity.max(axis=1)
+    return index, score
+
+
+def served(found: Neighbours, setting: Setting) -> np.ndarray:
+    """Which queries the setting answers from a neighbour (exact-cache hits left out)."""
+    hit = (found.score >= setting.threshold) & (found.margin >= setting.min_margin) & ~found.exact
+    return hit & found.same_guard if setting.guarded else hit
+
+
+def evaluate(found: Neighbours, setting: Setting, part: np.ndarray | None = None) -> dict[str, Any]:
+    """Hits, wrong hits and per-kind rates of one setting, over the queries in `part` (all if None; pure)."""
+    part = np.ones(len(found.score), dtype=bool) if part is None else part
+    hit = served(found, setting) & part
+    wrong = hit & found.wrong
+    row: dict[str, Any] = {**asdict(setting), "hits": int(hit.sum()), "wrong": int(wrong.sum())}
+    row["wrong_rate"] = row["wrong"] / row["hits"] if row["hits"] else 0.0
+    judged = ~found.exact & part
+    for kind in KINDS:
+        sel = (found.kinds == kind) & judged
+        row[f"{kind}_queries"] = int(sel.sum())
+        row[f"{kind}_hit_rate"] = float(hit[sel].mean()) if sel.any() else 0.0
+        row[f"{kind}_wrong"] = int(wrong[sel].sum())
+    return row
+
+
+def sweep(
+    found: Neighbours, part: np.ndarray | None = None, thresholds=THRESHOLDS, margins=MARGINS
+) -> list[dict[str, Any]]:
+    """Every (threshold, margin, guard) setting, evaluated over `part`."""
+    return [evaluate(found, Setting(t, m, g), part) for g in (False, True) for m in margins for t in thresholds]
+
+
+def halves(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A random half of `count` queries to choose on, and the other half to check the choice on."""
+    choose_on = np.zeros(count, dtype=bool)
+    choose_on[np.random.default_rng(seed).permutation(count)[: count // 2]] = True
+    return choose_on, ~choose_on
+
+
+def choose(rows: Sequence[dict[str, Any]], max_wrong_rate: float = MAX_WRONG_RATE, min_hits: int = MIN_HITS):
+    """The setting with the most near-duplicate hits whose wrong-hit rate is under the bound, or None.
+
+    Ties go to the stricter setting (higher threshold, then higher margin, then guarded).
+    """
+    safe = [r for r in rows if r["hits"] >= min_hits and r["wrong_rate"] < max_wrong_rate]
+    if not safe:
+        return None
+
+    def score(r: dict[str, Any]) -> tuple:
+        return (sum(r[f"{k}_hit_rate"] for k in NEAR_DUPLICATES), r["threshold"], r["min_margin"], r["guarded"])
+
+    return max(safe, key=score)
+
+
+@dataclass
+class Calibration:
+    """What the build measured about the semantic layer, and what it chose.
+
+    `rows` are measured on the half of the queries the choice is made on; `checked` is the chosen
+    setting measured on the other half (the figures the repository is shipped with), and
+    `checked_rows` every setting on that half (for the published curves).
+    """
+
+    max_wrong_rate: float
+    cache_texts: int
+    queries: dict[str, int]
+    rows: list[dict[str, Any]]
+    chosen: dict[str, Any] | None
+    embed_us_per_text: float
+    checked: dict[str, Any] | None = None
+    checked_rows: list[dict[str, Any]] = field(default_factory=list)
+    rejected: str = ""
+    seconds: float = 0.0
+    guard_words: tuple[str, ...] = ()
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def best_without_gating(self) -> dict[str, Any] | None:
+        """The best setting with no margin and no guard (what a plain threshold would give)."""
+        plain = [r for r in self.rows if r["min_margin"] == 0 and not r["guarded"]]
+        return choose(plain, self.max_wrong_rate)
+
+    @property
+    def accepted(self) -> dict[str, Any] | None:
+        """The chosen setting when its check on the other half also kept the bound, else None."""
+        return self.chosen if self.chosen is not None and not self.rejected else None
+
+    def summary(self) -> str:
+        """One line for the build's progress output."""
+        if self.chosen is None:
+            least = min((r for r in self.rows if r["hits"] >= MIN_HITS), key=lambda r: r["wrong_rate"], default=None)
+            best = f"; the best setting with {MIN_HITS}+ hits had {least['wrong_rate']:.2%} wrong" if least else ""
+            return f"no setting keeps wrong hits under {self.max_wrong_rate:.2%}{best}: the semantic layer stays off"
+        c, v = self.chosen, self.checked or {}
+        line = (
+            f"threshold {c['threshold']}, margin {c['min_margin']}, guard {'on' if c['guarded'] else 'off'}; "
+            f"on queries it was not chosen on: {v.get('wrong_rate', 0):.2%} wrong of {v.get('hits', 0)} hits, "
+            f"hit rates punct {v.get('punct_hit_rate', 0):.0%}, dropped word {v.get('drop_word_hit_rate', 0):.0%}, "
+            f"held-out {v.get('heldout_hit_rate', 0):.2%}, 'not' inserted {v.get('negate_hit_rate', 0):.1%}"
+        )
+        return f"{line}; {self.rejected}" if self.rejected else line
+
+
+def neighbours(
+    *,
+    cache_texts: Sequence[str],
+    queries: Sequence[str],
+    kinds: Sequence[str],
+    classify: Callable[[Sequence[str]], np.ndarray],
+    embed: Callable[[Sequence[str]], np.ndarray],
+    guards: Callable[[Sequence[str]], list[tuple[int, ...]]],
+) -> tuple[Neighbours, float, np.ndarray]:
+    """Embed, classify and find each query's nearest cached text; returns also embed us/text and the index."""
+    backends_importable()
+    from fastpath_backends.semantic import confidence_margin
+
+    cache_probabilities = classify(cache_texts)
+    query_labels = classify(queries).argmax(axis=1)
+    started = time.perf_counter()
+    cache_vectors, query_vectors = embed(cache_texts), embed(queries)
+    us_per_text = (time.perf_counter() - started) / (len(cache_texts) + len(queries)) * 1e6
+    index, score = nearest(cache_vectors, query_vectors)
+    cache_guards, query_guards = guards(cache_texts), guards(queries)
+    found = Neighbours(
+        score=score,
+        wrong=cache_probabilities.argmax(axis=1)[index] != query_labels,
+        margin=confidence_margin(cache_probabilities)[index],
+        same_guard=np.array([cache_guards[i] == q for i, q in zip(index, query_guards)]),
+        kinds=np.asarray(kinds),
+    )
+    return found, us_per_text, index
+
+
+def calibrate(
+    *,
+    sentiment_dir: Path,
+    embed_dir: Path,
+    train_texts: Sequence[str],
+    heldout_texts: Sequence[str],
+    precision_file: str,
+    max_length: int,
+    max_wrong_rate: float = MAX_WRONG_RATE,
+    perturbed: int = 1000,
+    seed: int = 0,
+) -> Calibration:
+    """Measure every setting on the built files (`sentiment_dir`: tokenizer.json + ONNX; `embed_dir`:
+    the `embed` tokenizer + ONNX) and choose one; see the module docstring."""
+    backends_importable()
+    from fastpath_backends.onnx_model import OnnxModel
+    from fastpath_backends.semantic import GUARD_WORDS, guard_signatures
+    from fastpath_backends.text import TextEncoder
+
+    started = time.monotonic()
+    tokenizer = TextEncoder(sentiment_dir / "tokenizer.json", max_length)
+    model = OnnxModel(sentiment_dir / precision_file)
+    embed_tokenizer = TextEncoder(embed_dir / "tokenizer.json", max_length)
+    embed_model = OnnxModel(embed_dir / "model.onnx")
+    guard_ids = [i for i in (tokenizer.token_id(w) for w in GUARD_WORDS) if i is not None]
+
+    def batched(texts: Sequence[str], run: Callable[[Any], np.ndarray], size: int = 256) -> np.ndarray:
+        return np.concatenate([run(list(texts[i : i + size])) for i in range(0, len(texts), size)])
+
+    def classify(texts: Sequence[str]) -> np.ndarray:
+        def run(chunk: list[str]) -> np.ndarray:
+            e = tokenizer.encode(chunk)
+            return model.run({"input_ids": e.input_ids, "attention_mask": e.attention_mask})["probabilities"]
+
+        return batched(texts, run)
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        def run(chunk: list[str]) -> np.ndarray:
+            e = embed_tokenizer.encode(chunk)
+            return embed_model.run({"input_ids": e.input_ids, "attention_mask": e.attention_mask})["embedding"]
+
+        return batched(texts, run)
+
+    def guards(texts: Sequence[str]) -> list[tuple[int, ...]]:
+        found: list[tuple[int, ...]] = []
+        for i in range(0, len(texts), 256):
+            e = tokenizer.encode(list(texts[i : i + 256]))
+            found += guard_signatures(e.input_ids, e.attention_mask, guard_ids)
+        return found
+
+    rng = random.Random(seed)
+    cache_texts = list(train_texts)
+    varied = perturbations(rng.sample(cache_texts, min(perturbed, len(cache_texts))), rng)
+    queries = list(heldout_texts) + [t for _, t in varied]
+    kinds = ["heldout"] * len(heldout_texts) + [k for k, _ in varied]
+    found, us_per_text, index = neighbours(
+        cache_texts=cache_texts, queries=queries, kinds=kinds, classify=classify, embed=embed, guards=guards
+    )
+    choose_on, check_on = halves(len(queries), seed)
+    rows = sweep(found, choose_on)
+    checked_rows = sweep(found, check_on)
+    chosen = choose(rows, max_wrong_rate)
+    examples, checked, rejected = [], None, ""
+    if chosen is not None:  # the wrong hits that remain, to say which queries still go wrong
+        setting = Setting(chosen["threshold"], chosen["min_margin"], chosen["guarded"])
+        checked = evaluate(found, setting, check_on)
+        if checked["wrong_rate"] >= max_wrong_rate:
+            rejected = (
+                f"not confirmed: {checked['wrong_rate']:.2%} wrong on the other half, over the "
+                f"{max_wrong_rate:.2%} bound: the semantic layer stays off"
+            )
+        for q in np.flatnonzero(served(found, setting) & found.wrong)[:12]:
+            examples.append(
+                {
+                    "kind": kinds[q],
+                    "query": queries[q],
+                    "cached": cache_texts[index[q]],
+                    "cosine": float(found.score[q]),
+                }
+            )
+    return Calibration(
+        max_wrong_rate=max_wrong_rate,
+        cache_texts=len(cache_texts),
+        queries={k: int(sum(1 for x in kinds if x == k)) for k in KINDS},
+        rows=rows,
+        chosen=chosen,
+        embed_us_per_text=us_per_text,
+        checked=checked,
+        checked_rows=checked_rows,
+        rejected=rejected,
+        seconds=time.monotonic() - started,
+        guard_words=tuple(GUARD_WORDS),
+        examples=examples,
+    )
