@@ -10,9 +10,10 @@ the held-out texts (which should essentially never hit) and perturbed training t
 punctuation changed, one word dropped: near-duplicates that should hit; a "not" inserted: an edit
 that may flip the label and must not be served blindly). Queries with the same tokens as a cached
 text are exact-cache hits and are left out. Every (threshold, margin, guard) setting is scored by
-its wrong-hit rate (wrong hits / hits) and its hit rate per query kind; the chosen setting is the
-one with the most near-duplicate hits whose wrong-hit rate stays under the bound. No setting
-under the bound: no semantic layer, said plainly.
+its wrong-hit rate (wrong hits / hits) and its hit rate per query kind, on a random half of the
+queries; the chosen setting is the one with the most near-duplicate hits whose wrong-hit rate
+there stays under half the bound (`CHOICE_SAFETY`), and it ships only if the other half confirms
+it under the full bound. No such setting: no semantic layer, said plainly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from triton_fastpath.paths import backends_importable
 THRESHOLDS = (0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
 MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
 MAX_WRONG_RATE = 0.005
+# The choice is made on half of the queries at this share of the bound, and must keep the full
+# bound on the other half: picking the loosest setting that just passes on one sample overfits
+# (seen: 0.49% on the choice half, 1.04% on the other).
+CHOICE_SAFETY = 0.5
 MIN_HITS = 50
 NEAR_DUPLICATES = ("punct", "drop_word")
 KINDS = ("heldout", "case", "punct", "drop_word", "negate")
@@ -163,9 +168,9 @@ class Calibration:
     examples: list[dict[str, Any]] = field(default_factory=list)
 
     def best_without_gating(self) -> dict[str, Any] | None:
-        """The best setting with no margin and no guard (what a plain threshold would give)."""
+        """What the build's rule would pick with no margin and no guard (a plain threshold), or None."""
         plain = [r for r in self.rows if r["min_margin"] == 0 and not r["guarded"]]
-        return choose(plain, self.max_wrong_rate)
+        return choose(plain, self.max_wrong_rate * CHOICE_SAFETY)
 
     @property
     def accepted(self) -> dict[str, Any] | None:
@@ -227,7 +232,7 @@ def calibrate(
     precision_file: str,
     max_length: int,
     max_wrong_rate: float = MAX_WRONG_RATE,
-    perturbed: int = 1000,
+    perturbed: int = 5000,
     seed: int = 0,
 ) -> Calibration:
     """Measure every setting on the built files (`sentiment_dir`: tokenizer.json + ONNX; `embed_dir`:
@@ -279,7 +284,7 @@ def calibrate(
     choose_on, check_on = halves(len(queries), seed)
     rows = sweep(found, choose_on)
     checked_rows = sweep(found, check_on)
-    chosen = choose(rows, max_wrong_rate)
+    chosen = choose(rows, max_wrong_rate * CHOICE_SAFETY)
     examples, checked, rejected = [], None, ""
     if chosen is not None:  # the wrong hits that remain, to say which queries still go wrong
         setting = Setting(chosen["threshold"], chosen["min_margin"], chosen["guarded"])
