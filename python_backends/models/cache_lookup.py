@@ -39,7 +39,13 @@ class TritonPythonModel:
         self.namespace = key_namespace(identity)
         self.cache = tiered_cache_from_parameters(params, os.environ)
         tokenizer_file = version_dir(args) / params.get("tokenizer_file", "tokenizer.json")
-        token_id = TextEncoder(tokenizer_file, int(params.get("max_length", "64"))).token_id
+
+        def token_id(word):  # the tokenizer is read only when the semantic guard asks for word ids
+            if self._vocabulary is None:
+                self._vocabulary = TextEncoder(tokenizer_file, int(params.get("max_length", "64")))
+            return self._vocabulary.token_id(word)
+
+        self._vocabulary = None
         # off unless the build calibrated it: docs/semantic-threshold.md
         self.semantic, self.guard_ids = index_from_parameters(params, token_id)
         self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))

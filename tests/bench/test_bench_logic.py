@@ -320,6 +320,8 @@ def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
     assert found["max_queue_delay_us"] == 250
     assert found["preferred_batch_sizes"] == (4, 8)
     assert RepoSettings(**found).batching().preferred_batch_sizes == (4, 8)
+    container = json.loads(path.read_text())["other_targets"]["container"]
+    assert container["measured"] is None and container["rendering"] == "fused"  # said, not measured
 
 
 def test_tuning_file_with_an_unknown_setting_is_rejected_by_name(tmp_path: Path) -> None:
