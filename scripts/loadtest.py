@@ -93,6 +93,10 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         f"--duplicate-ratio={args.duplicate_ratio}",
         f"--request-timeout-s={args.request_timeout_s}",
         f"--sla-file={args.sla_file}",
+        # Let each user finish its call when the run ends instead of cancelling it mid-flight: a
+        # cancelled call is a request the server ran but nobody counted, and cancellations under
+        # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; README, Limits).
+        f"--stop-timeout={args.request_timeout_s:g}",
     ]
     if role == "worker":
         return [*command, "--worker", "--master-host=127.0.0.1", f"--master-port={port}", *options]

@@ -254,7 +254,10 @@ def test_locust_commands_for_master_and_worker_share_the_scenario_options(tmp_pa
     assert master[:3] == [sys.executable, "-m", "locust"] and master[4].endswith("locustfiles/digits.py")
     assert {"--headless", "--host=grpc://127.0.0.1:8001", "-t=5s", "--master", "--expect-workers=2"} <= set(master)
     assert {"--worker", "--master-port=5557", "--shape=steady"} <= set(worker) and "--headless" not in worker
-    shared = [o for o in master if o.startswith(("--shape", "--duplicate", "--sla-file", "--request-timeout"))]
+    assert "--stop-timeout=10" in master  # users finish their call at the end: nothing cancelled mid-flight
+    shared = [
+        o for o in master if o.startswith(("--shape", "--duplicate", "--sla-file", "--request-timeout", "--stop"))
+    ]
     assert shared and all(o in worker for o in shared)
 
 
