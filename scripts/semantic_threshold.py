@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from triton_fastpath import data as datasets
+from triton_fastpath.build import measure_semantic
 from triton_fastpath.paths import BUILD_DIR, ROOT
-from triton_fastpath.repository import PRECISIONS, RepoSettings
-from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration, calibrate
+from triton_fastpath.repository import RepoSettings
+from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration
 
 KIND_NAMES = {
     "heldout": "held-out",
@@ -169,18 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perturbed", type=int, default=5000, help="training texts to perturb (default %(default)s)")
     parser.add_argument("--max-wrong", type=float, default=MAX_WRONG_RATE, help="wrong-hit bound (default %(default)s)")
     args = parser.parse_args(argv)
-    settings = RepoSettings()
-    data = datasets.load_sentiment(BUILD_DIR / "data")
-    found = calibrate(
-        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
-        embed_dir=BUILD_DIR / "embed",
-        train_texts=data.train.x,
-        heldout_texts=data.test.x,
-        precision_file=PRECISIONS[settings.precision],
-        max_length=settings.max_length,
-        max_wrong_rate=args.max_wrong,
-        perturbed=args.perturbed,
-    )
+    found = measure_semantic(RepoSettings(), args.max_wrong, args.perturbed)
     print(found.summary())
     write_outputs(
         found, " ".join(["python scripts/semantic_threshold.py", *(argv if argv is not None else sys.argv[1:])])

@@ -585,13 +585,30 @@ def build_repository(
 SEMANTIC_REPORT = "semantic-calibration.json"
 
 
+def measure_semantic(settings: RepoSettings, max_wrong: float, perturbed: int | None = None):
+    """The semantic calibration (`semantic_calibration.calibrate`) on the built sentiment and embed models."""
+    from triton_fastpath.semantic_calibration import calibrate
+
+    data = datasets.load_sentiment(BUILD_DIR / "data")
+    return calibrate(
+        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
+        embed_dir=BUILD_DIR / "embed",
+        train_texts=data.train.x,
+        heldout_texts=data.test.x,
+        precision_file=PRECISIONS[settings.precision],
+        max_length=settings.max_length,
+        max_wrong_rate=max_wrong,
+        **({} if perturbed is None else {"perturbed": perturbed}),
+    )
+
+
 def calibrate_semantic(settings: RepoSettings, progress: Progress, max_wrong: float | None = None) -> RepoSettings:
     """`settings` with the semantic layer calibrated on the built sentiment and embed models, or off.
 
     The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
     figures also go into the cache model's config (`semantic_measured_*`).
     """
-    from triton_fastpath.semantic_calibration import MAX_WRONG_RATE, calibrate
+    from triton_fastpath.semantic_calibration import MAX_WRONG_RATE
 
     if not settings.cache:
         raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
@@ -601,15 +618,7 @@ def calibrate_semantic(settings: RepoSettings, progress: Progress, max_wrong: fl
         f"semantic cache: calibrating threshold, confidence margin and negation guard on this build "
         f"({len(data.train)} cached texts, held-out and perturbed queries; wrong hits < {bound:.2%})"
     )
-    found = calibrate(
-        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
-        embed_dir=BUILD_DIR / "embed",
-        train_texts=data.train.x,
-        heldout_texts=data.test.x,
-        precision_file=PRECISIONS[settings.precision],
-        max_length=settings.max_length,
-        max_wrong_rate=bound,
-    )
+    found = measure_semantic(settings, bound)
     (BUILD_DIR / SEMANTIC_REPORT).write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
     progress(f"semantic cache: {found.summary()} ({found.seconds:.0f}s; {BUILD_DIR / SEMANTIC_REPORT})")
     chosen = found.accepted
