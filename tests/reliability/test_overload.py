@@ -26,21 +26,28 @@ def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFac
 
 
 # The flood is sized from a capacity measured on a shared machine: the best of three windows (a
-# slowed window can only understate capacity), times 3, the factor. A 5x flood on two
-# instances once crashed tritonserver 2.51 (SIGSEGV) in CI: an upstream defect this test cannot fix.
-FLOOD_FACTOR = 3
+# slowed window can only understate capacity), times 3, the factor. A window understated
+# by other work on the 2 cores can make "3x" no overload at all (seen in CI: capacity read 235
+# req/s, 706 req/s offered, nothing shed), so when under 5% of the flood was shed the flood is
+# doubled once: the test is about what happens *in* overload. A 5x flood on two instances once
+# crashed tritonserver 2.51 (SIGSEGV) in CI: an upstream defect this test cannot fix.
+FLOOD_FACTORS = (3, 6)
+SHED_AT_LEAST = 0.05
 
 
 def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server) -> None:
     capacity = overload.measure_capacity(overload_server.grpc_url, seconds=2.0, windows=3)
-    high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
-    low = overload.OpenLoopClass("low", FLOOD_FACTOR * capacity, priority=2)
-    overload.open_loop(overload_server.grpc_url, [high, low], seconds=4.0)
-    assert overload_server.is_running(), f"tritonserver died under the flood: see {overload_server.log_path}"
+    for factor in FLOOD_FACTORS:
+        high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
+        low = overload.OpenLoopClass("low", factor * capacity, priority=2)
+        overload.open_loop(overload_server.grpc_url, [high, low], seconds=4.0)
+        assert overload_server.is_running(), f"tritonserver died under the flood: see {overload_server.log_path}"
+        if low.tally.failed >= SHED_AT_LEAST * low.tally.requests:
+            break
     for cls in (high, low):
         assert cls.tally.lost == 0, cls.tally.error_summary()
         assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
-    assert low.tally.failed > 0, f"{FLOOD_FACTOR}x capacity {capacity:.0f} req/s was not shed: no rejection at all"
+    assert low.tally.failed > 0, f"{factor}x capacity {capacity:.0f} req/s was not shed: no rejection at all"
     assert low.attempts / low.requests <= 1.15, "retries amplified the overload beyond the retry budget"
     high_ok = high.tally.ok / high.tally.requests
     low_ok = low.tally.ok / low.tally.requests
