@@ -356,7 +356,7 @@ def text_classifier_specs(
     )
     semantic = settings.cache and settings.semantic_threshold > 0
     if settings.rendering == "fused":
-        parameters = {"task": "classify", "labels": ",".join(labels), **tokenizer_parameters}
+        parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters}
         parameters.update(_encoder_parameters(encoder, settings, target))
         parameters["cache"] = "true" if settings.cache else "false"
         if settings.cache:
@@ -406,6 +406,7 @@ def text_classifier_specs(
             dynamic_batching=settings.batching(),
             # No warmup: it would call the encoder through BLS before that model is surely loaded.
             parameters={
+                "pipeline": name,
                 "encoder_model": encoder.name,
                 "encoder_max_batch_size": str(batch),
                 **_cache_parameters(settings, semantic),
@@ -528,7 +529,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         warmups=_warmups((ids, mask), batch, files=True),
     )
     if settings.rendering == "fused":
-        parameters = {"task": "embed", "cache": "false", **tokenizer_parameters}
+        parameters = {"task": "embed", "cache": "false", "pipeline": EMBED_NAME, **tokenizer_parameters}
         parameters.update(_encoder_parameters(encoder, settings, target))
         fused = _fused_model(EMBED_NAME, (embedding,), parameters, settings, target, instances=1)
         native = [encoder] if as_target(target) is Target.CONTAINER else []

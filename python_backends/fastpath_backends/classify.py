@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,15 @@ def _check_scores(name: str, scores: np.ndarray, labels: Sequence[str]) -> None:
         raise BadRequest(f"{name} contain NaN or Inf; the encoder produced no valid scores for this input")
 
 
+@functools.lru_cache(maxsize=16)
+def _label_column(labels: tuple[str, ...]) -> np.ndarray:
+    """The labels as a [C, 1] column of UTF-8 bytes, made once per label set (rows index it)."""
+    column = np.empty((len(labels), 1), dtype=object)
+    column[:, 0] = [label.encode("utf-8") for label in labels]
+    column.flags.writeable = False
+    return column
+
+
 def label_rows(probabilities: np.ndarray, labels: Sequence[str], label_index: np.ndarray | None = None) -> Classified:
     """Label names and the chosen label's probability, from the encoder graph's folded head.
 
@@ -76,7 +86,6 @@ def label_rows(probabilities: np.ndarray, labels: Sequence[str], label_index: np
             raise BadRequest(
                 f"label_index {best.tolist()} does not index {len(labels)} labels for {len(probabilities)} rows"
             )
-    encoded = [label.encode("utf-8") for label in labels]
-    label = np.array([[encoded[i]] for i in best], dtype=object)
+    label = _label_column(tuple(labels))[best]
     probability = probabilities[np.arange(len(best)), best].reshape(-1, 1)
     return Classified(label, probability, probabilities)

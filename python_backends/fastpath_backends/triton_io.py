@@ -127,14 +127,6 @@ def bls_encoder(pb_utils: Any, model_name: str, output_name: str, max_rows: int)
     return run
 
 
-def pipeline_name(model_name: str) -> str:
-    """The top-level model a step belongs to: `sentiment_cache` -> `sentiment`."""
-    for suffix in ("_cache", "_fused"):
-        if model_name.endswith(suffix):
-            return model_name[: -len(suffix)]
-    return model_name
-
-
 def read_texts(pb_utils: Any, requests: Any, max_text_bytes: int, input_name: str = "text") -> list:
     """Per request, its decoded texts, or the BadRequest that names its bad row (kept in place)."""
     from fastpath_backends.text import decode_texts

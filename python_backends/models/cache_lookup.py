@@ -21,7 +21,6 @@ from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
     model_parameters,
-    pipeline_name,
     read_input,
     to_response,
     version_dir,
@@ -48,7 +47,7 @@ class TritonPythonModel:
         self._vocabulary = None
         # off unless the build calibrated it: docs/semantic-threshold.md
         self.semantic, self.guard_ids = index_from_parameters(params, token_id)
-        self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
+        self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
 
     def execute(self, requests):
         payloads = []

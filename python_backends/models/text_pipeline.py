@@ -24,7 +24,6 @@ from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
     model_parameters,
-    pipeline_name,
     read_texts,
     to_response,
     version_dir,
@@ -56,7 +55,7 @@ class TritonPythonModel:
         tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)
         cache = semantic = None
         # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
-        self.metrics = CacheMetrics(pb_utils, self.name, pipeline_name(self.name))
+        self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
         if params.get("cache", "false") == "true":
             identity = json.loads((folder / "cache_identity.json").read_text())
             tiers = tiered_cache_from_parameters(params, os.environ)

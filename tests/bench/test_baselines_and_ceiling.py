@@ -18,7 +18,7 @@ from triton_fastpath.bench.ceiling import (
     shares,
     unique_texts,
 )
-from triton_fastpath.bench.fastapi_ort_server import classify, folds_softmax, softmax
+from triton_fastpath.bench.fastapi_ort_server import classify
 from triton_fastpath.paths import BUILD_DIR
 
 BUILT = [
@@ -75,12 +75,6 @@ def test_ceiling_rate_picks_the_requested_processes_and_batch() -> None:
     assert ceiling_rate(None) is None
 
 
-def test_softmax_is_stable_for_extreme_logits_and_sums_to_one() -> None:
-    found = softmax(np.array([[1000.0, -1000.0], [0.0, 0.0]], dtype=np.float32))
-    assert found.dtype == np.float32
-    np.testing.assert_allclose(found, [[1.0, 0.0], [0.5, 0.5]])
-
-
 class _Output:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -99,7 +93,7 @@ class _FakeSession:
     def run(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.asked.append(names)
         rows = len(feeds["input_ids"])
-        value = [[0.25, 0.75]] if names == ["probabilities"] else [[0.0, np.log(3.0)]]
+        value = [[0.25, 0.75]]
         return [np.array(value * rows, dtype=np.float32)]
 
 
@@ -113,12 +107,11 @@ class _FakeTokenizer:
         return [_FakeEncoding() for _ in texts]
 
 
-@pytest.mark.parametrize("outputs", [["probabilities", "label_index"], ["logits"]])
-def test_classify_uses_the_graphs_probabilities_or_softmaxes_its_logits(outputs: list[str]) -> None:
-    session = _FakeSession(outputs)
-    found = classify(session, _FakeTokenizer(), ["a", "b"], folds_softmax(session))
+def test_classify_asks_the_graph_for_its_probabilities_once_per_batch() -> None:
+    session = _FakeSession(["probabilities", "label_index"])
+    found = classify(session, _FakeTokenizer(), ["a", "b"])
     np.testing.assert_allclose(found, [[0.25, 0.75], [0.25, 0.75]], rtol=1e-6)
-    assert session.asked == [["probabilities" if "probabilities" in outputs else "logits"]]
+    assert session.asked == [["probabilities"]]
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +144,9 @@ def test_fastapi_ort_app_serves_the_same_sentiment_model_as_the_onnx_files(clien
     root = BUILD_DIR / "sentiment" / "onnx"
     session = load_session(root / "model.int8.onnx")
     texts = ["the plot drags and the jokes fall flat", "a small gem: warm, sharp and honest"]
-    tokenizer, folded = load_tokenizer(root / "tokenizer.json"), folds_softmax(session)
+    tokenizer = load_tokenizer(root / "tokenizer.json")
     for text in texts:  # one at a time, as served: INT8's dynamic activation scale depends on the batch
-        expected = classify(session, tokenizer, [text], folded)[0]
+        expected = classify(session, tokenizer, [text])[0]
         body = client.post("/v1/sentiment", json={"text": text}).json()
         np.testing.assert_allclose(body["probabilities"], expected, atol=1e-6)
 

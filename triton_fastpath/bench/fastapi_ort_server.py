@@ -65,28 +65,14 @@ def load_session(path: Path, threads: int = 1) -> Any:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax, computed in float64 (extreme float32 logits overflow the shift), as float32."""
-    shifted = np.asarray(logits, dtype=np.float64)
-    shifted = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
-    return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
-
-
-def folds_softmax(session: Any) -> bool:
-    """Whether the graph outputs `probabilities` itself (else it outputs `logits`)."""
-    return "probabilities" in {o.name for o in session.get_outputs()}
-
-
-def classify(session: Any, tokenizer: Any, texts: list[str], folded: bool) -> np.ndarray:
-    """Probabilities [N, labels]: the graph's `probabilities` when `folded`, else softmax of its `logits`."""
+def classify(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
+    """Probabilities [N, labels] from our export (softmax is part of the graph)."""
     encodings = tokenizer.encode_batch(texts)
     feeds = {
         "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
         "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
     }
-    if folded:
-        return session.run(["probabilities"], feeds)[0]
-    return softmax(session.run(["logits"], feeds)[0])
+    return session.run(["probabilities"], feeds)[0]
 
 
 def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
@@ -95,7 +81,6 @@ def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
 
     tokenizer = load_tokenizer(build_dir / "sentiment" / "onnx" / "tokenizer.json")
     sentiment_session = load_session(build_dir / "sentiment" / "onnx" / "model.int8.onnx", ort_threads)
-    folded = folds_softmax(sentiment_session)
     digits_session = load_session(build_dir / "digits" / "onnx" / "model.onnx", ort_threads)
     id2label = json.loads((build_dir / "sentiment" / "hf" / "config.json").read_text())["id2label"]
     labels = [id2label[str(i)] for i in range(len(id2label))]
@@ -109,7 +94,7 @@ def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
     async def sentiment(request: TextRequest) -> dict:
         if not request.text.strip():
             raise HTTPException(status_code=400, detail="text is empty; send at least one word")
-        probabilities = classify(sentiment_session, tokenizer, [request.text], folded)[0]
+        probabilities = classify(sentiment_session, tokenizer, [request.text])[0]
         best = int(np.argmax(probabilities))
         return {
             "label": labels[best],
