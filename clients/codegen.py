@@ -32,6 +32,7 @@ __all__ = [
     "ModelPlan",
     "class_prefix",
     "field_name",
+    "load_labels",
     "load_repository",
     "module_name",
     "plan_models",
@@ -158,8 +159,30 @@ def _priority_levels(
     return max([own, *steps])
 
 
-def signature_of(name: str, configs: Mapping[str, model_config_pb2.ModelConfig]) -> ModelSignature:
-    """The `ModelSignature` of model `name`.
+def load_labels(repository: Path, configs: Mapping[str, model_config_pb2.ModelConfig]) -> dict[str, dict]:
+    """Label names of every output with a `label_filename`: `{model: {output: (name, ...)}}`.
+
+    Raises:
+        FileNotFoundError: a config names a label file that is not in its model's folder.
+    """
+    labels: dict[str, dict] = {}
+    for name, config in configs.items():
+        for output in config.output:
+            if output.label_filename:
+                path = Path(repository) / name / output.label_filename
+                if not path.is_file():
+                    raise FileNotFoundError(f"{name}: output {output.name!r} names {path}, which is missing")
+                names = tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+                labels.setdefault(name, {})[output.name] = names
+    return labels
+
+
+def signature_of(
+    name: str,
+    configs: Mapping[str, model_config_pb2.ModelConfig],
+    labels: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+) -> ModelSignature:
+    """The `ModelSignature` of model `name` (with `labels`, from `load_labels`, its outputs' label names).
 
     Raises:
         ValueError: when two tensors map to the same field name, or a datatype is unsupported.
@@ -172,7 +195,10 @@ def signature_of(name: str, configs: Mapping[str, model_config_pb2.ModelConfig])
             type_name = model_config_pb2.DataType.Name(tensor.data_type)
             raise ValueError(f"tensor {tensor.name!r} has {type_name}, which numpy cannot hold")
         optional = bool(getattr(tensor, "optional", False))
-        return TensorSpec(tensor.name, datatype, tuple(tensor.dims), field=field_name(tensor.name), optional=optional)
+        names = (labels or {}).get(name, {}).get(tensor.name, ())
+        return TensorSpec(
+            tensor.name, datatype, tuple(tensor.dims), field=field_name(tensor.name), optional=optional, labels=names
+        )
 
     return ModelSignature(
         model_name=name,

@@ -70,6 +70,7 @@ class TensorSpec:
         dims: dims of one row (without the batch dimension); -1 means any size.
         field: the attribute name in the generated dataclasses.
         optional: the model accepts requests without this input.
+        labels: class names of a class-scores output, in score order (the model's `label_filename`).
     """
 
     name: str
@@ -77,11 +78,13 @@ class TensorSpec:
     dims: tuple[int, ...]
     field: str
     optional: bool = False
+    labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Check the datatype and dims (ValueError naming the tensor)."""
         numpy_dtype(self.datatype)
         object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        object.__setattr__(self, "labels", tuple(self.labels))
         if any(d == 0 or d < -1 for d in self.dims):
             raise ValueError(f"tensor {self.name!r}: dims {list(self.dims)}; expected sizes >= 1 or -1")
 
@@ -94,6 +97,20 @@ class TensorSpec:
     def numpy_dtype(self) -> np.dtype:
         """The numpy dtype of this tensor."""
         return numpy_dtype(self.datatype)
+
+    def top_labels(self, scores: np.ndarray, k: int = 1) -> list[tuple[str, float]]:
+        """The `k` best (label name, score) pairs of one row of this output's class scores, best first.
+
+        Raises:
+            ValueError: this output has no label names, or the row's size is not their count.
+        """
+        row = np.asarray(scores).reshape(-1)
+        if not self.labels or row.size != len(self.labels):
+            raise ValueError(f"output {self.name!r}: {row.size} scores for {len(self.labels)} label names")
+        if k < 1:
+            raise ValueError(f"k: got {k}; expected >= 1")
+        best = np.argsort(-row, kind="stable")[:k]
+        return [(self.labels[i], float(row[i])) for i in best]
 
     def describe(self) -> str:
         """`FP32 [8, 8]`: datatype and row dims, for messages and docstrings."""

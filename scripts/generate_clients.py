@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clients.codegen import load_repository, plan_models  # noqa: E402
+from clients.codegen import load_labels, load_repository, plan_models  # noqa: E402
 from clients.codegen_render import render_package  # noqa: E402
 
 LOGGER = logging.getLogger("generate_clients")
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configs = load_repository(args.repository)
     plan = plan_models(configs, include_steps=args.all)
-    files = render_package(plan, configs, source=args.repository.name)
+    files = render_package(plan, configs, source=args.repository.name, labels=load_labels(args.repository, configs))
     for name, reason in sorted(plan.skipped.items()):
         LOGGER.info("skipped %s: %s", name, reason)
     if args.check:

@@ -26,7 +26,7 @@ import numpy as np
 
 from triton_fastpath import data as datasets
 from triton_fastpath.assemble import ContainerBuild, assemble, container_specs
-from triton_fastpath.errors import ExportError, VerificationError
+from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
 from triton_fastpath.render import Target, as_target
 from triton_fastpath.repository import (
@@ -83,6 +83,8 @@ class ModelReport:
     torch_accuracy: float | None
     variants: list[VariantReport] = field(default_factory=list)
     seconds: float = 0.0
+    data: str = ""  # what the checks ran on (imports: the user's samples, or generated rows)
+    checks: list[str] = field(default_factory=list)  # every verdict printed, with its bound
 
 
 def _newer(outputs: Sequence[Path], inputs: Sequence[Path]) -> bool:
@@ -264,8 +266,12 @@ def export_text_classifier(
     progress: Progress,
     force: bool = False,
     reproduce: str,
+    label_names: Sequence[str] | None = None,
 ) -> tuple[ModelReport, list[ModelSpec], dict, dict]:
-    """Export and verify a local HF classifier; returns its report, specs, files and warmup samples."""
+    """Export and verify a local HF classifier; returns its report, specs, files and warmup samples.
+
+    `label_names` replace the config's `id2label` (same count, same order), e.g. when it says LABEL_0.
+    """
     import torch
 
     from triton_fastpath.export.heads import ServedClassifier
@@ -274,6 +280,10 @@ def export_text_classifier(
     from fastpath_backends.text import TextEncoder
 
     model, tokenizer_file, labels = load_hf_classifier(hf_dir)
+    if label_names is not None:
+        if len(label_names) != len(labels):
+            raise DataError(f"--labels has {len(label_names)} names; {hf_dir} classifies into {len(labels)}")
+        labels = list(label_names)
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(tokenizer_file, out_dir / "tokenizer.json")
     encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length)

@@ -12,17 +12,31 @@ from __future__ import annotations
 import csv
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.assemble import assemble
 from triton_fastpath.build import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
-from triton_fastpath.errors import DataError, ExportError
+from triton_fastpath.errors import DataError, ExportError, VerificationError
+from triton_fastpath.import_checks import (
+    Check,
+    ImportThresholds,
+    accuracy,
+    agreement,
+    check_labels_in_range,
+    choose_label_output,
+    diff_check,
+    generate_samples,
+    load_samples,
+    read_label_names,
+)
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.render import Target
 from triton_fastpath.repository import PRECISIONS, RepoSettings, onnx_classifier_spec
-from triton_fastpath.spec import TensorSpec
+from triton_fastpath.served_check import check_served
+from triton_fastpath.spec import TensorSpec, Warmup, WarmupInput
 
 Progress = Callable[[str], None]
 # Used to check parity when no evaluation file is given: varied length, punctuation, casing.
@@ -68,29 +82,40 @@ def import_hf_classifier(
     eval_csv: Path | None = None,
     target: Target | str = Target.EMBEDDED,
     thresholds: Thresholds | None = None,
+    labels: Path | None = None,
     progress: Progress = print,
 ) -> ModelReport:
-    """Export, verify and add a local HF sequence classifier as the ensemble `name`."""
+    """Export, verify and add a local HF sequence classifier as the ensemble `name`.
+
+    `eval_csv` (text,label rows) are its samples: parity and accuracy are measured on them (on
+    built-in probe texts without it, and the report says so). `labels`: label names, one a line,
+    replacing the config's id2label.
+    """
     from triton_fastpath.build import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)
-    texts, labels = PROBE_TEXTS, None
+    names = read_label_names(labels) if labels is not None else None
+    texts, eval_labels = PROBE_TEXTS, None
     if eval_csv is not None:
-        texts, labels = read_eval_csv(eval_csv, hf_labels(hf_dir))
+        texts, eval_labels = read_eval_csv(eval_csv, names or hf_labels(hf_dir))
+    else:
+        progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
     report, specs, files, warmups = export_text_classifier(
         name=name,
         hf_dir=hf_dir,
         eval_texts=texts,
-        eval_labels=labels,
+        eval_labels=eval_labels,
         settings=settings,
         out_dir=BUILD_DIR / "imported" / name,
         thresholds=thresholds or Thresholds(),
         progress=progress,
         force=True,
         reproduce=f"python scripts/import_model.py hf {hf_dir} --name {name}",
+        label_names=names,
     )
     report.source = str(hf_dir)
+    report.data = f"{len(texts)} texts from {eval_csv}" if eval_csv else f"{len(texts)} built-in probe texts"
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
     write_report([report], BUILD_DIR / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
@@ -131,72 +156,176 @@ def import_onnx(
     repository: Path,
     settings: RepoSettings | None = None,
     target: Target | str = Target.EMBEDDED,
-    quantize: bool = True,
     precision: str = "fp32",
+    samples: Path | None = None,
+    labels: Path | None = None,
+    label_output: str | None = None,
+    input_range: tuple[float, float] | None = None,
+    thresholds: ImportThresholds | None = None,
+    serve_check: bool = True,
     progress: Progress = print,
 ) -> ModelReport:
-    """Add an ONNX file (first dimension = batch) as model `name`, verified at batch 1 and 3.
+    """Add an ONNX file (first dimension = batch) as model `name`, every served file checked with a bound.
 
-    The served FP32 file is the source itself; the INT8 file (if `quantize`) is checked against it
-    on generated inputs (no labels exist for a bare graph, so FP32 is served unless `precision`
-    says 'int8'). Graphs with variable non-batch dims are served without warmup.
+    Checked on `samples` (an .npz of one array per input, optionally `labels`) or, without them, on
+    generated rows (dtype-correct, in `input_range`), and the report says which. The checks: batch 1
+    vs batched (is axis 0 the batch?); INT8 vs FP32 (max|diff|, label agreement, accuracy drop with
+    labels), served when `precision="int8"` only if they pass, refused with the figures otherwise;
+    and, after assembly, the served model through a real tritonserver against onnxruntime.
+    `labels` (names, one a line) become the class-score output's `label_filename`.
+
+    Raises:
+        DataError: bad samples, labels or range (named). ExportError: the graph cannot be served
+            (no batch axis, unknown label output). VerificationError: a check failed.
     """
-    from triton_fastpath.export import onnx2int8
-    from triton_fastpath.export.verify import compare, generate_inputs, run_onnx
+    from triton_fastpath.export.verify import run_onnx_batched
 
+    if precision not in PRECISIONS:
+        raise ExportError(f"precision {precision!r}: expected one of {sorted(PRECISIONS)}")
     settings = settings or RepoSettings()
+    thresholds = thresholds or ImportThresholds()
     inputs, outputs, batched = onnx_io(Path(onnx_file))
     if not batched:
         raise ExportError(
             f"{onnx_file}: the first dimension of every input and output must be dynamic (the batch); "
             "re-export with a dynamic batch axis"
         )
+    names = read_label_names(labels) if labels is not None else []
+    label_output = choose_label_output(outputs, label_output, len(names) or None)
+    n_classes = next((t.dims[-1] for t in outputs if t.name == label_output), None)
+    rows = load_samples(samples, inputs) if samples is not None else generate_samples(inputs, value_range=input_range)
+    check_labels_in_range(rows, n_classes)
+    progress(f"{name}: checking on {rows.describe()}")
+    if rows.generated:
+        progress(f"{name}: NOTE: the checks below use generated data, not yours; pass --samples FILE.npz for real rows")
     out_dir = BUILD_DIR / "imported" / name
     out_dir.mkdir(parents=True, exist_ok=True)
     fp32 = out_dir / PRECISIONS["fp32"]
     shutil.copy2(onnx_file, fp32)
-    report = ModelReport(name=name, source=str(onnx_file), n_eval=0, torch_accuracy=None)
-    probe = generate_inputs(fp32, samples=3)
-    reference = run_onnx(fp32, probe)
-    single = run_onnx(fp32, {k: v[:1] for k, v in probe.items()})
-    result = compare(
-        reference={k: v[:1] for k, v in reference.items()},
-        candidate=single,
-        label_output=None,
-        max_abs_diff=1e-4,
-        min_label_agreement=0,
-    )
-    if not result.passed:
-        raise ExportError(f"{onnx_file}: batch 1 and batch 3 disagree ({result.describe()}); is axis 0 the batch?")
-    report.n_eval = 3
-    report.variants.append(VariantReport("fp32", fp32.name, fp32.stat().st_size, 0.0, 1.0, None))
-    precision = "fp32"
-    if quantize:
-        int8 = out_dir / PRECISIONS["int8"]
-        progress(f"{name}: quantizing to INT8")
-        onnx2int8.quantize(source_path=fp32, output_path=int8)
-        parity = compare(
-            reference=reference,
-            candidate=run_onnx(int8, probe),
-            label_output=None,
-            max_abs_diff=float("inf"),
-            min_label_agreement=0,
-        )
-        report.variants.append(
-            VariantReport("int8", int8.name, int8.stat().st_size, parity.max_abs_diff, float("nan"), None)
-        )
-        progress(f"{name}: INT8 vs FP32 on generated inputs: {parity.describe()} (served: {precision.upper()})")
-    elif precision == "int8":
-        raise ExportError(f"{name}: precision=int8 needs quantize=True")
-    variable = any(d < 1 for t in inputs for d in t.dims)
-    spec = onnx_classifier_spec(name, inputs, outputs, settings, precision=precision)
-    if variable:
-        from dataclasses import replace
+    (out_dir / PRECISIONS["int8"]).unlink(missing_ok=True)
+    report = ModelReport(name=name, source=str(onnx_file), n_eval=rows.n, torch_accuracy=None)
+    report.data = rows.describe()
 
-        progress(f"{name}: inputs have variable dims; served without warmup")
-        spec = replace(spec, warmups=())
+    def verdict(check: Check) -> Check:
+        progress(f"{name}: {check.describe()}")
+        report.checks.append(check.describe())
+        return check
+
+    reference = run_onnx_batched(fp32, rows.inputs, batch_size=settings.max_batch_size)
+    head = rows.head(8)
+    single = _concat_rows([run_onnx_batched(fp32, head.inputs, batch_size=1)])
+    batch = verdict(
+        diff_check("batch 1 vs batched max|diff|", _head(reference, head.n), single, thresholds.batch_rel_diff, head.n)
+    )
+    if not batch.passed:
+        raise ExportError(f"{onnx_file}: batch 1 and batched runs disagree ({batch.describe()}); is axis 0 the batch?")
+    fp32_accuracy = accuracy(reference[label_output], rows.labels) if rows.labels is not None else None
+    if fp32_accuracy is not None:
+        progress(f"{name}: FP32 accuracy on the samples' labels: {fp32_accuracy:.2%} ({rows.n} rows)")
+    report.variants.append(
+        VariantReport("fp32", fp32.name, fp32.stat().st_size, 0.0, 1.0 if label_output else None, fp32_accuracy)
+    )
+    int8_checks = _check_int8(
+        fp32,
+        rows,
+        reference,
+        label_output=label_output,
+        fp32_accuracy=fp32_accuracy,
+        thresholds=thresholds,
+        report=report,
+        verdict=verdict,
+        progress=progress,
+    )
+    failed = [c.describe() for c in int8_checks if not c.passed]
+    if precision == "int8" and (failed or not int8_checks):
+        raise VerificationError(
+            f"{name}: INT8 refused: {'; '.join(failed) or 'quantization failed'}. Serve FP32 (--precision fp32)"
+            + ("" if rows.labels is not None or not rows.generated else ", or check on real --samples")
+        )
+    if precision == "fp32" and int8_checks and not failed:
+        size_mb = report.variants[-1].size_bytes / 1e6
+        progress(f"{name}: INT8 passed its checks; --precision int8 would serve it ({size_mb:.1f} MB)")
+    spec = onnx_classifier_spec(
+        name, inputs, outputs, settings, precision=precision, labels=names, label_output=label_output
+    )
+    warmup_rows = {t.name: rows.inputs[t.name][0] for t in inputs}
+    spec = replace(spec, warmups=sample_warmups(inputs, warmup_rows, settings.max_batch_size))
     files = {name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
-    assemble([spec], repository, target=target, files=files)
+    warmups = {name: warmup_rows}
+    if serve_check:  # before the user's repository is touched: a failed check leaves it as it was
+        served_file = out_dir / PRECISIONS[precision]
+        expected = reference if precision == "fp32" else run_onnx_batched(served_file, rows.inputs)
+        served = check_served(
+            spec,
+            files=files,
+            warmups=warmups,
+            samples=rows,
+            expected=expected,
+            label_output=label_output,
+            label_names=names,
+            thresholds=thresholds,
+            target=target,
+            progress=progress,
+        )
+        for check in served:
+            if not verdict(check).passed:
+                raise VerificationError(f"{name}: the served model disagrees with onnxruntime: {check.describe()}")
+    assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
+    progress(f"{name}: added to {repository} (serving {precision.upper()}, warmup from the first sample row)")
     write_report([report], BUILD_DIR / "report.json")
-    progress(f"{name}: added to {repository}")
     return report
+
+
+def _head(outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    return {k: v[:n] for k, v in outputs.items()}
+
+
+def _concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def sample_warmups(inputs: list[TensorSpec], row: dict[str, np.ndarray], max_batch_size: int) -> tuple[Warmup, ...]:
+    """Warmup at batch 1 and the max batch from one sample row (its shape fixes any variable dims)."""
+    items = tuple(
+        WarmupInput(t.name, input_data_file=t.name, dims=tuple(row[t.name].shape) if -1 in t.dims else None)
+        for t in inputs
+    )
+    return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=items) for size in sorted({1, max_batch_size}))
+
+
+def _check_int8(
+    fp32, rows, reference, *, label_output, fp32_accuracy, thresholds, report, verdict, progress
+) -> list[Check]:
+    """Quantize and check INT8 against FP32; the checks (none when quantization itself failed)."""
+    from triton_fastpath.export import onnx2int8
+    from triton_fastpath.export.verify import run_onnx_batched
+
+    int8 = fp32.with_name(PRECISIONS["int8"])
+    progress(f"{report.name}: quantizing to INT8")
+    try:
+        onnx2int8.quantize(source_path=fp32, output_path=int8)
+        candidate = run_onnx_batched(int8, rows.inputs)
+    except ExportError as error:
+        int8.unlink(missing_ok=True)
+        progress(f"{report.name}: INT8 not built: {error}")
+        return []
+    checks = [verdict(diff_check("INT8 vs FP32 max|diff|", reference, candidate, thresholds.int8_rel_diff, rows.n))]
+    agree = int8_accuracy = None
+    if label_output:
+        agree = agreement(reference[label_output], candidate[label_output])
+        checks.append(verdict(Check("INT8 label agreement", agree, thresholds.int8_min_label_agreement, at_least=True)))
+    if fp32_accuracy is not None:
+        int8_accuracy = accuracy(candidate[label_output], rows.labels)
+        drop = fp32_accuracy - int8_accuracy
+        checks.append(
+            verdict(
+                Check(
+                    "INT8 accuracy drop",
+                    drop,
+                    thresholds.max_int8_accuracy_drop,
+                    detail=f"{int8_accuracy:.2%} vs FP32 {fp32_accuracy:.2%}",
+                )
+            )
+        )
+    report.variants.append(VariantReport("int8", int8.name, int8.stat().st_size, checks[0].value, agree, int8_accuracy))
+    return checks

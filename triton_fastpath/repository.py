@@ -456,14 +456,15 @@ def onnx_classifier_spec(
     instances: int = 1,
     precision: str | None = None,
     labels: Sequence[str] = (),
+    label_output: str | None = "probabilities",
 ) -> ModelSpec:
     """A single ONNX model served directly (zero-data warmup; non-finite floats rejected).
 
-    With `labels`, the `probabilities` output gets Triton's `label_filename`.
+    With `labels`, the `label_output` output (its class scores) gets Triton's `label_filename`.
     """
     precision = precision or settings.precision
     if labels:
-        outputs = [replace(t, label_filename=LABELS_FILE) if t.name == "probabilities" else t for t in outputs]
+        outputs = [replace(t, label_filename=LABELS_FILE) if t.name == label_output else t for t in outputs]
     return ModelSpec(
         name=name,
         kind=ModelKind.ONNX,

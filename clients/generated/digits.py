@@ -32,7 +32,13 @@ SIGNATURE = ModelSignature(
     model_name="digits",
     inputs=(TensorSpec("pixels", "FP32", (8, 8), field="pixels"),),
     outputs=(
-        TensorSpec("probabilities", "FP32", (10,), field="probabilities"),
+        TensorSpec(
+            "probabilities",
+            "FP32",
+            (10,),
+            field="probabilities",
+            labels=("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
+        ),
         TensorSpec("label", "INT64", (1,), field="label"),
     ),
     max_batch_size=64,
@@ -62,6 +68,10 @@ class DigitsResponse:
 
     probabilities: np.ndarray
     label: int
+
+    def top_labels(self, k: int = 1) -> list[tuple[str, float]]:
+        """The `k` best (label name, score) pairs of `probabilities`, best first (names: the model's label file)."""
+        return SIGNATURE.outputs[0].top_labels(self.probabilities, k)
 
 
 class DigitsClient(ModelClient[DigitsRequest, DigitsResponse]):

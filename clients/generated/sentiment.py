@@ -33,7 +33,7 @@ SIGNATURE = ModelSignature(
     outputs=(
         TensorSpec("label", "BYTES", (1,), field="label"),
         TensorSpec("probability", "FP32", (1,), field="probability"),
-        TensorSpec("probabilities", "FP32", (2,), field="probabilities"),
+        TensorSpec("probabilities", "FP32", (2,), field="probabilities", labels=("negative", "positive")),
         TensorSpec("truncated", "BOOL", (1,), field="truncated"),
     ),
     max_batch_size=64,
@@ -67,6 +67,10 @@ class SentimentResponse:
     probability: float
     probabilities: np.ndarray
     truncated: bool
+
+    def top_labels(self, k: int = 1) -> list[tuple[str, float]]:
+        """The `k` best (label name, score) pairs of `probabilities`, best first (names: the model's label file)."""
+        return SIGNATURE.outputs[2].top_labels(self.probabilities, k)
 
 
 class SentimentClient(ModelClient[SentimentRequest, SentimentResponse]):

@@ -78,18 +78,9 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
 
 
 def test_onnx_file_is_imported_and_served(tmp_path):
-    from triton_fastpath.export.torch2onnx import export
     from triton_fastpath.importers import import_onnx
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-    onnx_file = export(
-        model=model,
-        example_inputs={"input": torch.randn(2, 4)},
-        output_path=tmp_path / "scorer.onnx",
-        output_names=["scores"],
-        dynamic_axes={"input": {0: "batch"}},
-    )
+    onnx_file, model = export_scorer(tmp_path)
     repository = tmp_path / "repository"
     report = import_onnx(onnx_file, name="tiny_scorer", repository=repository)
     assert report.variants[0].precision == "fp32"
@@ -103,6 +94,70 @@ def test_onnx_file_is_imported_and_served(tmp_path):
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(served, expected, atol=1e-5)
+
+
+def export_scorer(tmp_path: Path) -> tuple[Path, torch.nn.Module]:
+    from triton_fastpath.export.torch2onnx import export
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    path = export(
+        model=model,
+        example_inputs={"input": torch.randn(2, 4)},
+        output_path=tmp_path / "scorer.onnx",
+        output_names=["scores"],
+        dynamic_axes={"input": {0: "batch"}},
+    )
+    return path, model
+
+
+def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
+    from triton_fastpath.importers import import_onnx
+
+    onnx_file, _ = export_scorer(tmp_path)
+    said: list[str] = []
+    report = import_onnx(
+        onnx_file, name="gen", repository=tmp_path / "repository", input_range=(-2, 2), progress=said.append
+    )
+    assert "GENERATED data" in report.data and "[-2, 2)" in report.data
+    assert any("NOTE: the checks below use generated data" in line for line in said)
+    assert all(check.startswith("PASS") for check in report.checks)
+    assert all("(required" in check for check in report.checks), "every verdict names its bound"
+    assert not any("nan" in check.lower() for check in report.checks)
+
+
+def test_int8_is_refused_with_its_figures_and_the_repository_is_left_as_it_was(tmp_path):
+    from triton_fastpath.import_checks import ImportThresholds
+    from triton_fastpath.importers import import_onnx
+
+    onnx_file, _ = export_scorer(tmp_path)
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, input=np.random.default_rng(1).standard_normal((32, 4)).astype(np.float32))
+    repository = tmp_path / "repository"
+    with pytest.raises(
+        VerificationError, match=r"INT8 refused: FAIL: INT8 vs FP32 max\|diff\| [0-9.e-]+ \(required <= 0\)"
+    ):
+        import_onnx(
+            onnx_file,
+            name="strict",
+            repository=repository,
+            precision="int8",
+            samples=samples,
+            thresholds=ImportThresholds(int8_rel_diff=0.0),
+        )
+    assert not repository.exists()
+
+
+def test_bad_samples_are_refused_by_name_before_anything_is_written(tmp_path):
+    from triton_fastpath.errors import DataError
+    from triton_fastpath.importers import import_onnx
+
+    onnx_file, _ = export_scorer(tmp_path)
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, inputs=np.zeros((3, 4), np.float32))
+    with pytest.raises(DataError, match=r"the model's inputs are \['input'\] \(missing: input\) \(unknown: inputs\)"):
+        import_onnx(onnx_file, name="bad", repository=tmp_path / "repository", samples=samples)
+    assert not (tmp_path / "repository").exists()
 
 
 def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_path):

@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.codegen import class_prefix, field_name, load_repository, module_name, plan_models, signature_of
+from clients.codegen import (
+    class_prefix,
+    field_name,
+    load_labels,
+    load_repository,
+    module_name,
+    plan_models,
+    signature_of,
+)
 from clients.codegen_render import render_package
 from triton_fastpath.render import parse_pbtxt, write_config
 from triton_fastpath.repository import RepoSettings, default_specs
@@ -31,7 +39,7 @@ CONFIGS = {
         input [ { name: "query_ids" data_type: TYPE_INT64 dims: [ -1 ] },
                 { name: "mask" data_type: TYPE_BOOL dims: [ -1 ] },
                 { name: "class" data_type: TYPE_FP32 dims: [ 1 ] optional: true } ]
-        output [ { name: "scores" data_type: TYPE_FP32 dims: [ 3 ] },
+        output [ { name: "scores" data_type: TYPE_FP32 dims: [ 3 ] label_filename: "labels.txt" },
                  { name: "tags" data_type: TYPE_STRING dims: [ 2 ] } ]
         dynamic_batching { priority_levels: 3 default_priority_level: 3 }
     """,
@@ -91,6 +99,9 @@ CONFIGS = {
 }
 
 
+RANKER_LABELS = ("relevant", "partly relevant", "off-topic")
+
+
 @pytest.fixture(scope="module")
 def configs() -> dict:
     return {name: parse_pbtxt(text) for name, text in CONFIGS.items()}
@@ -100,7 +111,8 @@ def configs() -> dict:
 def rendered(configs: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic repository's package, written to a temporary folder."""
     out = tmp_path_factory.mktemp("sdk")
-    for name, text in render_package(plan_models(configs), configs, source="synthetic").items():
+    labels = {"ranker": {"scores": RANKER_LABELS}}
+    for name, text in render_package(plan_models(configs), configs, source="synthetic", labels=labels).items():
         (out / name).write_text(text)
     return out
 
@@ -258,6 +270,33 @@ def test_a_rendered_client_sends_through_an_injected_transport(rendered: Path) -
     [row] = ranker.RankerClient(client=Transport()).predict([ranker.RankerRequest([1, 2, 3], [True, True, False], 0.5)])
     assert sent == {"query_ids": ([1, 3], "INT64"), "mask": ([1, 3], "BOOL"), "class": ([1, 1], "FP32")}
     assert row.tags.tolist() == [b"a", b"b"]
+
+
+def test_a_labelled_output_returns_label_names_best_first(rendered: Path) -> None:
+    ranker = load_module(rendered / "ranker.py")
+    assert ranker.SIGNATURE.outputs[0].labels == RANKER_LABELS
+    row = ranker.RankerResponse(scores=np.array([0.2, 0.7, 0.1], np.float32), tags=np.array([b"a", b"b"]))
+    assert row.top_labels() == [("partly relevant", pytest.approx(0.7))]
+    assert [name for name, _ in row.top_labels(3)] == ["partly relevant", "relevant", "off-topic"]
+    with pytest.raises(ValueError, match="k: got 0"):
+        row.top_labels(0)
+    unlabelled = load_module(rendered / "unbatched.py")
+    assert not hasattr(unlabelled.UnbatchedResponse, "top_labels")
+
+
+def test_label_names_are_read_from_the_models_label_file(tmp_path: Path, configs: dict) -> None:
+    (tmp_path / "ranker").mkdir()
+    (tmp_path / "ranker" / "labels.txt").write_text("relevant\npartly relevant\noff-topic\n")
+    assert load_labels(tmp_path, {"ranker": configs["ranker"]}) == {"ranker": {"scores": RANKER_LABELS}}
+    (tmp_path / "ranker" / "labels.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"ranker: output 'scores' names .*labels.txt, which is missing"):
+        load_labels(tmp_path, {"ranker": configs["ranker"]})
+
+
+def test_the_real_sentiment_client_names_its_classes() -> None:
+    from clients.generated.sentiment import SIGNATURE
+
+    assert SIGNATURE.outputs[2].labels == ("negative", "positive")
 
 
 def test_the_package_init_lists_the_models_and_the_skipped_ones(rendered: Path) -> None:

