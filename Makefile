@@ -3,7 +3,7 @@ PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 ARGS ?=
 
-.PHONY: help venv build demo serve test test-unit test-export test-integration lint format clean
+.PHONY: help venv build demo serve import-public test test-unit test-export test-integration lint format clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -47,6 +47,12 @@ clean:  ## remove build outputs (keeps .venv)
 	rm -rf build model_repository/*/1 model_repository/*/warmup
 
 .PHONY: generate-clients
+PUBLIC := build/public/magika
+import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifier (pinned wheel, never installed) into build/public/repository, checked on 31 real files
+	$(PY) -m triton_fastpath.public_models $(PUBLIC)
+	$(PY) scripts/import_model.py onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
+		--labels $(PUBLIC)/labels.txt --precision int8 --repository build/public/repository
+
 generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/generated/ (ARGS="--check" to verify)
 	$(PY) scripts/generate_clients.py $(ARGS)
 

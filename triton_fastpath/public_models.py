@@ -171,3 +171,27 @@ def prepare_magika(dest: Path, progress: Callable[[str], None] = print) -> dict[
     counts = {label: answers.count(labels.index(label)) for label in dict.fromkeys(label for _, label in known)}
     progress(f"magika: {len(rows)} labelled samples from real files: {counts}")
     return {"model": files["model.onnx"], "labels": dest / "labels.txt", "samples": dest / "samples.npz"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m triton_fastpath.public_models [DEST]`: write Magika's model, labels and samples."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Fetch Magika's wheel (pip download --no-deps, sha256-pinned, never installed) and write "
+        "model.onnx, labels.txt and samples.npz (real files of known type) for `import_model.py onnx`.",
+    )
+    parser.add_argument("dest", nargs="?", type=Path, default=ROOT / "build" / "public" / "magika")
+    args = parser.parse_args(argv)
+    try:
+        files = prepare_magika(args.dest)
+    except DataError as error:
+        print(f"public model: {error}", file=sys.stderr)
+        return 1
+    for kind, path in files.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
