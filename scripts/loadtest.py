@@ -8,6 +8,7 @@ Examples:
     python scripts/loadtest.py --scenario sentiment --duration 20s
     python scripts/loadtest.py --scenario mixed --shape spike --users 16 --duration 60s --workers 2
     python scripts/loadtest.py --scenario digits --host 127.0.0.1:8001 --metrics-url http://127.0.0.1:8002/metrics
+    python scripts/loadtest.py --scenario imported --model filetype --model-repository build/public/repository
 
 Exit codes: 0 gate passed; 1 gate failed (the failed checks are printed); 2 usage or startup error,
 locust overran its time limit, or SIGTERM (the servers and locust started here are stopped first);
@@ -39,7 +40,7 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 
 LOGGER = logging.getLogger("loadtest")
-SCENARIOS = ("sentiment", "digits", "mixed")
+SCENARIOS = ("sentiment", "digits", "mixed", "imported")
 LOCUSTFILES = ROOT / "loadtests" / "locustfiles"
 EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REPORT = 1, 2, 3
 LOCUST_GRACE_S = 180  # how long locust may run past --duration (startup, ramp-down, writing CSV/HTML)
@@ -76,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--spawn-rate", type=float, default=8.0, help="users started per second")
     add("--duplicate-ratio", type=float, default=0.3, help="share of requests repeating an earlier payload")
     add("--request-timeout-s", type=float, default=10.0, help="deadline of each call")
+    add(
+        "--model", help="scenario 'imported': the imported model to load (its rows: build/imported/<model>/samples.npz)"
+    )
+    add("--samples", type=Path, help="scenario 'imported': rows to send instead (.npz of named inputs)")
     add("--sla-file", type=Path, default=DEFAULT_SLA_FILE, help="SLA thresholds (TOML, one table per scenario)")
     add("--workers", type=int, default=0, help="locust workers (0 = one local process; N = 1 master + N workers)")
     add("--out-dir", type=Path, help="output folder (default: build/loadtest/<scenario>-<timestamp>)")
@@ -98,6 +103,9 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; README, Limits).
         f"--stop-timeout={args.request_timeout_s:g}",
     ]
+    if args.scenario == "imported":
+        options += [f"--model={args.model}", f"--model-repository={args.model_repository}"]
+        options += [f"--samples={args.samples}"] if args.samples else []
     if role == "worker":
         return [*command, "--worker", "--master-host=127.0.0.1", f"--master-port={port}", *options]
     command += ["--headless", f"--host=grpc://{host}", f"-u={args.users}", f"-r={args.spawn_rate}"]
@@ -267,6 +275,9 @@ def _main(argv: list[str] | None) -> int:
         if getattr(args, name) < (1 if name == "users" else 0):
             print(f"--{name}: got {getattr(args, name)}; expected >= {1 if name == 'users' else 0}", file=sys.stderr)
             return EXIT_USAGE
+    if (args.scenario == "imported") != bool(args.model):
+        print("--model NAME goes with --scenario imported (and only with it)", file=sys.stderr)
+        return EXIT_USAGE
     if not 0 <= args.duplicate_ratio < 1:
         print(f"--duplicate-ratio: got {args.duplicate_ratio}; expected 0 <= ratio < 1", file=sys.stderr)
         return EXIT_USAGE

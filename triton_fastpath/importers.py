@@ -205,6 +205,8 @@ def import_onnx(
     (out_dir / PRECISIONS["int8"]).unlink(missing_ok=True)
     report = ModelReport(name=name, source=str(onnx_file), n_eval=rows.n, torch_accuracy=None)
     report.data = rows.describe()
+    labelled = {"labels": rows.labels} if rows.labels is not None else {}
+    np.savez(out_dir / "samples.npz", **rows.inputs, **labelled)  # the rows the load-test scenario sends
 
     def verdict(check: Check) -> Check:
         progress(f"{name}: {check.describe()}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,44 @@ def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_p
     impossible = Thresholds(int8_max_abs_diff=0.0)
     with pytest.raises(VerificationError, match=r"INT8.*import_model\.py hf"):
         import_hf_classifier(hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible)
+
+
+def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
+    from tests.loadtest.conftest import run_script
+    from triton_fastpath.importers import import_onnx
+
+    onnx_file, _ = export_scorer(tmp_path)
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, input=np.random.default_rng(2).standard_normal((16, 4)).astype(np.float32))
+    repository = tmp_path / "repository"
+    import_onnx(onnx_file, name="lt_scorer", repository=repository, samples=samples, serve_check=False)
+    sla_file = tmp_path / "sla.toml"  # the wiring, not timing: some requests, no errors
+    sla_file.write_text("[imported]\nmax_error_ratio = 0.0\n")
+    server = start_server(repository, tmp_path)
+    try:
+        result = run_script(
+            "scripts/loadtest.py",
+            "--scenario=imported",
+            "--model=lt_scorer",
+            f"--model-repository={repository}",
+            f"--host={server.grpc_url}",
+            "--no-prometheus",
+            "--duration=4s",
+            "--users=2",
+            "--spawn-rate=2",
+            f"--sla-file={sla_file}",
+            f"--out-dir={tmp_path / 'run'}",
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "SLA gate 'imported' passed" in result.stdout
+    gate = json.loads((tmp_path / "run" / "gate.json").read_text())
+    assert gate["figures"]["lt_scorer"]["requests"] > 0
+
+
+def test_the_imported_scenario_needs_its_model(tmp_path):
+    from tests.loadtest.conftest import run_script
+
+    result = run_script("scripts/loadtest.py", "--scenario=imported", f"--out-dir={tmp_path}")
+    assert result.returncode == 2 and "--model NAME goes with --scenario imported" in result.stdout
