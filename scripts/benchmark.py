@@ -17,6 +17,7 @@ Examples:
     python scripts/benchmark.py                     # the full run (about 25 minutes on 2 cores)
     python scripts/benchmark.py --smoke             # a few minutes: checks the harness, timings mean nothing
     python scripts/benchmark.py --only fastapi-ort fastapi-ort-2w ours-fused --publish
+    python scripts/benchmark.py --imported filetype --model-repository build/public/repository
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sla-p99-ms", type=float, help=f"headline p99 bound (default {defaults.sla_p99_ms})")
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
     p.add_argument("--publish", action="store_true", help="also copy the outputs to docs/benchmark.{md,png,json}")
+    p.add_argument(
+        "--imported",
+        metavar="NAME",
+        help="instead: the row of an imported ONNX model, ours vs FastAPI + onnxruntime on the same file",
+    )
+    p.add_argument("--model-repository", type=Path, help="with --imported: where it is (default model_repository)")
+    p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
     return p
 
 
@@ -71,6 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench {time.monotonic() - started:6.1f}s] {message}", flush=True)
 
     try:
+        if args.imported:
+            from triton_fastpath.bench.imported import run_imported_benchmark
+            from triton_fastpath.paths import DEFAULT_REPOSITORY
+
+            repository = args.model_repository or DEFAULT_REPOSITORY
+            run_imported_benchmark(
+                args.imported, repository, out, config=config, samples=args.samples, progress=progress
+            )
+            print(f"outputs: {out}")
+            return 0
         run_benchmark(config, out, progress)
     except FastpathError as error:
         print(f"benchmark failed: {error}", file=sys.stderr)

@@ -247,8 +247,17 @@ def import_onnx(
     if precision == "fp32" and int8_checks and not failed:
         size_mb = report.variants[-1].size_bytes / 1e6
         progress(f"{name}: INT8 passed its checks; --precision int8 would serve it ({size_mb:.1f} MB)")
+    # Two instances, as the bundled encoders: with one, Triton 2.51's batcher at delay 0 leaves some
+    # requests waiting its 500 ms idle wait even at concurrency 1 (measured on the Magika import).
     spec = onnx_classifier_spec(
-        name, inputs, outputs, settings, precision=precision, labels=names, label_output=label_output
+        name,
+        inputs,
+        outputs,
+        settings,
+        precision=precision,
+        labels=names,
+        label_output=label_output,
+        instances=settings.encoder_instances,
     )
     warmup_rows = {t.name: rows.inputs[t.name][0] for t in inputs}
     spec = replace(spec, warmups=sample_warmups(inputs, warmup_rows, settings.max_batch_size))

@@ -415,3 +415,14 @@ def test_a_candidate_must_win_throughput_without_slowing_a_lone_request() -> Non
     assert not beats({"throughput_rps": 1040.0, "p50_c1_ms": 1.0}, best, config)  # within the noise margin
     assert not beats({"throughput_rps": 1300.0, "p50_c1_ms": 3.1}, best, config)  # a 1 ms delay for everyone
     assert beats({"throughput_rps": 1300.0, "p50_c1_ms": math.nan}, best, config)  # not measured: no guard
+
+
+def test_the_imported_row_says_when_no_level_met_the_bound_instead_of_nan() -> None:
+    from triton_fastpath.bench.imported import format_table
+
+    row = {"throughput_rps": 100.0, "p99_ms": 80.0, "p50_ms": 2.0, "level": 1, "errors": 0}
+    results = {"sla_p99_ms": 50.0, "fastapi-ort": [{**row, "p99_ms": 10.0}], "ours": [row], "parity_max_abs_diff": 0.0}
+    table = format_table("m", results)
+    assert "| ours (embedded tritonserver, gRPC) | none within bound | 2.00 ms |" in table
+    assert "| ours / baseline | - | 1.00x |" in table
+    assert "nan" not in table.lower()

@@ -232,3 +232,24 @@ def test_the_imported_scenario_needs_its_model(tmp_path):
 
     result = run_script("scripts/loadtest.py", "--scenario=imported", f"--out-dir={tmp_path}")
     assert result.returncode == 2 and "--model NAME goes with --scenario imported" in result.stdout
+
+
+def test_an_imported_model_gets_a_benchmark_row_against_fastapi_onnxruntime(tmp_path):
+    from triton_fastpath.bench.harness import BenchConfig
+    from triton_fastpath.bench.imported import run_imported_benchmark
+    from triton_fastpath.importers import import_onnx
+
+    onnx_file, _ = export_scorer(tmp_path)
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, input=np.random.default_rng(3).standard_normal((16, 4)).astype(np.float32))
+    repository = tmp_path / "repository"
+    import_onnx(onnx_file, name="bench_scorer", repository=repository, samples=samples, serve_check=False)
+    results = run_imported_benchmark(
+        "bench_scorer", repository, tmp_path / "bench", config=BenchConfig.smoke_config(), progress=lambda _: None
+    )
+    assert results["parity_max_abs_diff"] < 1e-5, "both systems must serve the same model"
+    for system in ("fastapi-ort", "ours"):
+        assert results[system] and all(row["errors"] == 0 for row in results[system]), results[system]
+        assert results[system][0]["level"] == 1 and results[system][0]["requests"] > 0
+    table = (tmp_path / "bench" / "table.md").read_text()
+    assert "| ours / baseline |" in table and "Smoke run" in table

@@ -9,8 +9,9 @@ generator's `naive` protocol drives both:
     python -m triton_fastpath.bench.fastapi_ort_server --port 8080 --workers 2 --ort-threads 1
 
 Endpoints: `POST /v1/sentiment {"text": "..."}`, `POST /v1/digits {"pixels": [[...8]...8]}`,
-`GET /health`. With `--workers N` uvicorn starts N processes, each building its app with
-`app_factory` from the settings passed in environment variables.
+`GET /health`; with `--onnx NAME=FILE` (an imported model) only
+`POST /v1/NAME {"inputs": {...}}` and `GET /health`. With `--workers N` uvicorn starts N
+processes, each building its app with `app_factory` from the settings passed in environment variables.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from triton_fastpath.paths import BUILD_DIR
 MAX_LENGTH = 64
 ENV_BUILD_DIR = "FASTAPI_ORT_BUILD_DIR"
 ENV_ORT_THREADS = "FASTAPI_ORT_THREADS"
+ENV_ONNX = "FASTAPI_ORT_ONNX"  # "name=path": serve that one ONNX model instead (imported models)
+
+
+class RowRequest(BaseModel):
+    """`POST /v1/<name>` body of an imported model: one row, `{input name: value}`."""
+
+    inputs: dict[str, Any]
 
 
 class TextRequest(BaseModel):
@@ -113,9 +121,53 @@ def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
     return app
 
 
+def create_onnx_app(name: str, onnx_file: Path, ort_threads: int = 1) -> Any:
+    """The same service for any one ONNX model: `POST /v1/<name> {"inputs": {input: row}}`, one row a request.
+
+    Answers `{"outputs": {output: row}}`, and `probabilities` too when the model has a class-scores
+    output of that name or only one float output.
+    """
+    from fastapi import FastAPI, HTTPException
+
+    session = load_session(onnx_file, ort_threads)
+    dtypes = {i.name: _ORT_DTYPES.get(i.type, np.float32) for i in session.get_inputs()}
+    names = [o.name for o in session.get_outputs()]
+    app = FastAPI(title=f"FastAPI + onnxruntime: {name}")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"ready": True}
+
+    @app.post(f"/v1/{name}")
+    async def infer(request: RowRequest) -> dict:
+        try:
+            feeds = {key: np.asarray(request.inputs[key], dtype=dtype)[None] for key, dtype in dtypes.items()}
+            rows = session.run(None, feeds)
+        except (KeyError, TypeError, ValueError) as error:
+            raise HTTPException(status_code=400, detail=f"bad inputs: {error}") from error
+        outputs = {key: value[0].tolist() for key, value in zip(names, rows, strict=True)}
+        return {"outputs": outputs, "probabilities": outputs.get("probabilities", outputs[names[0]])}
+
+    return app
+
+
+_ORT_DTYPES = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(bool)": np.bool_,
+    "tensor(float16)": np.float16,
+}
+
+
 def app_factory() -> Any:
-    """The app of one uvicorn worker, from `FASTAPI_ORT_BUILD_DIR` and `FASTAPI_ORT_THREADS`."""
-    return create_app(Path(os.environ.get(ENV_BUILD_DIR, str(BUILD_DIR))), int(os.environ.get(ENV_ORT_THREADS, "1")))
+    """The app of one uvicorn worker, from `FASTAPI_ORT_BUILD_DIR`, `FASTAPI_ORT_THREADS` (and `FASTAPI_ORT_ONNX`)."""
+    threads = int(os.environ.get(ENV_ORT_THREADS, "1"))
+    if os.environ.get(ENV_ONNX):
+        name, path = os.environ[ENV_ONNX].split("=", 1)
+        return create_onnx_app(name, Path(path), threads)
+    return create_app(Path(os.environ.get(ENV_BUILD_DIR, str(BUILD_DIR))), threads)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,9 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default %(default)s)")
     parser.add_argument("--ort-threads", type=int, default=1, help="onnxruntime intra-op threads per worker")
     parser.add_argument("--build-dir", type=Path, default=BUILD_DIR, help="where the built models are")
+    parser.add_argument("--onnx", metavar="NAME=FILE", help="serve this one ONNX model as /v1/NAME instead")
     args = parser.parse_args(argv)
     import uvicorn
 
+    if args.onnx:
+        name, _, path = args.onnx.partition("=")
+        if not name or not Path(path).is_file():
+            parser.error(f"--onnx {args.onnx!r}: expected NAME=FILE with an existing file")
+        os.environ[ENV_ONNX] = f"{name}={Path(path).resolve()}"
     os.environ[ENV_BUILD_DIR] = str(args.build_dir.resolve())
     os.environ[ENV_ORT_THREADS] = str(args.ort_threads)
     uvicorn.run(

@@ -48,7 +48,7 @@ Send = Callable[[Any], Awaitable[Any]]
 
 
 def load_items(path: Path, model: str) -> list[Any]:
-    """The inputs of `model` from the harness's inputs file (texts, or 8x8 pixel lists)."""
+    """The inputs of `model` from the harness's inputs file (texts, 8x8 pixel lists, or {input: row} dicts)."""
     data = json.loads(Path(path).read_text())
     if model not in data:
         raise SystemExit(f"{path} has no inputs for model {model!r}; it has {sorted(data)}")
@@ -117,6 +117,8 @@ async def make_sender(protocol: str, url: str, model: str, concurrency: int) -> 
 
         async def send_naive(item: Any) -> Any:
             body = {"text": item} if isinstance(item, str) else {"pixels": item}
+            if isinstance(item, dict):  # an imported model's row: {input name: value}
+                body = {"inputs": item}
             async with session.post(endpoint, json=body) as reply:
                 data = await reply.json(content_type=None)
                 if reply.status != 200:
@@ -138,10 +140,25 @@ async def make_sender(protocol: str, url: str, model: str, concurrency: int) -> 
         binary = {"binary_data": False}  # JSON tensors: the protocol's cost, as a JSON client pays it
     else:
         raise SystemExit(f"--protocol {protocol!r}; expected one of {PROTOCOLS}")
+    from tritonclient.utils import triton_to_np_dtype
+
     metadata = await client.get_model_metadata(model)
     outputs = [o["name"] if isinstance(o, dict) else o.name for o in _meta(metadata, "outputs")]
+    input_types = {_field(i, "name"): _field(i, "datatype") for i in _meta(metadata, "inputs")}
+    scores = "probabilities" if "probabilities" in outputs else outputs[0]
+
+    def row_tensor(name: str, value: Any) -> Any:
+        array = np.asarray([value], dtype=triton_to_np_dtype(input_types[name]))
+        tensor = InferInput(name, list(array.shape), input_types[name])
+        tensor.set_data_from_numpy(array, **binary)
+        return tensor
 
     async def send_triton(item: Any) -> Any:
+        if isinstance(item, dict):  # an imported model's row: {input name: value}
+            requested = [InferRequestedOutput(name, **binary) for name in outputs]
+            tensors = [row_tensor(name, value) for name, value in item.items()]
+            result = await client.infer(model, tensors, outputs=requested)
+            return result.as_numpy(scores)[0].tolist()
         if isinstance(item, str):
             tensor = InferInput("text", [1, 1], "BYTES")
             tensor.set_data_from_numpy(np.array([[item.encode("utf-8")]], dtype=object), **binary)
@@ -153,6 +170,10 @@ async def make_sender(protocol: str, url: str, model: str, concurrency: int) -> 
         return result.as_numpy("probabilities")[0].tolist()
 
     return send_triton, client.close
+
+
+def _field(entry: Any, key: str) -> Any:
+    return entry[key] if isinstance(entry, dict) else getattr(entry, key)
 
 
 def _meta(metadata: Any, key: str) -> list:

@@ -110,7 +110,8 @@ def _stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
 
 
 @contextlib.contextmanager
-def _python_process(args: list[str], log: Path, ready_url: str, timeout_s: float) -> Iterator[None]:
+def python_process(args: list[str], log: Path, ready_url: str, timeout_s: float) -> Iterator[None]:
+    """`python -m <args>` in its own process group, logging to `log`; yields once `ready_url` answers 200."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as handle:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -137,13 +138,13 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
     if system.kind == "naive":
         port = find_free_port()
         args = ["triton_fastpath.bench.naive_server", "--port", str(port), "--torch-threads", str(system.torch_threads)]
-        with _python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
+        with python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
             yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
     elif system.kind == "fastapi-ort":
         port = find_free_port()
         args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port)]
         args += ["--workers", str(system.workers), "--ort-threads", str(system.ort_threads)]
-        with _python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
+        with python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
             yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
     elif system.kind == "pytriton":
         ports = _distinct_ports(3)
@@ -151,7 +152,7 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
         args = ["triton_fastpath.bench.pytriton_server", "--torch-threads", str(system.torch_threads)]
         args += ["--http-port", str(ports[0]), "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2])]
         args += ["--log-file", str(logs / f"{system.key}-tritonserver.log")]
-        with _python_process(args, log, f"http://127.0.0.1:{ports[0]}/v2/models/digits/ready", timeout_s):
+        with python_process(args, log, f"http://127.0.0.1:{ports[0]}/v2/models/digits/ready", timeout_s):
             yield Running(
                 url=f"127.0.0.1:{ports[1] if system.protocol == 'grpc' else ports[0]}",
                 metrics_url=f"http://127.0.0.1:{ports[2]}/metrics",
