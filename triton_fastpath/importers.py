@@ -23,6 +23,7 @@ from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.import_checks import (
     Check,
     ImportThresholds,
+    Samples,
     accuracy,
     agreement,
     check_labels_in_range,
@@ -83,13 +84,15 @@ def import_hf_classifier(
     target: Target | str = Target.EMBEDDED,
     thresholds: Thresholds | None = None,
     labels: Path | None = None,
+    serve_check: bool = True,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`.
 
     `eval_csv` (text,label rows) are its samples: parity and accuracy are measured on them (on
     built-in probe texts without it, and the report says so). `labels`: label names, one a line,
-    replacing the config's id2label.
+    replacing the config's id2label. `serve_check`: the pipeline through a real tritonserver, on
+    the same texts, against onnxruntime on the same tokenization, before the repository is touched.
     """
     from triton_fastpath.build import hf_labels
 
@@ -116,10 +119,53 @@ def import_hf_classifier(
     )
     report.source = str(hf_dir)
     report.data = f"{len(texts)} texts from {eval_csv}" if eval_csv else f"{len(texts)} built-in probe texts"
+    if serve_check:  # before the user's repository is touched
+        served = _check_served_text(
+            name,
+            specs,
+            files=files,
+            warmups=warmups,
+            texts=texts,
+            labels=eval_labels,
+            settings=settings,
+            target=target,
+            progress=progress,
+        )
+        for check in served:
+            report.checks.append(check.describe())
+            progress(f"{name}: {check.describe()}")
+            if not check.passed:
+                raise VerificationError(f"{name}: the served pipeline disagrees with onnxruntime: {check.describe()}")
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
     write_report([report], BUILD_DIR / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
     return report
+
+
+def _check_served_text(name, specs, *, files, warmups, texts, labels, settings, target, progress) -> list[Check]:
+    """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same tokenization)."""
+    from fastpath_backends.text import TextEncoder
+    from triton_fastpath.export.verify import run_onnx_batched
+
+    out_dir = BUILD_DIR / "imported" / name
+    encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
+    feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    expected = {"probabilities": run_onnx_batched(out_dir / PRECISIONS[settings.precision], feeds)["probabilities"]}
+    rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, labels, "the evaluation texts")
+    names = next(s.labels for s in specs if s.name == name)
+    return check_served(
+        specs,
+        name,
+        files=files,
+        warmups=warmups,
+        samples=rows,
+        expected=expected,
+        label_output="probabilities",
+        label_names=names,
+        thresholds=ImportThresholds(),
+        target=target,
+        progress=progress,
+    )
 
 
 def onnx_io(path: Path) -> tuple[list[TensorSpec], list[TensorSpec], bool]:
@@ -267,7 +313,8 @@ def import_onnx(
         served_file = out_dir / PRECISIONS[precision]
         expected = reference if precision == "fp32" else run_onnx_batched(served_file, rows.inputs)
         served = check_served(
-            spec,
+            [spec],
+            name,
             files=files,
             warmups=warmups,
             samples=rows,

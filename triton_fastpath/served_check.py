@@ -1,8 +1,9 @@
 """After assembly, the imported model through a real tritonserver, checked against onnxruntime.
 
-The model is assembled alone into a temporary repository (so the check costs one model's load, not
-the whole repository's), served by the embedded tritonserver on 127.0.0.1 free ports, sent the
-sample rows in batches of at most `max_batch_size`, and stopped. With label names, Triton's
+The model (with its steps, for a text pipeline) is assembled alone into a temporary
+repository (so the check costs one model's load, not the whole repository's), served by the
+embedded tritonserver on 127.0.0.1 free ports, sent the sample rows in batches of at most
+`max_batch_size`, and stopped. With label names, Triton's
 classification extension is asked for the top class of every row: the names must come back.
 """
 
@@ -54,7 +55,8 @@ def _infer(url: str, spec: ModelSpec, rows: Samples, label_output: str | None) -
 
 
 def check_served(
-    spec: ModelSpec,
+    specs: Sequence[ModelSpec],
+    model: str,
     *,
     files: Mapping[str, Sequence[Path]],
     warmups: Mapping[str, Mapping[str, np.ndarray]],
@@ -66,7 +68,7 @@ def check_served(
     target: Target | str,
     progress: Callable[[str], None] = print,
 ) -> list[Check]:
-    """Serve `spec` alone and compare its answers on up to 64 sample rows with `expected` (onnxruntime).
+    """Serve `specs` alone and compare `model`'s answers on up to 64 sample rows with `expected` (onnxruntime).
 
     Returns the checks (max|diff|, label agreement, the label names Triton returns); none for the
     container target, whose server (the NGC image) is not here: that is said, not skipped silently.
@@ -74,6 +76,7 @@ def check_served(
     from triton_fastpath.assemble import assemble
     from triton_fastpath.reliability.servers import triton
 
+    spec = next(s for s in specs if s.name == model)
     if as_target(target) is not Target.EMBEDDED:
         progress(f"{spec.name}: served check not run: the container target needs the NGC tritonserver (not here)")
         return []
@@ -81,7 +84,7 @@ def check_served(
     progress(f"{spec.name}: checking the served model through tritonserver on {rows.n} rows")
     with tempfile.TemporaryDirectory(prefix=f"served-{spec.name}-") as tmp:
         repository = Path(tmp) / "repository"
-        assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
+        assemble(list(specs), repository, target=target, files=files, warmup_samples=warmups)
         with triton(repository, Path(tmp) / "logs") as server:
             served, top = _infer(server.grpc_url, spec, rows, label_output)
     reference = {k: np.asarray(v)[: rows.n] for k, v in expected.items()}
