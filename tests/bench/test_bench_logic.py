@@ -424,5 +424,5 @@ def test_the_imported_row_says_when_no_level_met_the_bound_instead_of_nan() -> N
     results = {"sla_p99_ms": 50.0, "fastapi-ort": [{**row, "p99_ms": 10.0}], "ours": [row], "parity_max_abs_diff": 0.0}
     table = format_table("m", results)
     assert "| ours (embedded tritonserver, gRPC) | none within bound | 2.00 ms |" in table
-    assert "| ours / baseline | - | 1.00x |" in table
+    assert "| ours / fastapi-ort | - | 1.00x |" in table
     assert "nan" not in table.lower()

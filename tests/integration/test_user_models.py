@@ -250,8 +250,8 @@ def test_an_imported_model_gets_a_benchmark_row_against_fastapi_onnxruntime(tmp_
         "bench_scorer", repository, tmp_path / "bench", config=BenchConfig.smoke_config(), progress=lambda _: None
     )
     assert results["parity_max_abs_diff"] < 1e-5, "both systems must serve the same model"
-    for system in ("fastapi-ort", "ours"):
+    for system in ("fastapi-ort", "fastapi-ort-2w", "ours"):
         assert results[system] and all(row["errors"] == 0 for row in results[system]), results[system]
         assert results[system][0]["level"] == 1 and results[system][0]["requests"] > 0
     table = (tmp_path / "bench" / "table.md").read_text()
-    assert "| ours / baseline |" in table and "Smoke run" in table
+    assert "| ours / fastapi-ort |" in table and "| ours / fastapi-ort-2w |" in table and "Smoke run" in table
