@@ -3,7 +3,8 @@
     results = run_all(repository, work_dir, quick=True, progress=print)
     print(format_table(results))
 
-`quick` runs the bad-input matrix, the security check and the four fault scenarios (a few
+`quick` runs the bad-input matrix, the security check, the four fault scenarios and the four
+self-healing ones (a stub of each kind and tritonserver SIGKILLed with the watchdog on; a few
 minutes); the full run adds the overload scenarios and a restart whose deadline is shorter than
 the outage (its failures must all be counted timeouts).
 """
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from triton_fastpath.reliability import faults, matrix, overload, security
+from triton_fastpath.reliability import faults, healing, matrix, overload, security
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import repository_copy, triton
 from triton_fastpath.repository import RepoSettings
@@ -54,6 +55,10 @@ SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress], list[ScenarioR
     "restart": (True, lambda r, w, p: [faults.triton_restart(r, w, progress=p)]),
     "rollout": (True, lambda r, w, p: [faults.rollout(r, w, progress=p)]),
     "stub": (True, lambda r, w, p: [faults.stub_kill(r, w, progress=p)]),
+    **{
+        f"heal-{kind}": (True, lambda r, w, p, kind=kind: [healing.heal(r, w, kind, progress=p)])
+        for kind in healing.KINDS
+    },
     "restart-short-deadline": (False, _short_deadline_restart),
     "overload": (False, _overload),
 }

@@ -1,0 +1,142 @@
+"""Self-healing under load: a stub of each kind SIGKILLed, then tritonserver itself, with the watchdog on.
+
+Each scenario serves the built models as `serve` does (explicit model control, every model
+loaded, the `Watchdog` checking once a second), sends closed-loop load through the generated SDK
+with a 5 s deadline per call, does its kill with a real signal, and measures the time from the
+kill until the model answers the health probe again (`triton_fastpath.health`). What must hold:
+
+- 0 lost: every request answered or failed with a clear error;
+- every failure within its deadline (plus 0.5 s of slack for the client's own bookkeeping);
+- healthy again within 10 s of a stub kill, 30 s of a server kill (the issue's targets).
+
+Kinds: `fused` (`sentiment_fused`: cache + tokenizer + encoder in one Python model, the default
+rendering), `tokenizer` (`sentiment_tokenizer` in the ensemble rendering), `runner` (`digits`,
+the onnxruntime runner), `server` (tritonserver itself).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from clients.generated import DigitsClient, SentimentClient
+from triton_fastpath.health import probe_model
+from triton_fastpath.reliability.faults import find_stub
+from triton_fastpath.reliability.load import BackgroundLoad
+from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.repository import RepoSettings
+from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
+
+__all__ = ["KINDS", "heal"]
+
+Progress = Callable[[str], None]
+DEADLINE_S = 5.0
+SLACK_S = 0.5
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one scenario kills, in which rendering, and which model it loads and probes."""
+
+    victim: str  # a stub's instance name, or "tritonserver"
+    model: str
+    rendering: str
+    target_s: float
+
+
+KINDS = {
+    "fused": Kind("sentiment_fused_0_0", "sentiment", "fused", 10.0),
+    "tokenizer": Kind("sentiment_tokenizer_0_0", "sentiment", "ensemble", 10.0),
+    "runner": Kind("digits_0_0", "digits", "fused", 10.0),
+    "server": Kind("tritonserver", "digits", "fused", 30.0),
+}
+
+
+def _load(kind: Kind, url: str) -> tuple[BackgroundLoad, list[float]]:
+    """Closed-loop load on the kind's model, and the durations of the calls that failed."""
+    failures: list[float] = []
+
+    def send(client, i: int) -> None:
+        started = time.monotonic()
+        try:
+            if kind.model == "digits":
+                client.classify(np.random.default_rng(i).uniform(0, 16, (1, 8, 8)).astype(np.float32))
+            else:
+                client.classify([f"a film worth a second look, take {i} of {os.getpid()}"])
+        except Exception:
+            failures.append(time.monotonic() - started)
+            raise
+
+    make = DigitsClient if kind.model == "digits" else SentimentClient
+    return BackgroundLoad(lambda: make(url, timeout_s=DEADLINE_S), send, concurrency=4), failures
+
+
+def _until_healthy(http_url: str, model: str, healed: Callable[[], bool], since: float, limit_s: float) -> float:
+    """Seconds from `since` until the watchdog `healed()` and `model` answers the health probe (NaN: not
+    within `limit_s`). The probe alone is not enough: right after a kill it may still pass on the live
+    instance, before Triton has noticed the dead one."""
+    while time.monotonic() - since < limit_s:
+        if healed() and probe_model(f"http://{http_url}", model, attempts=2, timeout_s=DEADLINE_S).ok:
+            return time.monotonic() - since
+        time.sleep(0.1)
+    return float("nan")
+
+
+def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = print) -> ScenarioResult:
+    """Kill `kind_name`'s victim under load with the watchdog on; the row with time to healthy."""
+    kind = KINDS[kind_name]
+    repo = repository_copy(repository, work / "repo", RepoSettings(rendering=kind.rendering))
+    options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
+    with triton(repo, work / "logs", **options) as server:
+        watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))
+        thread = threading.Thread(target=watchdog.run, name="watchdog", daemon=True)
+        thread.start()
+        load, failures = _load(kind, server.grpc_url)
+        try:
+            with load:
+                answered = load.wait_for(200, timeout_s=60)
+                server_kill = kind.victim == "tritonserver"
+                victim = server.pid if server_kill else find_stub(server.pid, kind.victim)
+                progress(f"heal-{kind_name}: SIGKILL to {kind.victim} (pid {victim}) after {load.tally.ok} answers")
+                killed = time.monotonic()
+                os.kill(victim, signal.SIGKILL)
+                time.sleep(0.05)
+                metrics = watchdog.metrics
+                healed = (lambda: metrics.server_restarts > 0) if server_kill else (lambda: bool(metrics.model_reloads))
+                healthy_s = _until_healthy(server.http_url, kind.model, healed, killed, 3 * kind.target_s)
+                progress(f"heal-{kind_name}: healthy again after {healthy_s:.1f} s")
+                after = load.wait_for(load.tally.ok + 200, timeout_s=60)
+        finally:
+            watchdog.stop()
+            thread.join(timeout=30)
+        tally = load.tally
+    slowest = max(failures, default=0.0)
+    checks = {
+        f"healthy again in {healthy_s:.1f} s <= {kind.target_s:.0f} s": healthy_s <= kind.target_s,
+        f"every failure within the {DEADLINE_S:.0f} s deadline (slowest {slowest:.2f} s)": slowest
+        <= DEADLINE_S + SLACK_S,
+        "answers before and after": answered and after,
+        f"healed by the watchdog (reloads {sum(watchdog.metrics.model_reloads.values())}, "
+        f"restarts {watchdog.metrics.server_restarts})": (
+            watchdog.metrics.server_restarts if kind.victim == "tritonserver" else watchdog.metrics.model_reloads
+        ),
+    }
+    return tally.result(
+        f"{kind.victim} SIGKILLed under load ({kind.rendering} rendering, {kind.model}, 5 s deadline)",
+        passed=all(bool(v) for v in checks.values()),
+        note="; ".join(f"{'ok' if v else 'FAILED'}: {k}" for k, v in checks.items()),
+        figures={
+            "time_to_healthy_s": healthy_s,
+            "slowest_failure_s": slowest,
+            "model_reloads": float(sum(watchdog.metrics.model_reloads.values())),
+            "server_restarts": float(watchdog.metrics.server_restarts),
+        },
+    )

@@ -1,0 +1,246 @@
+"""`serve`'s watchdog: a dead Python stub is reloaded, a crashed tritonserver is restarted.
+
+Triton 2.51 neither restarts a Python-backend stub that died nor marks its model unready, and
+nothing restarts a tritonserver that crashed. Once a second (`WatchdogPolicy.interval_s`) the
+watchdog looks at the processes themselves; it does not probe by inference:
+
+- tritonserver exited: it is started again on the same ports after a backoff (1, 2, 4, 8, 16 s).
+  More than `max_restarts` within `window_s` is a crash loop: the watchdog gives up (`GaveUp`,
+  naming the count and the log) instead of restarting forever.
+- a stub of a loaded Python model is gone or a zombie: that model is unloaded and loaded again
+  (explicit model control), which starts fresh stubs in ~1.5 s. An ensemble that uses it stays
+  loaded. Without explicit model control (`none`/`poll`) tritonserver itself is restarted instead.
+  More than `max_reloads` of one model within `window_s` gives up too.
+
+Every action is logged and counted; `WatchdogMetrics.render()` is the Prometheus text that `serve`
+exports (`fastpath_serve_server_restarts_total`, `fastpath_serve_model_reloads_total{model}`,
+`fastpath_serve_healthy`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_fastpath.errors import ServerError
+from triton_fastpath.server import EmbeddedTritonServer, admin_headers
+
+LOGGER = logging.getLogger(__name__)
+STUB = "triton_python_backend_stub"
+
+
+class GaveUp(ServerError):
+    """The watchdog stopped healing: a crash loop, or a model whose stubs keep dying."""
+
+
+@dataclass(frozen=True)
+class WatchdogPolicy:
+    """How often to look, how long to back off, and when to give up."""
+
+    interval_s: float = 1.0
+    backoff_s: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+    max_restarts: int = 5
+    max_reloads: int = 5
+    window_s: float = 600.0
+    ready_timeout_s: float = 180.0
+
+
+def stub_instances(server_pid: int) -> dict[str, bool]:
+    """Every Python-backend stub child of `server_pid`: {any of its arguments: alive (not a zombie)}.
+
+    Triton names a stub's instance in its arguments (`<model>_<group>_<index>`); a stub killed by
+    a signal stays a zombie until tritonserver reaps it, so the state is read, not just the pid.
+    """
+    found: dict[str, bool] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[1]) != server_pid or not args or not args[0].decode(errors="replace").endswith(STUB):
+            continue
+        alive = fields[0] != "Z"
+        for arg in args[1:]:
+            name = arg.decode(errors="replace")
+            found[name] = found.get(name, False) or alive
+    return found
+
+
+class WatchdogMetrics:
+    """Counters of what the watchdog did, as Prometheus text."""
+
+    def __init__(self) -> None:
+        self.server_restarts = 0
+        self.model_reloads: Counter[str] = Counter()
+        self.healthy = 1
+
+    def render(self) -> str:
+        lines = [
+            "# HELP fastpath_serve_server_restarts_total tritonserver restarts by serve's watchdog.",
+            "# TYPE fastpath_serve_server_restarts_total counter",
+            f"fastpath_serve_server_restarts_total {self.server_restarts}",
+            "# HELP fastpath_serve_model_reloads_total Reloads of a model whose Python stub died.",
+            "# TYPE fastpath_serve_model_reloads_total counter",
+            *(f'fastpath_serve_model_reloads_total{{model="{m}"}} {n}' for m, n in sorted(self.model_reloads.items())),
+            "# HELP fastpath_serve_healthy 1 while every watched process is alive, 0 while healing or given up.",
+            "# TYPE fastpath_serve_healthy gauge",
+            f"fastpath_serve_healthy {self.healthy}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+class Watchdog:
+    """Heals one `EmbeddedTritonServer`: call `check()` periodically, or `run(stop)` in a thread."""
+
+    def __init__(
+        self,
+        server: EmbeddedTritonServer,
+        policy: WatchdogPolicy | None = None,
+        *,
+        metrics: WatchdogMetrics | None = None,
+        sleep: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.server = server
+        self.policy = policy or WatchdogPolicy()
+        self.metrics = metrics or WatchdogMetrics()
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait  # returns True when asked to stop
+        self._restarts: deque[float] = deque()
+        self._reloads: dict[str, deque[float]] = {}
+        self._watched: dict[str, list[str]] | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.server.config.model_control_mode == "explicit"
+
+    def _admin(self):
+        import tritonclient.grpc as grpcclient
+
+        return grpcclient.InferenceServerClient(self.server.grpc_url)
+
+    def _headers(self) -> dict[str, str]:
+        return admin_headers(self.server.config, "grpc")
+
+    def watched_instances(self) -> dict[str, list[str]]:
+        """{Python model loaded now: its instance names}, read from the live server (cached until a restart)."""
+        if self._watched is None:
+            with self._admin() as admin:
+                index = admin.get_model_repository_index(headers=self._headers(), as_json=True)
+                watched = {}
+                for model in index.get("models", []):
+                    if model.get("state") != "READY":
+                        continue
+                    config = admin.get_model_config(model["name"], headers=self._headers(), as_json=True)["config"]
+                    if config.get("backend") != "python":
+                        continue
+                    groups = config.get("instance_group") or [{"count": 1}]
+                    watched[model["name"]] = [  # Triton names instances <group name>_<index>
+                        f"{group.get('name') or model['name'] + '_' + str(g)}_{i}"
+                        for g, group in enumerate(groups)
+                        for i in range(int(group.get("count", 1)))
+                    ]
+            self._watched = watched
+        return self._watched
+
+    def dead_instances(self) -> dict[str, list[str]]:
+        """{model: its instances whose stub is gone or a zombie}, for the watched models."""
+        pid = self.server.pid
+        if pid is None:
+            return {}
+        stubs = stub_instances(pid)
+        dead = {}
+        for model, instances in self.watched_instances().items():
+            gone = [name for name in instances if not stubs.get(name, False)]
+            if gone:
+                dead[model] = gone
+        return dead
+
+    def check(self) -> list[str]:
+        """One look: restart or reload what is dead; returns what was done (empty when all is well)."""
+        if not self.server.is_running():
+            return [self._restart_server("tritonserver exited")]
+        dead = self.dead_instances()
+        if not dead:
+            self.metrics.healthy = 1
+            return []
+        if not self.explicit:
+            what = ", ".join(f"{m} ({', '.join(i)})" for m, i in dead.items())
+            return [self._restart_server(f"stubs died: {what}; no explicit model control to reload them")]
+        return [self._reload(model, instances) for model, instances in dead.items()]
+
+    def _recent(self, times: deque[float]) -> int:
+        now = time.monotonic()
+        while times and now - times[0] > self.policy.window_s:
+            times.popleft()
+        return len(times)
+
+    def _restart_server(self, why: str) -> str:
+        self.metrics.healthy = 0
+        count = self._recent(self._restarts)
+        if count >= self.policy.max_restarts:
+            raise GaveUp(
+                f"tritonserver needed {count} restarts within {self.policy.window_s:.0f} s ({why}): a crash loop; "
+                f"giving up (see {self.server.log_path})"
+            )
+        delay = self.policy.backoff_s[min(count, len(self.policy.backoff_s) - 1)]
+        LOGGER.error("watchdog: %s; restarting tritonserver in %.0f s (restart %d)", why, delay, count + 1)
+        self._restarts.append(time.monotonic())
+        if self._sleep(delay):
+            return "stopped while backing off"
+        started = time.monotonic()
+        self.server.stop()  # reaps what is left of the old process group
+        self._watched = None
+        try:
+            self.server.start(ready_timeout_s=self.policy.ready_timeout_s)
+        except ServerError as error:
+            LOGGER.error("watchdog: tritonserver did not come back: %s", error)
+            return f"restart failed: {error}"
+        self.metrics.server_restarts += 1
+        self.metrics.healthy = 1
+        message = f"tritonserver restarted (pid {self.server.pid}) in {time.monotonic() - started:.1f} s: {why}"
+        LOGGER.warning("watchdog: %s", message)
+        return message
+
+    def _reload(self, model: str, instances: list[str]) -> str:
+        self.metrics.healthy = 0
+        times = self._reloads.setdefault(model, deque())
+        count = self._recent(times)
+        if count >= self.policy.max_reloads:
+            raise GaveUp(
+                f"model {model!r} needed {count} reloads within {self.policy.window_s:.0f} s (stubs keep dying: "
+                f"{', '.join(instances)}); giving up (see {self.server.log_path})"
+            )
+        times.append(time.monotonic())
+        started = time.monotonic()
+        LOGGER.error("watchdog: stub(s) %s of %s died; reloading the model", ", ".join(instances), model)
+        with self._admin() as admin:
+            admin.unload_model(model, headers=self._headers())
+            admin.load_model(model, headers=self._headers())
+        self.metrics.model_reloads[model] += 1
+        self.metrics.healthy = 1
+        message = f"model {model} reloaded in {time.monotonic() - started:.1f} s (dead: {', '.join(instances)})"
+        LOGGER.warning("watchdog: %s", message)
+        return message
+
+    def run(self) -> None:
+        """Check every `interval_s` until `stop()`; a `GaveUp` ends the loop (and is raised)."""
+        while not self._stop.wait(self.policy.interval_s):
+            try:
+                self.check()
+            except GaveUp:
+                self.metrics.healthy = 0
+                raise
+            except Exception:  # a failed look (e.g. the server went down mid-call) is retried next time
+                LOGGER.exception("watchdog: check failed; retrying in %.1f s", self.policy.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
