@@ -357,6 +357,8 @@ def test_serve_script_runs_until_sigint(double_repo: Path, tmp_path: Path) -> No
         str(tmp_path / "serve.log"),
         "--exit-timeout-s",
         "10",
+        "--watchdog-port",
+        "0",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
