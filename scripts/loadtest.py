@@ -104,7 +104,7 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         f"--stop-timeout={args.request_timeout_s:g}",
     ]
     if args.scenario == "imported":
-        options += [f"--model={args.model}", f"--model-repository={args.model_repository}"]
+        options += [f"--model={args.model}"]
         options += [f"--samples={args.samples}"] if args.samples else []
     if role == "worker":
         return [*command, "--worker", "--master-host=127.0.0.1", f"--master-port={port}", *options]

@@ -2,16 +2,19 @@
 
     python scripts/loadtest.py --scenario imported --model filetype --model-repository build/public/repository
     locust -f loadtests/locustfiles/imported.py --headless --host grpc://127.0.0.1:8001 -u 8 -r 8 -t 30s \\
-        --model filetype --model-repository build/public/repository
+        --model filetype
 
 The rows are the ones the import was checked on (`build/imported/<model>/samples.npz`, or
-`--samples FILE.npz`), cycled from a per-process offset. The client is the typed SDK, generated
-in memory from the repository's config at start-up (the same code `generate_clients.py` writes).
+`--samples FILE.npz`), cycled from a per-process offset. The client is the SDK's runtime
+(`clients.runtime.ModelClient`: deadlines, retries, error mapping) with the model's signature
+read from the live server's config, so no repository files are needed.
 Rows repeat once the file is exhausted: with the response cache on, repeats are cache hits.
 """
 
+import dataclasses
+import keyword
+import re
 import sys
-import types
 from itertools import count
 from pathlib import Path
 
@@ -20,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 import numpy as np
 from locust import constant, events, task
 
-from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
+from loadtests.grpc_user import GrpcUser, TableShape, grpc_target  # noqa: F401
 from loadtests.payloads import process_seed
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.paths import BUILD_DIR
 
 _loaded: dict = {}
 
@@ -32,37 +35,64 @@ def _options(parser) -> None:
     group = parser.add_argument_group("imported model")
     group.add_argument("--model", default="", help="the imported model's name (required)")
     group.add_argument("--samples", default="", help="rows to send (default: build/imported/<model>/samples.npz)")
-    group.add_argument("--model-repository", default=str(DEFAULT_REPOSITORY), help="where its config.pbtxt is")
 
 
-def sdk_module(repository: Path, model: str) -> types.ModuleType:
-    """The typed SDK module of `model`, rendered from the repository and executed in memory."""
-    from clients.codegen import load_labels, load_repository, signature_of
-    from clients.codegen_render import render_module
-
-    configs = load_repository(repository)
-    if model not in configs:
-        raise ValueError(f"--model {model!r}: not in {repository} (models: {', '.join(sorted(configs))})")
-    rendered = render_module(signature_of(model, configs, load_labels(repository, configs)), configs[model], model)
-    module = types.ModuleType(f"imported_sdk_{rendered.module}")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(rendered.source, f"<sdk of {model}>", "exec"), module.__dict__)
-    return module
+def _field(name: str) -> str:
+    field = re.sub(r"\W", "_", name).lower() or "tensor"
+    field = f"t_{field}" if field[0].isdigit() else field
+    return f"{field}_" if keyword.iskeyword(field) else field
 
 
-def load(options) -> tuple[types.ModuleType, dict[str, np.ndarray]]:
-    """This process's SDK module and sample rows (loaded once)."""
+def sdk_classes(url: str, model: str) -> tuple[type, type]:
+    """A typed client class of `model` and its request type, from the live server's config.
+
+    The same runtime as the generated SDK (`clients.runtime.ModelClient`), with the signature read
+    over gRPC: no repository files needed, so the locust image can run it too.
+    """
+    import tritonclient.grpc as grpcclient
+
+    from clients.runtime import ModelClient
+    from clients.tensors import ModelSignature, TensorSpec
+
+    with grpcclient.InferenceServerClient(url) as admin:
+        config = admin.get_model_config(model, as_json=True)["config"]
+
+    def spec(tensor: dict) -> TensorSpec:
+        datatype = tensor["data_type"].removeprefix("TYPE_").replace("STRING", "BYTES")
+        dims = tuple(int(d) for d in tensor.get("dims", []))
+        return TensorSpec(
+            tensor["name"], datatype, dims, field=_field(tensor["name"]), optional=bool(tensor.get("optional"))
+        )
+
+    signature = ModelSignature(
+        model_name=model,
+        inputs=tuple(spec(t) for t in config.get("input", [])),
+        outputs=tuple(spec(t) for t in config.get("output", [])),
+        max_batch_size=int(config.get("max_batch_size", 0)),
+        priority_levels=int(config.get("dynamic_batching", {}).get("priority_levels", 0)),
+    )
+    request = dataclasses.make_dataclass("Request", [(s.field, object) for s in signature.inputs], frozen=True)
+    response = dataclasses.make_dataclass(
+        "Response", [(s.field, object) for s in signature.outputs], frozen=True, eq=False
+    )
+    client = type("ImportedClient", (ModelClient,), {"SIGNATURE": signature, "REQUEST": request, "RESPONSE": response})
+    return client, request
+
+
+def load(options, url: str) -> dict:
+    """This process's client class, request type and sample rows (loaded once)."""
     if not _loaded:
         if not options.model:
             raise ValueError("--model NAME is required: the imported model to load-test")
         samples = Path(options.samples or BUILD_DIR / "imported" / options.model / "samples.npz")
         if not samples.is_file():
             raise FileNotFoundError(f"{samples}: no samples; import the model first or pass --samples FILE.npz")
-        module = sdk_module(Path(options.model_repository), options.model)
+        client, request = sdk_classes(url, options.model)
         with np.load(samples, allow_pickle=False) as archive:
-            rows = {spec.name: archive[spec.name] for spec in module.SIGNATURE.inputs}
-        _loaded.update(module=module, rows=rows, next=count(process_seed() % len(next(iter(rows.values())))))
-    return _loaded["module"], _loaded["rows"]
+            rows = {spec.name: archive[spec.name] for spec in client.SIGNATURE.inputs if spec.name in archive.files}
+        n = len(next(iter(rows.values())))
+        _loaded.update(client=client, request=request, rows=rows, next=count(process_seed() % n))
+    return _loaded
 
 
 class ImportedUser(GrpcUser):
@@ -73,19 +103,14 @@ class ImportedUser(GrpcUser):
 
     def on_start(self) -> None:
         options = self.environment.parsed_options
-        module, self.rows = load(options)
-        from clients.codegen import class_prefix
-
-        prefix = class_prefix(options.model)
-        self.client_class = getattr(module, f"{prefix}Client")
-        self.request_class = getattr(module, f"{prefix}Request")
-        self.fields = [(spec.name, spec.field) for spec in module.SIGNATURE.inputs]
+        loaded = load(options, grpc_target(self.host))
+        self.client_class, self.request_class, self.rows = loaded["client"], loaded["request"], loaded["rows"]
+        self.fields = [(spec.name, spec.field) for spec in self.client_class.SIGNATURE.inputs if spec.name in self.rows]
         self.model = options.model
         super().on_start()
-        self.method = getattr(self.client, "classify", None) or self.client.predict
 
     @task
     def infer(self) -> None:
         i = next(_loaded["next"]) % len(self.rows[self.fields[0][0]])
         request = self.request_class(**{field: self.rows[name][i] for name, field in self.fields})
-        self.call(self.model, self.method, [request])
+        self.call(self.model, self.client._run, [request], timeout_s=None, priority=0, request_id="")

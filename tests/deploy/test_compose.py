@@ -150,7 +150,9 @@ def test_triton_has_a_gpu_shared_memory_limits_a_ready_healthcheck_and_waits_for
         assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
     assert triton["shm_size"] == "1gb"
     assert triton["ulimits"] == {"memlock": -1, "stack": 67108864}
-    assert "http://localhost:8000/v2/health/ready" in triton["healthcheck"]["test"]
+    test = triton["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python3", "/opt/fastpath/health_probe.py"]  # a real answer, not READY
+    assert [test[i + 1] for i, arg in enumerate(test) if arg == "--model"] == ["sentiment", "embed", "digits"]
     assert triton["depends_on"]["trt-builder"] == {"condition": "service_completed_successfully"}
     assert triton["environment"]["FASTPATH_REDIS_URL"] == "redis://redis:6379/0"
 

@@ -73,17 +73,38 @@ def triton_container() -> dict:
     return find("Deployment", "triton")["spec"]["template"]["spec"]["containers"][0]
 
 
-def test_triton_probes_use_the_health_endpoints_with_a_long_startup_window() -> None:
+def test_triton_probes_ask_every_top_level_model_for_an_answer_after_a_long_startup_window() -> None:
+    from clients.codegen import plan_models
+    from triton_fastpath.render import Target, parse_pbtxt, to_pbtxt
+    from triton_fastpath.repository import default_specs
+
     triton = triton_container()
     http = {p["name"]: p["containerPort"] for p in triton["ports"]}["http"]
     startup, ready, live = triton["startupProbe"], triton["readinessProbe"], triton["livenessProbe"]
-    assert (startup["httpGet"]["path"], ready["httpGet"]["path"], live["httpGet"]["path"]) == (
-        "/v2/health/ready",
-        "/v2/health/ready",
-        "/v2/health/live",
-    )
-    assert {p["httpGet"]["port"] for p in (startup, ready, live)} == {"http"} and http == 8000
+    assert startup["httpGet"] == {"path": "/v2/health/ready", "port": "http"} and http == 8000
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600  # models load and warm up first
+    container = {s.name: parse_pbtxt(to_pbtxt(s, Target.CONTAINER)) for s in default_specs(target="container")}
+    top_level = plan_models(container).selected
+    for probe in (ready, live):
+        command = probe["exec"]["command"]
+        assert command[:2] == ["python3", "/opt/fastpath/health_probe.py"]
+        assert command[command.index("--url") + 1] == "http://127.0.0.1:8000"
+        assert sorted(command[i + 1] for i, arg in enumerate(command) if arg == "--model") == sorted(top_level)
+        assert probe["timeoutSeconds"] >= 15  # two attempts per model, 5 s each at worst
+    assert ready["failureThreshold"] == 1  # out of the Service at the first failed answer
+    assert live["periodSeconds"] * live["failureThreshold"] >= 60  # restarted only when broken for a minute
+
+
+def test_the_image_ships_the_probe_the_manifests_call() -> None:
+    dockerfile = (ROOT / "deploy" / "triton" / "Dockerfile").read_text()
+    assert "COPY triton_fastpath/health.py /opt/fastpath/health_probe.py" in dockerfile
+    assert "!triton_fastpath/health.py" in (ROOT / "deploy" / "triton" / "Dockerfile.dockerignore").read_text()
+    imports = {
+        line.split()[1].split(".")[0]
+        for line in (ROOT / "triton_fastpath" / "health.py").read_text().splitlines()
+        if line.startswith(("import ", "from "))
+    }
+    assert imports <= {"__future__", "argparse", "contextlib", "json", "sys", "time", "urllib", "dataclasses"}, imports
 
 
 def test_triton_runs_with_the_same_server_flags_as_the_compose_file(compose: dict) -> None:
