@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 
 from loadtests.shapes import SHAPES
-from loadtests.sla import DEFAULT_SLA_FILE
+from loadtests.sla import SLA_PROFILES
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 
@@ -81,7 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", help="scenario 'imported': the imported model to load (its rows: build/imported/<model>/samples.npz)"
     )
     add("--samples", type=Path, help="scenario 'imported': rows to send instead (.npz of named inputs)")
-    add("--sla-file", type=Path, default=DEFAULT_SLA_FILE, help="SLA thresholds (TOML, one table per scenario)")
+    add(
+        "--sla-profile",
+        choices=sorted(SLA_PROFILES),
+        default="default",
+        help="default: the kit's promise (p99 <= 50 ms sentiment, 20 ms digits; the alerts follow it); "
+        "relaxed: for shared CI machines",
+    )
+    add("--sla-file", type=Path, help="your own SLA thresholds (TOML, one table per scenario) instead of a profile")
     add("--workers", type=int, default=0, help="locust workers (0 = one local process; N = 1 master + N workers)")
     add("--out-dir", type=Path, help="output folder (default: build/loadtest/<scenario>-<timestamp>)")
     add("--model-repository", type=Path, default=DEFAULT_REPOSITORY, help="repository for the embedded server")
@@ -97,7 +104,7 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         f"--shape={args.shape}",
         f"--duplicate-ratio={args.duplicate_ratio}",
         f"--request-timeout-s={args.request_timeout_s}",
-        f"--sla-file={args.sla_file}",
+        f"--sla-file={args.sla_file or SLA_PROFILES[args.sla_profile]}",
         # Let each user finish its call when the run ends instead of cancelling it mid-flight: a
         # cancelled call is a request the server ran but nobody counted, and cancellations under
         # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; README, Limits).

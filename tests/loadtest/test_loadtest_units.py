@@ -67,11 +67,22 @@ def test_users_at_rejects_unknown_shape_and_bad_numbers() -> None:
 # --- SLA gates ------------------------------------------------------------------------------------
 
 
-def test_repository_sla_file_has_every_scenario() -> None:
-    for scenario in ("sentiment", "digits", "mixed"):
-        gate = sla.load_gate(scenario)
+@pytest.mark.parametrize("profile", sorted(sla.SLA_PROFILES))
+def test_every_sla_profile_has_every_scenario(profile: str) -> None:
+    path = sla.SLA_PROFILES[profile]
+    for scenario in ("sentiment", "digits", "mixed", "imported"):
+        gate = sla.load_gate(scenario, path)
         assert gate.total.p99_ms and gate.total.min_rps and gate.total.max_error_ratio is not None
-    assert set(sla.load_gate("mixed").models) == {"sentiment", "digits"}
+    assert set(sla.load_gate("mixed", path).models) == {"sentiment", "digits"}
+
+
+def test_the_default_profile_is_the_kits_promise_and_relaxed_only_loosens_it() -> None:
+    default, relaxed = sla.SLA_PROFILES["default"], sla.SLA_PROFILES["relaxed"]
+    assert sla.load_gate("sentiment", default).total.p99_ms == 50  # the promise
+    assert sla.load_gate("digits", default).total.p99_ms < sla.load_gate("sentiment", default).total.p99_ms
+    for scenario in ("sentiment", "digits", "mixed", "imported"):
+        strict, loose = sla.load_gate(scenario, default).total, sla.load_gate(scenario, relaxed).total
+        assert loose.p99_ms >= strict.p99_ms and loose.p95_ms >= strict.p95_ms, scenario
 
 
 def test_load_gate_names_the_missing_table_and_the_bad_key(tmp_path) -> None:
