@@ -77,7 +77,10 @@ loadtest: $(VENV_STAMP)  ## run a locust scenario with its SLA gate and Promethe
 loadtest-distributed: $(VENV_STAMP)  ## 1 locust master + 2 workers against the embedded server; checks every worker sent (ARGS=...)
 	$(PY) scripts/locust_distributed.py $(ARGS)
 
-.PHONY: reliability
+.PHONY: reliability soak
+soak: build  ## hold ~70% of capacity on the mixed workload; RSS, fds, Redis, p50/p99 per window (ARGS="--minutes 30 --publish")
+	$(PY) scripts/soak.py $(ARGS)
+
 reliability: $(VENV_STAMP)  ## bad-input matrix, faults under load, overload, security: prints the table (ARGS="--quick" for the CI subset)
 	$(PY) scripts/build.py
 	$(PY) scripts/reliability.py $(ARGS)

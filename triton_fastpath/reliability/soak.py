@@ -1,0 +1,369 @@
+"""Soak: hold ~70% of measured capacity on the mixed workload and watch memory, descriptors and latency.
+
+    result = run_soak(repository, work, duration_s=1800, window_s=60)   # the published run
+    result = run_soak(repository, work, duration_s=30, window_s=5)      # the test's
+
+The server runs as `serve` runs it (explicit model control, the watchdog on) with Redis as the L2
+cache. The capacity of the mixed workload (3 sentiment texts : 1 digits image, 30% repeated
+payloads, so every cache layer works) is measured with a closed loop first; then an open loop
+offers `fraction` of it (Poisson arrivals, through the async SDK) for `duration_s`. Every
+`window_s` it samples the RSS and open file descriptors of tritonserver and of every Python stub,
+Redis's `used_memory`, and the window's client p50/p99 and errors.
+
+Verdicts (the issue's targets for the 30-minute run): the total RSS at the end within 5% of its
+value after the first window (the warm-up); every window's p99 within 1.5x the first window's; 0
+errors and 0 lost. Short runs report the same figures; only the long run can judge a slow leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath.loadgen import percentiles_ms
+from triton_fastpath.reliability.servers import triton
+from triton_fastpath.watchdog import STUB, Watchdog
+
+Progress = Callable[[str], None]
+SENTIMENT_SHARE = 0.75
+DUPLICATE_RATIO = 0.3
+
+
+@dataclass
+class Sample:
+    """One window: the processes' memory and descriptors, Redis, and the window's client latency."""
+
+    t_s: float
+    rss_mb: dict[str, float]
+    fds: dict[str, int]
+    redis_mb: float
+    requests: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass
+class SoakResult:
+    """The run: what was offered, every sample, and the verdicts."""
+
+    capacity_rps: float
+    offered_rps: float
+    duration_s: float
+    window_s: float
+    warmup_s: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    sent: int = 0
+    answered: int = 0
+    failed: int = 0
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> int:
+        return self.sent - self.answered - self.failed
+
+    @property
+    def passed(self) -> bool:
+        return all(self.checks.values()) and self.lost == 0
+
+
+def process_table(server_pid: int) -> dict[str, int]:
+    """{"tritonserver": pid, "<instance>": stub pid, ...} for the server and its live stubs."""
+    table = {"tritonserver": server_pid}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            args = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and stat[0] != "Z" and args and args[0].endswith(STUB):
+            # the stub names its instance (<model>_<group>_<index>) among its arguments
+            instance = next((a for a in args[1:] if re.fullmatch(r"[\w.-]+_\d+_\d+", a)), entry.name)
+            table[instance] = int(entry.name)
+    return table
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of `pid` in MiB (NaN if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+def open_fds(pid: int) -> int:
+    """Open file descriptors of `pid` (-1 if it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = self.answered = self.failed = 0
+        self.window: list[float] = []
+        self.window_errors = 0
+        self.first_error = ""
+
+    def take_window(self) -> tuple[list[float], int]:
+        with self.lock:
+            window, errors = self.window, self.window_errors
+            self.window, self.window_errors = [], 0
+            return window, errors
+
+
+def _payloads(seed: int):
+    rng = random.Random(seed)
+    recent: list = []
+    n = 0
+    while True:
+        n += 1
+        if recent and rng.random() < DUPLICATE_RATIO:
+            yield rng.choice(recent)
+            continue
+        if rng.random() < SENTIMENT_SHARE:
+            item = ("sentiment", f"a soak test review number {n}: the plot holds and the cast is {rng.random():.6f}")
+        else:
+            item = ("digits", np.random.default_rng(n).uniform(0, 16, (1, 8, 8)).astype(np.float32))
+        recent = [*recent, item][-500:]
+        yield item
+
+
+async def _closed_loop(url: str, seconds: float, concurrency: int = 16) -> float:
+    from clients.generated import AsyncDigitsClient, AsyncSentimentClient
+
+    done = 0
+    stream = _payloads(1)
+    stop = time.monotonic() + seconds
+    async with AsyncSentimentClient(url, timeout_s=10) as text, AsyncDigitsClient(url, timeout_s=10) as digits:
+
+        async def worker() -> None:
+            nonlocal done
+            while time.monotonic() < stop:
+                model, payload = next(stream)
+                await (text.classify([payload]) if model == "sentiment" else digits.classify(payload))
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done / seconds
+
+
+async def _open_loop(url: str, rate: float, seconds: float, tally: _Tally, deadline_s: float) -> None:
+    from clients.generated import AsyncDigitsClient, AsyncSentimentClient
+
+    rng = random.Random(2)
+    stream = _payloads(3)
+    tasks: set[asyncio.Task] = set()
+    async with (
+        AsyncSentimentClient(url, timeout_s=deadline_s) as text,
+        AsyncDigitsClient(url, timeout_s=deadline_s) as digits,
+    ):
+
+        async def one(model: str, payload) -> None:
+            started = time.perf_counter()
+            try:
+                await (text.classify([payload]) if model == "sentiment" else digits.classify(payload))
+            except Exception as error:  # counted; the soak goes on
+                with tally.lock:
+                    tally.failed += 1
+                    tally.window_errors += 1
+                    tally.first_error = tally.first_error or f"{type(error).__name__}: {error}"[:200]
+            else:
+                with tally.lock:
+                    tally.answered += 1
+                    tally.window.append(time.perf_counter() - started)
+
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        next_at = loop.time()
+        while next_at < end:
+            delay = next_at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            with tally.lock:
+                tally.sent += 1
+            task = asyncio.create_task(one(*next(stream)))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            next_at += rng.expovariate(rate)
+        if tasks:
+            await asyncio.wait(tasks, timeout=deadline_s + 10)
+
+
+def _redis_mb(redis_url: str, password: str) -> float:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(redis_url, password=password, socket_timeout=2)
+        return client.info("memory")["used_memory"] / 2**20
+    except Exception:  # Redis restarted or busy: a gap in the series, not a failed soak
+        return math.nan
+
+
+def run_soak(
+    repository: Path,
+    work: Path,
+    *,
+    duration_s: float = 60.0,
+    window_s: float = 10.0,
+    fraction: float = 0.7,
+    deadline_s: float = 5.0,
+    warmup_s: float | None = None,
+    progress: Progress = print,
+) -> SoakResult:
+    """Serve the repository (Redis L2, watchdog on), measure capacity, hold `fraction` of it, sample.
+
+    `warmup_s` (default: a sixth of the run, at least one window) is when the RSS baseline is taken:
+    the caches fill first (the 64 MiB response cache, L1, Redis), and that growth is by design.
+    """
+    import secrets
+
+    from triton_fastpath.redis_server import RedisServer
+
+    password = secrets.token_urlsafe(24)
+    with RedisServer(password=password) as redis_server:
+        env = {"FASTPATH_REDIS_URL": redis_server.url, "FASTPATH_REDIS_PASSWORD": password}
+        options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5, "extra_env": env}
+        with triton(repository, work / "logs", **options) as server:
+            watchdog = Watchdog(server)
+            guard = threading.Thread(target=watchdog.run, name="watchdog", daemon=True)
+            guard.start()
+            try:
+                capacity = asyncio.run(_closed_loop(server.grpc_url, 5.0))
+                offered = fraction * capacity
+                progress(
+                    f"soak: capacity {capacity:.0f} req/s (mixed); offering {offered:.0f} req/s for {duration_s:.0f} s"
+                )
+                warmup = max(window_s, duration_s / 6) if warmup_s is None else warmup_s
+                result = SoakResult(capacity, offered, duration_s, window_s, warmup)
+                tally = _Tally()
+                runner = threading.Thread(
+                    target=lambda: asyncio.run(_open_loop(server.grpc_url, offered, duration_s, tally, deadline_s)),
+                    name="soak-load",
+                )
+                started = time.monotonic()
+                runner.start()
+                while runner.is_alive():
+                    runner.join(timeout=window_s)
+                    latencies, errors = tally.take_window()
+                    pids = process_table(server.pid)
+                    quantiles = percentiles_ms(latencies, (50.0, 99.0))
+                    sample = Sample(
+                        t_s=round(time.monotonic() - started, 1),
+                        rss_mb={name: round(rss_mb(pid), 1) for name, pid in pids.items()},
+                        fds={name: open_fds(pid) for name, pid in pids.items()},
+                        redis_mb=round(_redis_mb(redis_server.url, password), 2),
+                        requests=len(latencies) + errors,
+                        errors=errors,
+                        p50_ms=quantiles[50.0],
+                        p99_ms=quantiles[99.0],
+                    )
+                    result.samples.append(sample)
+                    progress(
+                        f"soak t={sample.t_s:.0f}s: RSS {sum(sample.rss_mb.values()):.0f} MiB over {len(pids)} "
+                        f"processes, fds {sum(sample.fds.values())}, redis {sample.redis_mb:.1f} MiB, "
+                        f"{sample.requests} requests, p99 {sample.p99_ms:.1f} ms, {errors} errors"
+                    )
+            finally:
+                watchdog.stop()
+                guard.join(timeout=30)
+    result.sent, result.answered, result.failed = tally.sent, tally.answered, tally.failed
+    result.checks = verdicts(result)
+    return result
+
+
+def total_rss(sample: Sample) -> float:
+    return sum(v for v in sample.rss_mb.values() if not math.isnan(v))
+
+
+def verdicts(result: SoakResult) -> dict[str, bool]:
+    """The issue's targets, as named checks (needs at least two windows).
+
+    RSS growth: the last window against the first window at or after `warmup_s`; p99: every window
+    after the first against the first.
+    """
+    samples = [s for s in result.samples if s.requests]
+    if len(samples) < 2:
+        return {"at least two windows with traffic": False}
+    first, last = samples[0], samples[-1]
+    baseline = next((s for s in samples if s.t_s >= result.warmup_s), samples[-1])
+    growth = total_rss(last) / total_rss(baseline) - 1
+    worst_p99 = max(s.p99_ms for s in samples[1:])
+    return {
+        f"RSS growth after the {baseline.t_s:.0f} s warm-up {growth:+.1%} <= 5%": growth <= 0.05,
+        f"worst window p99 {worst_p99:.1f} ms <= 1.5 x first {first.p99_ms:.1f} ms": worst_p99 <= 1.5 * first.p99_ms,
+        f"errors {result.failed} == 0": result.failed == 0,
+        f"lost {result.lost} == 0": result.lost == 0,
+    }
+
+
+def format_report(result: SoakResult) -> str:
+    """Markdown: the setting, the verdicts, one row per window."""
+    lines = [
+        f"Soak: {result.duration_s:.0f} s at {result.offered_rps:.0f} req/s "
+        f"({result.offered_rps / result.capacity_rps:.0%} of the measured {result.capacity_rps:.0f} req/s, "
+        f"mixed 3:1, {DUPLICATE_RATIO:.0%} repeats); {result.sent} sent, {result.answered} answered, "
+        f"{result.failed} failed, {result.lost} lost.",
+        "",
+        *(f"- {'PASS' if ok else 'FAIL'}: {name}" for name, ok in result.checks.items()),
+        "",
+        "| t (s) | RSS total MiB | tritonserver MiB | stubs MiB | fds | Redis MiB | requests | p50 ms | p99 ms "
+        "| errors |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in result.samples:
+        server = s.rss_mb.get("tritonserver", math.nan)
+        lines.append(
+            f"| {s.t_s:.0f} | {total_rss(s):.0f} | {server:.0f} | {total_rss(s) - server:.0f} | {sum(s.fds.values())} "
+            f"| {s.redis_mb:.1f} | {s.requests} | {s.p50_ms:.2f} | {s.p99_ms:.1f} | {s.errors} |"
+        )
+    return "\n".join(lines)
+
+
+def write_outputs(result: SoakResult, out_dir: Path) -> list[Path]:
+    """soak.json, soak.md and soak.png (RSS and p99 over time) in `out_dir`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {**asdict(result), "lost": result.lost, "passed": result.passed}
+    (out_dir / "soak.json").write_text(json.dumps(data, indent=2))
+    (out_dir / "soak.md").write_text(format_report(result) + "\n")
+    t = [s.t_s / 60 for s in result.samples]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    top.plot(t, [total_rss(s) for s in result.samples], marker="o", label="all processes")
+    top.plot(t, [s.rss_mb.get("tritonserver", math.nan) for s in result.samples], marker=".", label="tritonserver")
+    top.set_ylabel("RSS (MiB)")
+    top.legend()
+    top.set_title(
+        f"Soak at {result.offered_rps:.0f} req/s ({result.offered_rps / result.capacity_rps:.0%} of capacity)"
+    )
+    bottom.plot(t, [s.p99_ms for s in result.samples], marker="o", color="tab:red", label="p99")
+    bottom.plot(t, [s.p50_ms for s in result.samples], marker=".", color="tab:green", label="p50")
+    bottom.set_ylabel("client latency (ms)")
+    bottom.set_xlabel("minutes")
+    bottom.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "soak.png", dpi=110)
+    plt.close(fig)
+    return [out_dir / name for name in ("soak.json", "soak.md", "soak.png")]
