@@ -20,6 +20,7 @@ exports (`fastpath_serve_server_restarts_total`, `fastpath_serve_model_reloads_t
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -50,29 +51,37 @@ class WatchdogPolicy:
     ready_timeout_s: float = 180.0
 
 
-def stub_instances(server_pid: int) -> dict[str, bool]:
-    """Every Python-backend stub child of `server_pid`: {any of its arguments: alive (not a zombie)}.
+INSTANCE = re.compile(r"[\w.-]+_\d+_\d+")  # how Triton names a model instance: <model>_<group>_<index>
 
-    Triton names a stub's instance in its arguments (`<model>_<group>_<index>`); a stub killed by
-    a signal stays a zombie until tritonserver reaps it, so the state is read, not just the pid.
+
+def stub_processes(server_pid: int) -> list[tuple[int, str, bool]]:
+    """Every Python-backend stub child of `server_pid`: (pid, the instance it runs, alive).
+
+    Read from /proc: the stub names its instance among its arguments. A stub killed by a signal
+    stays a zombie until tritonserver reaps it, so `alive` is read from its state, not its pid.
     """
-    found: dict[str, bool] = {}
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            args = (entry / "cmdline").read_bytes().split(b"\0")
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            args = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
         except OSError:
             continue  # exited meanwhile
-        fields = stat.rpartition(")")[2].split()
-        if int(fields[1]) != server_pid or not args or not args[0].decode(errors="replace").endswith(STUB):
+        if int(fields[1]) != server_pid or not args or not args[0].endswith(STUB):
             continue
-        alive = fields[0] != "Z"
-        for arg in args[1:]:
-            name = arg.decode(errors="replace")
-            found[name] = found.get(name, False) or alive
+        instance = next((a for a in args[1:] if INSTANCE.fullmatch(a)), "")
+        found.append((int(entry.name), instance, fields[0] != "Z"))
     return found
+
+
+def stub_instances(server_pid: int) -> dict[str, bool]:
+    """{instance: alive} for every stub of `server_pid` (alive if any of its processes is)."""
+    alive: dict[str, bool] = {}
+    for _, instance, running in stub_processes(server_pid):
+        alive[instance] = alive.get(instance, False) or running
+    return alive
 
 
 class WatchdogMetrics:

@@ -36,6 +36,7 @@ from triton_fastpath.reliability.load import BackgroundLoad
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import repository_copy, triton
 from triton_fastpath.server import admin_headers, find_free_port
+from triton_fastpath.watchdog import stub_processes
 
 __all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]
 
@@ -277,27 +278,10 @@ def rollout(repository: Path, work: Path, *, progress: Progress = print) -> Scen
 
 
 def find_stub(tritonserver_pid: int, instance: str) -> int:
-    """The pid of the Python-backend stub process that runs model instance `instance` (e.g. digits_0_0).
-
-    Read from /proc: a child of `tritonserver_pid` whose command line is the stub's, naming `instance`.
-    """
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # it exited meanwhile
-        parent = int(stat.rpartition(")")[2].split()[1])
-        names = [a.decode(errors="replace") for a in args]
-        if (
-            parent == tritonserver_pid
-            and names
-            and names[0].endswith("triton_python_backend_stub")
-            and instance in names
-        ):
-            return int(entry.name)
+    """The pid of the live Python-backend stub that runs model instance `instance` (e.g. digits_0_0)."""
+    for pid, name, alive in stub_processes(tritonserver_pid):
+        if name == instance and alive:
+            return pid
     raise LookupError(f"no triton_python_backend_stub for {instance} among the children of {tritonserver_pid}")
 
 

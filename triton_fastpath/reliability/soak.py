@@ -22,7 +22,6 @@ import json
 import math
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ import numpy as np
 
 from triton_fastpath.loadgen import percentiles_ms
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.watchdog import STUB, Watchdog
+from triton_fastpath.watchdog import Watchdog, stub_processes
 
 Progress = Callable[[str], None]
 SENTIMENT_SHARE = 0.75
@@ -80,20 +79,8 @@ class SoakResult:
 
 def process_table(server_pid: int) -> dict[str, int]:
     """{"tritonserver": pid, "<instance>": stub pid, ...} for the server and its live stubs."""
-    table = {"tritonserver": server_pid}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rpartition(")")[2].split()
-            args = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-        except OSError:
-            continue
-        if int(stat[1]) == server_pid and stat[0] != "Z" and args and args[0].endswith(STUB):
-            # the stub names its instance (<model>_<group>_<index>) among its arguments
-            instance = next((a for a in args[1:] if re.fullmatch(r"[\w.-]+_\d+_\d+", a)), entry.name)
-            table[instance] = int(entry.name)
-    return table
+    stubs = {instance or str(pid): pid for pid, instance, alive in stub_processes(server_pid) if alive}
+    return {"tritonserver": server_pid, **stubs}
 
 
 def rss_mb(pid: int) -> float:
