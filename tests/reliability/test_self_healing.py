@@ -33,8 +33,10 @@ def test_a_killed_process_is_healed_under_load_and_no_request_is_lost(built_repo
     assert result.lost == 0, result
     assert set(result.errors) <= {"ServerError", "ModelUnavailable", "Timeout"}, result.errors
     assert result.ok >= 400, result  # 200 answers before the kill and 200 after the healing
-    healed = result.figures["server_restarts"] if kind == "server" else result.figures["model_reloads"]
-    assert healed >= 1, result.note
+    healed = result.figures["server_restarts"] + result.figures["model_reloads"]
+    assert healed >= 1, result.note  # a stub kill is healed by a reload, or by a restart if it took the server down
+    if kind == "server":
+        assert result.figures["server_restarts"] >= 1, result.note
     assert result.figures["slowest_failure_s"] <= healing.DEADLINE_S + healing.SLACK_S, result.note
     assert result.figures["time_to_healthy_s"] == result.figures["time_to_healthy_s"], "never healthy again (NaN)"
 
