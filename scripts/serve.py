@@ -129,8 +129,9 @@ def serve_metrics(address: str, port: int, render) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = render().encode() if self.path.split("?")[0] == "/metrics" else b"see /metrics\n"
-            self.send_response(200 if self.path.startswith("/metrics") else 404)
+            found = self.path.split("?")[0] == "/metrics"
+            body = render().encode() if found else b"see /metrics\n"
+            self.send_response(200 if found else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -254,26 +254,23 @@ def _scale(reference: Mapping[str, np.ndarray]) -> float:
     return max(1.0, largest)
 
 
-def max_abs_diff(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> float:
-    """Largest |difference| over every output of `reference` (NaN if any difference is NaN)."""
-    worst = 0.0
-    for name, ref in reference.items():
-        diff = np.abs(np.asarray(candidate[name], dtype=np.float64) - np.asarray(ref, dtype=np.float64))
-        if diff.size:
-            if np.isnan(diff).any():
-                return float("nan")
-            worst = max(worst, float(diff.max()))
-    return worst
-
-
 def diff_check(name: str, reference, candidate, rel: float, rows: int) -> Check:
+    """max|diff| over every output of `reference` (export.verify.compare), bounded relative to its scale."""
+    from triton_fastpath.export.verify import compare
+
     scale = _scale(reference)
-    return Check(
-        name, max_abs_diff(reference, candidate), rel * scale, detail=f"{rel:g} x max|output| {scale:.3g}; {rows} rows"
+    parity = compare(
+        reference=dict(reference),
+        candidate=dict(candidate),
+        label_output=None,
+        max_abs_diff=rel * scale,
+        min_label_agreement=0.0,
     )
+    return Check(name, parity.max_abs_diff, rel * scale, detail=f"{rel:g} x max|output| {scale:.3g}; {rows} rows")
 
 
 def agreement(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """Share of rows whose argmax over the last axis is the same in both."""
     return float(np.mean(np.argmax(reference, axis=-1) == np.argmax(candidate, axis=-1)))
 
 

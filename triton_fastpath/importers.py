@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.render import Target
 from triton_fastpath.repository import PRECISIONS, RepoSettings, onnx_classifier_spec
 from triton_fastpath.served_check import check_served
-from triton_fastpath.spec import TensorSpec, Warmup, WarmupInput
+from triton_fastpath.spec import TensorSpec
 
 Progress = Callable[[str], None]
 # Used to check parity when no evaluation file is given: varied length, punctuation, casing.
@@ -119,6 +118,9 @@ def import_hf_classifier(
     )
     report.source = str(hf_dir)
     report.data = f"{len(texts)} texts from {eval_csv}" if eval_csv else f"{len(texts)} built-in probe texts"
+
+    verdict = _verdicts(name, report, progress)
+
     if serve_check:  # before the user's repository is touched
         served = _check_served_text(
             name,
@@ -131,11 +133,7 @@ def import_hf_classifier(
             target=target,
             progress=progress,
         )
-        for check in served:
-            report.checks.append(check.describe())
-            progress(f"{name}: {check.describe()}")
-            if not check.passed:
-                raise VerificationError(f"{name}: the served pipeline disagrees with onnxruntime: {check.describe()}")
+        _record_served(name, served, verdict)
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
     write_report([report], BUILD_DIR / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
@@ -254,14 +252,11 @@ def import_onnx(
     labelled = {"labels": rows.labels} if rows.labels is not None else {}
     np.savez(out_dir / "samples.npz", **rows.inputs, **labelled)  # the rows the load-test scenario sends
 
-    def verdict(check: Check) -> Check:
-        progress(f"{name}: {check.describe()}")
-        report.checks.append(check.describe())
-        return check
+    verdict = _verdicts(name, report, progress)
 
     reference = run_onnx_batched(fp32, rows.inputs, batch_size=settings.max_batch_size)
     head = rows.head(8)
-    single = _concat_rows([run_onnx_batched(fp32, head.inputs, batch_size=1)])
+    single = run_onnx_batched(fp32, head.inputs, batch_size=1)
     batch = verdict(
         diff_check("batch 1 vs batched max|diff|", _head(reference, head.n), single, thresholds.batch_rel_diff, head.n)
     )
@@ -304,9 +299,9 @@ def import_onnx(
         labels=names,
         label_output=label_output,
         instances=settings.encoder_instances,
+        sample_dims={t.name: rows.inputs[t.name].shape[1:] for t in inputs},
     )
     warmup_rows = {t.name: rows.inputs[t.name][0] for t in inputs}
-    spec = replace(spec, warmups=sample_warmups(inputs, warmup_rows, settings.max_batch_size))
     files = {name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
     warmups = {name: warmup_rows}
     if serve_check:  # before the user's repository is touched: a failed check leaves it as it was
@@ -325,9 +320,7 @@ def import_onnx(
             target=target,
             progress=progress,
         )
-        for check in served:
-            if not verdict(check).passed:
-                raise VerificationError(f"{name}: the served model disagrees with onnxruntime: {check.describe()}")
+        _record_served(name, served, verdict)
     assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
     progress(f"{name}: added to {repository} (serving {precision.upper()}, warmup from the first sample row)")
     write_report([report], BUILD_DIR / "report.json")
@@ -338,17 +331,22 @@ def _head(outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     return {k: v[:n] for k, v in outputs.items()}
 
 
-def _concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+def _verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[Check], Check]:
+    """A function that prints a check and keeps it in the report (and returns it)."""
+
+    def verdict(check: Check) -> Check:
+        progress(f"{name}: {check.describe()}")
+        report.checks.append(check.describe())
+        return check
+
+    return verdict
 
 
-def sample_warmups(inputs: list[TensorSpec], row: dict[str, np.ndarray], max_batch_size: int) -> tuple[Warmup, ...]:
-    """Warmup at batch 1 and the max batch from one sample row (its shape fixes any variable dims)."""
-    items = tuple(
-        WarmupInput(t.name, input_data_file=t.name, dims=tuple(row[t.name].shape) if -1 in t.dims else None)
-        for t in inputs
-    )
-    return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=items) for size in sorted({1, max_batch_size}))
+def _record_served(name: str, checks: list[Check], verdict: Callable[[Check], Check]) -> None:
+    """Record the served checks; the first failure stops the import (the repository is not touched yet)."""
+    for check in checks:
+        if not verdict(check).passed:
+            raise VerificationError(f"{name}: the served model disagrees with onnxruntime: {check.describe()}")
 
 
 def _check_int8(

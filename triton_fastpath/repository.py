@@ -208,9 +208,26 @@ class RepoSettings:
         )
 
 
-def _warmups(spec_inputs: Sequence[TensorSpec], max_batch_size: int, *, files: bool) -> tuple[Warmup, ...]:
-    """Warm up at batch 1 and at the max batch, with zeros or with the sample files."""
-    inputs = tuple(WarmupInput(t.name, input_data_file=t.name if files else None) for t in spec_inputs)
+def _warmups(
+    spec_inputs: Sequence[TensorSpec],
+    max_batch_size: int,
+    *,
+    files: bool,
+    dims: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[Warmup, ...]:
+    """Warm up at batch 1 and at the max batch, with zeros or with the sample files.
+
+    `dims`: the shape of each input's sample row, which fixes the variable (-1) dims of the warmup.
+    """
+    dims = dims or {}
+    inputs = tuple(
+        WarmupInput(
+            t.name,
+            input_data_file=t.name if files else None,
+            dims=tuple(dims[t.name]) if -1 in t.dims and t.name in dims else None,
+        )
+        for t in spec_inputs
+    )
     sizes = sorted({1, max_batch_size})
     return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
 
@@ -457,10 +474,13 @@ def onnx_classifier_spec(
     precision: str | None = None,
     labels: Sequence[str] = (),
     label_output: str | None = "probabilities",
+    sample_dims: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ModelSpec:
-    """A single ONNX model served directly (zero-data warmup; non-finite floats rejected).
+    """A single ONNX model served directly (non-finite floats rejected).
 
-    With `labels`, the `label_output` output (its class scores) gets Triton's `label_filename`.
+    Warmup with zeros, or, given `sample_dims` (each input's sample-row shape), from sample files
+    (`<model>/warmup/<input>`), which also warms inputs with variable dims. With `labels`, the
+    `label_output` output (its class scores) gets Triton's `label_filename`.
     """
     precision = precision or settings.precision
     if labels:
@@ -475,7 +495,7 @@ def onnx_classifier_spec(
         instance_count=instances,
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(),
-        warmups=_warmups(inputs, settings.max_batch_size, files=False),
+        warmups=_warmups(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         parameters={"reject_non_finite": "true"},
         response_cache=settings.response_cache,
         labels=tuple(labels),

@@ -66,6 +66,7 @@ class SoakResult:
     sent: int = 0
     answered: int = 0
     failed: int = 0
+    first_error: str = ""
     checks: dict[str, bool] = field(default_factory=dict)
 
     @property
@@ -273,6 +274,7 @@ def run_soak(
                 watchdog.stop()
                 guard.join(timeout=30)
     result.sent, result.answered, result.failed = tally.sent, tally.answered, tally.failed
+    result.first_error = tally.first_error
     result.checks = verdicts(result)
     return result
 
@@ -311,6 +313,7 @@ def format_report(result: SoakResult) -> str:
         f"{result.failed} failed, {result.lost} lost.",
         "",
         *(f"- {'PASS' if ok else 'FAIL'}: {name}" for name, ok in result.checks.items()),
+        *([f"- first error: {result.first_error}"] if result.first_error else []),
         "",
         "| t (s) | RSS total MiB | tritonserver MiB | stubs MiB | fds | Redis MiB | requests | p50 ms | p99 ms "
         "| errors |",
