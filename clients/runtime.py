@@ -35,6 +35,7 @@ from clients.errors import ClientError, InvalidInput, Overloaded, ServerError, T
 from clients.retry import Deadline, RetryBudget, RetryDecision, RetryPolicy, decide_retry
 from clients.shm import SharedMemoryPool, SharedMemoryRegion
 from clients.tensors import ModelSignature, columns_to_rows, rows_to_columns, split_rows
+from clients.throttle import AdaptiveThrottle
 
 __all__ = ["AsyncModelClient", "ClientStats", "ModelClient", "channel_args"]
 
@@ -79,6 +80,7 @@ class ClientStats:
         self.attempts = 0
         self.retries = 0
         self.retries_refused = 0
+        self.throttled = 0
 
     def add(self, **deltas: int) -> None:
         """Add to the named counters."""
@@ -89,7 +91,7 @@ class ClientStats:
     def __repr__(self) -> str:
         return (
             f"ClientStats(requests={self.requests}, attempts={self.attempts}, "
-            f"retries={self.retries}, retries_refused={self.retries_refused})"
+            f"retries={self.retries}, retries_refused={self.retries_refused}, throttled={self.throttled})"
         )
 
 
@@ -116,6 +118,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry_policy: RetryPolicy | None = None,
         retry_budget: RetryBudget | None = None,
+        throttle: AdaptiveThrottle | bool | None = True,
         compression: str | None = None,
         shared_memory_min_bytes: int | None = None,
         model_name: str | None = None,
@@ -138,6 +141,9 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         self.timeout_s = timeout_s
         self.retry_policy = retry_policy or RetryPolicy()
         self.retry_budget = retry_budget or RetryBudget()
+        if throttle is True:
+            throttle = AdaptiveThrottle(clock=self._seam_clock, uniform=self._seam_uniform)
+        self.throttle = throttle or None
         self.compression = compression
         self.shared_memory_min_bytes = shared_memory_min_bytes
         self.model_name = model_name or self.SIGNATURE.model_name
@@ -153,6 +159,12 @@ class _ClientBase(Generic[RequestT, ResponseT]):
     _uniform = staticmethod(random.random)
     _sleep = staticmethod(time.sleep)
     _async_sleep = staticmethod(asyncio.sleep)
+
+    def _seam_clock(self) -> float:  # late-bound: a test may replace `_clock` after construction
+        return self._clock()
+
+    def _seam_uniform(self) -> float:
+        return self._uniform()
 
     def _connect(self, url: str) -> Any:
         raise NotImplementedError
@@ -264,6 +276,24 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             )
         return remaining_s
 
+    def _admit(self, priority: int) -> None:
+        """Refuse the request here (Overloaded) when the throttle says so; count it otherwise."""
+        if self.throttle is None:
+            return
+        probability = self.throttle.admit(priority)
+        if probability is not None:
+            self.stats.add(throttled=1)
+            raise Overloaded(
+                f"{self.model_name}: refused by the client, not sent (adaptive throttling: the server shed "
+                f"recent requests at priority {priority}; {probability:.0%} are refused until it answers again)",
+                model=self.model_name,
+            )
+
+    def _answered(self, priority: int, error: ClientError | None = None) -> None:
+        """Tell the throttle how the server answered an attempt (overload errors are not accepts)."""
+        if self.throttle is not None:
+            self.throttle.record(priority, accepted=not isinstance(error, Overloaded | Timeout))
+
     def _on_failure(self, error: ClientError, attempt: int, deadline: Deadline) -> RetryDecision:
         """Decide on a failed attempt; note why it is not retried on the error itself."""
         if error.retryable and not isinstance(error, Overloaded) and self._pool is not None:
@@ -304,6 +334,10 @@ class ModelClient(_ClientBase[RequestT, ResponseT]):
         retry_policy: backoff and attempt limit (default: `RetryPolicy()`).
         retry_budget: limits retries to a share of the request rate (default: a budget of this
             client's own; pass one to several clients to budget them together).
+        throttle: client-side adaptive throttling (`clients.throttle.AdaptiveThrottle`): while the
+            server sheds load, refuse a share of requests here (Overloaded, never sent) so that
+            the server is offered at most ~2x what it answers. True (default): one of this
+            client's own; pass one to share it between clients; None or False: off.
         compression: gRPC compression of requests: None, "gzip" or "deflate".
         shared_memory_min_bytes: send inputs of at least this many bytes through system shared
             memory (only when client and server share a host); None: never.
@@ -377,6 +411,7 @@ class ModelClient(_ClientBase[RequestT, ResponseT]):
     def _send(self, chunk: _Chunk, priority: int, deadline: Deadline) -> list[ResponseT]:
         """One request, retried as `decide_retry` allows."""
         self.stats.add(requests=1)
+        self._admit(priority)
         self.retry_budget.record_request()
         attempt = 0
         reregistered = False
@@ -387,9 +422,12 @@ class ModelClient(_ClientBase[RequestT, ResponseT]):
             try:
                 if chunk.region is not None and chunk.region.needs_registration:
                     self._register(chunk.region, remaining_s)
-                return self._parse(self._client.infer(**self._infer_kwargs(chunk, priority, remaining_s)))
+                answer = self._client.infer(**self._infer_kwargs(chunk, priority, remaining_s))
+                self._answered(priority)
+                return self._parse(answer)
             except InferenceServerException as exc:
                 error = map_exception(exc, self.model_name)
+                self._answered(priority, error)
                 if self._lost_region(chunk, error, reregistered):
                     reregistered = True
                     continue
@@ -469,6 +507,7 @@ class AsyncModelClient(_ClientBase[RequestT, ResponseT]):
     async def _send(self, chunk: _Chunk, priority: int, deadline: Deadline) -> list[ResponseT]:
         """One request, retried as `decide_retry` allows."""
         self.stats.add(requests=1)
+        self._admit(priority)
         self.retry_budget.record_request()
         attempt = 0
         reregistered = False
@@ -479,9 +518,12 @@ class AsyncModelClient(_ClientBase[RequestT, ResponseT]):
             try:
                 if chunk.region is not None and chunk.region.needs_registration:
                     await self._register(chunk.region, remaining_s)
-                return self._parse(await self._client.infer(**self._infer_kwargs(chunk, priority, remaining_s)))
+                answer = await self._client.infer(**self._infer_kwargs(chunk, priority, remaining_s))
+                self._answered(priority)
+                return self._parse(answer)
             except InferenceServerException as exc:
                 error = map_exception(exc, self.model_name)
+                self._answered(priority, error)
                 if self._lost_region(chunk, error, reregistered):
                     reregistered = True
                     continue

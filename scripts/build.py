@@ -25,7 +25,14 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
-from triton_fastpath.repository import PRECISIONS, RENDERINGS, RepoSettings
+from triton_fastpath.repository import (
+    PRECISIONS,
+    RENDERINGS,
+    SERVICE_LEVEL_PROFILES,
+    SERVICE_LEVELS_ENV,
+    RepoSettings,
+    service_levels,
+)
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
@@ -67,6 +74,14 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"ONNX encoder weights to serve (default: {defaults.precision} for embedded, fp32 for container, "
         "where dynamic INT8 would run on the CPU; both are always built and verified)",
+    )
+    p.add_argument(
+        "--service-levels",
+        choices=sorted(SERVICE_LEVEL_PROFILES),
+        default=None,
+        help="the p99 profile each model's queue timeouts are cut from: default (the kit's promise, "
+        "loadtests/sla.toml) or relaxed (a shared CI machine; loadtests/sla-relaxed.toml). "
+        f"Default: ${SERVICE_LEVELS_ENV}, else default",
     )
     p.add_argument(
         "--max-length",
@@ -164,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
         settings = RepoSettings(
+            service_levels_ms=service_levels(args.service_levels),
             rendering=args.rendering,
             precision=precision,
             max_length=args.max_length,

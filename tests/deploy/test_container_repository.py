@@ -17,7 +17,7 @@ import pytest
 from triton_fastpath.assemble import ContainerBuild
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings, default_specs
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export
@@ -28,7 +28,10 @@ def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from triton_fastpath.build import build_repository
 
     root = tmp_path_factory.mktemp("container")
-    build_repository(repository=root / "model_repository", target="container", container=ContainerBuild())
+    settings = RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"])  # as model_repository/
+    build_repository(
+        repository=root / "model_repository", settings=settings, target="container", container=ContainerBuild()
+    )
     return root
 
 
@@ -103,12 +106,22 @@ def test_both_targets_render_the_same_interfaces_from_the_same_specs(container_r
     only_container = sorted(set(container) - set(embedded))
     assert only_container == ["embed_encoder", "sentiment_encoder"]
     assert set(embedded) <= set(container)
-    for spec in default_specs(RepoSettings(rendering="ensemble")):
+    for spec in default_specs(RepoSettings(rendering="ensemble", service_levels_ms=SERVICE_LEVEL_PROFILES["default"])):
         if spec.name in only_container:
             embedded[spec.name] = parse_pbtxt(to_pbtxt(spec, "embedded"))
     for name, config in container.items():
         other = embedded[name]
         assert (list(config.input), list(config.output)) == (list(other.input), list(other.output)), name
+        if name.endswith("_fused") or name in only_container:
+            # On the container a fused model calls its native encoder: those two queues share the
+            # p99's queueing budget (the ensemble rendering splits it over its four), and the
+            # batches are not capped (the measured rate is the embedded fused model's).
+            batching, others = config.dynamic_batching, other.dynamic_batching
+            assert (batching.priority_levels, batching.max_queue_delay_microseconds) == (
+                others.priority_levels,
+                others.max_queue_delay_microseconds,
+            ), name
+            continue
         assert config.dynamic_batching == other.dynamic_batching, name
         assert config.max_batch_size == other.max_batch_size, name
 

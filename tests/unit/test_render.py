@@ -26,7 +26,13 @@ from triton_fastpath.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.repository import DIGITS_LABELS, SENTIMENT_LABELS, RepoSettings, default_specs
+from triton_fastpath.repository import (
+    DIGITS_LABELS,
+    SENTIMENT_LABELS,
+    SERVICE_LEVEL_PROFILES,
+    RepoSettings,
+    default_specs,
+)
 from triton_fastpath.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -41,7 +47,8 @@ from triton_fastpath.tensorrt import as_tensorrt
 
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]
-DEFAULT_SPECS = default_specs()
+# The committed repository is rendered for the default service levels (the tests run on relaxed ones).
+DEFAULT_SPECS = default_specs(RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]))
 
 
 def x_in() -> TensorSpec:

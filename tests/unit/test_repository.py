@@ -15,11 +15,15 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.render import render
 from triton_fastpath.repository import (
     FACTORY_TUNABLES,
+    FALLBACK_QUEUE_TIMEOUT_US,
     RENDERINGS,
+    SERVICE_LEVEL_PROFILES,
     RepoSettings,
     default_specs,
+    load_measured_rates,
     load_tuning,
     python_hops,
+    service_levels,
     validate_tuning,
 )
 from triton_fastpath.spec import ModelKind, ModelSpec
@@ -190,3 +194,79 @@ def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
         for spec in default_specs(RepoSettings(rendering=rendering), "container"):
             if "encoder_model" in spec.parameters:
                 assert spec.warmups == (), spec.name
+
+
+# --- queue policy and batch cap from the service level ---------------------------------------------
+
+
+STRICT = SERVICE_LEVEL_PROFILES["default"]  # the tests run with FASTPATH_SERVICE_LEVELS=none
+
+
+def _batching(name: str, settings: RepoSettings):
+    return next(s for s in default_specs(settings) if s.name == name).dynamic_batching
+
+
+def test_queue_timeouts_are_cut_from_each_models_service_level_per_priority() -> None:
+    digits = _batching("digits", RepoSettings(service_levels_ms=STRICT))
+    assert digits.default_priority_level == 2
+    assert digits.default_queue_policy.default_timeout_us == 10_000  # half of the 20 ms p99
+    assert digits.priority_queue_policy[1].default_timeout_us == 16_000  # priority 1 waits longer
+    fused = _batching("sentiment_fused", RepoSettings(service_levels_ms=STRICT))
+    assert (fused.default_queue_policy.default_timeout_us, fused.priority_queue_policy[1].default_timeout_us) == (
+        25_000,
+        40_000,
+    )
+    assert fused.default_queue_policy.timeout_action == "REJECT"
+
+
+def test_an_ensemble_rendering_splits_the_queueing_budget_over_its_queues() -> None:
+    settings = RepoSettings(rendering="ensemble", service_levels_ms=STRICT)  # tokenizer, cache, encoder, postprocess
+    assert _batching("sentiment_tokenizer", settings).default_queue_policy.default_timeout_us == 25_000 // 4
+    assert settings.queue_timeouts_us("sentiment", steps=3) == {1: 13_333, 2: 8_333}
+
+
+def test_models_without_a_service_level_and_explicit_timeouts_keep_one_timeout() -> None:
+    embed = _batching("embed_fused", RepoSettings())
+    assert embed.default_queue_policy.default_timeout_us == FALLBACK_QUEUE_TIMEOUT_US
+    assert RepoSettings(queue_timeout_us=50_000).queue_timeouts_us("digits") == {1: 50_000, 2: 50_000}
+    assert RepoSettings(priority_levels=0, service_levels_ms=STRICT).queue_timeouts_us("digits") == {0: 10_000}
+
+
+def test_a_queue_timeout_is_never_shorter_than_twice_the_batching_delay() -> None:
+    settings = RepoSettings(service_levels_ms=STRICT, max_queue_delay_us=300_000)
+    assert settings.queue_timeouts_us("digits") == {1: 600_000, 2: 600_000}
+
+
+def test_service_levels_come_from_a_named_profile_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "relaxed")
+    assert RepoSettings().service_levels_ms == SERVICE_LEVEL_PROFILES["relaxed"]
+    assert service_levels("default") == STRICT  # a named profile wins over the environment
+    monkeypatch.delenv("FASTPATH_SERVICE_LEVELS")
+    assert RepoSettings().service_levels_ms == STRICT
+    monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "fast")
+    with pytest.raises(ConfigError, match=r"service levels 'fast' \(from \$FASTPATH_SERVICE_LEVELS\): expected one of"):
+        RepoSettings()
+
+
+def test_the_batch_cap_fits_one_instances_batch_into_the_compute_share_of_the_service_level() -> None:
+    settings = RepoSettings(
+        measured_rates=(("sentiment", 2149.0),), encoder_instances=2, preferred_batch_sizes=(), service_levels_ms=STRICT
+    )
+    # 2149/2 rows/s per instance x 25 ms = 26.9 rows -> 16 (a power of two)
+    assert settings.batch_cap("sentiment") == 16
+    assert _batching("sentiment_fused", settings).preferred_batch_sizes == (16,)
+    assert settings.batch_cap("digits") is None  # no measured rate: batches up to max_batch_size
+    assert settings.batch_cap("sentiment", steps=4) is None  # the ensemble's steps are not measured
+    tuned = RepoSettings(measured_rates=(("sentiment", 2149.0),), preferred_batch_sizes=(8,))
+    assert tuned.batch_cap("sentiment") is None  # tuned preferred sizes win
+    fast = RepoSettings(measured_rates=(("sentiment", 1e6),), service_levels_ms=STRICT)
+    assert fast.batch_cap("sentiment") == 64  # at most max_batch_size
+
+
+def test_measured_rates_come_from_the_tuning_file(tmp_path: Path) -> None:
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"settings": {}, "measured": {"throughput_rps": 1500.0}}))
+    assert load_measured_rates(path) == (("sentiment", 1500.0),)
+    assert load_measured_rates(tmp_path / "missing.json") == ()
+    path.write_text(json.dumps({"settings": {}}))
+    assert load_measured_rates(path) == ()

@@ -85,6 +85,19 @@ class Tally:
                 self.errors[kind] += 1
                 self.messages.setdefault(kind, str(error).splitlines()[0][:160] if str(error) else kind)
 
+    def absorb(self, other: Tally) -> None:
+        """Add `other`'s counts and latencies to this tally (several trials as one row)."""
+        with other._lock:
+            requests, ok, errors = other.requests, other.ok, Counter(other.errors)
+            messages, latencies = dict(other.messages), list(other.latencies_s)
+        with self._lock:
+            self.requests += requests
+            self.ok += ok
+            self.errors.update(errors)
+            for kind, message in messages.items():
+                self.messages.setdefault(kind, message)
+            self.latencies_s += latencies
+
     @property
     def failed(self) -> int:
         """Requests that failed with an error."""

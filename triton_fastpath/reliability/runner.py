@@ -38,9 +38,26 @@ def _security(repository: Path, work: Path, progress: Progress) -> list[Scenario
 
 
 def _overload(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
-    repo = repository_copy(repository, work / "overload-repo", overload.overload_settings())
+    settings = overload.overload_settings()
+    repo = repository_copy(repository, work / "overload-repo", settings)
+    cores = overload.split_cores()
+    progress(f"overload: {cores.describe() if cores else 'one core: server and load generator share it'}")
     with triton(repo, work / "overload-logs") as server:
-        return overload.run_overload(server.grpc_url, progress=progress)
+        pid = server.pid
+        if cores:
+            overload.pin_process_tree(pid, cores.server)
+        rows = []
+        for model in overload.MODELS:
+            timeouts_us = settings.queue_timeouts_us(model)  # the flood is the lowest priority level
+            rows += overload.run_overload(
+                server.grpc_url,
+                overload.workload(model),
+                queue_timeout_ms=timeouts_us[max(timeouts_us)] / 1000,
+                cores=cores,
+                server_up=lambda: server.is_running() and server.pid == pid,
+                progress=progress,
+            )
+        return rows
 
 
 def _short_deadline_restart(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
