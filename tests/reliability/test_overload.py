@@ -41,17 +41,17 @@ SHED_AT_LEAST = 0.05
 @pytest.mark.parametrize("model", overload.MODELS)
 def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server, model: str) -> None:
     server, load_cores = overload_server
-    load = overload.workload(model)
-    capacity = overload.measure_capacity(server.grpc_url, load, cores=load_cores)
-    print(f"{model}: capacity {capacity:.0f} req/s of {load.unit}")
-    for factor in FLOOD_FACTORS:
-        high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
-        low = overload.OpenLoopClass("low", factor * capacity, priority=2)
-        overload.open_loop(server.grpc_url, load, [high, low], seconds=4.0, cores=load_cores)
-        assert server.is_running(), f"tritonserver died under the flood: see {server.log_path}"
-        print(f"{factor}x: low {low.tally.failed}/{low.tally.requests} shed, high {high.tally.ok} answered")
-        if low.tally.failed >= SHED_AT_LEAST * low.tally.requests:
-            break
+    with overload.LoadProcess(server.grpc_url, model, load_cores) as generator:  # as `make reliability` runs it
+        capacity = generator.capacity()
+        print(f"{model}: capacity {capacity:.0f} req/s of {overload.workload(model).unit}")
+        for factor in FLOOD_FACTORS:
+            high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
+            low = overload.OpenLoopClass("low", factor * capacity, priority=2)
+            generator.open_loop([high, low], seconds=4.0)
+            assert server.is_running(), f"tritonserver died under the flood: see {server.log_path}"
+            print(f"{factor}x: low {low.tally.failed}/{low.tally.requests} shed, high {high.tally.ok} answered")
+            if low.tally.failed >= SHED_AT_LEAST * low.tally.requests:
+                break
     for cls in (high, low):
         assert cls.tally.lost == 0, cls.tally.error_summary()
         assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
