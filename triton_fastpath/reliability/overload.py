@@ -27,7 +27,6 @@ import functools
 import math
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -163,26 +162,6 @@ def pin_process_tree(pid: int, cores: Iterable[int]) -> int:
     return pinned
 
 
-def _in_thread(coroutine: Callable[[], Any], cores: frozenset[int] | None) -> Any:
-    """Run `coroutine()` in a private event loop on a thread of its own, pinned to `cores`."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            if cores:
-                os.sched_setaffinity(0, cores)  # this thread only
-            outcome["value"] = asyncio.run(coroutine())
-        except BaseException as error:  # re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, name="overload-load")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 def measure_capacity(
     url: str,
     load: Workload,
@@ -190,7 +169,6 @@ def measure_capacity(
     seconds: float = 2.0,
     windows: int = 3,
     concurrency: int = 32,
-    cores: frozenset[int] | None = None,
 ) -> float:
     """Answers per second of `load.model` under a closed loop of `concurrency` requests in flight.
 
@@ -224,7 +202,7 @@ def measure_capacity(
                 rates.append(answered / (time.monotonic() - started))
             return rates[1:]
 
-    capacity = max(_in_thread(closed_loop, cores))
+    capacity = max(asyncio.run(closed_loop()))
     if capacity <= 0:
         raise RuntimeError(f"{load.model}: no request answered while measuring capacity at {url}")
     return capacity
@@ -245,9 +223,7 @@ class OpenLoopClass:
     requests: int = field(default=0, init=False)
 
 
-def open_loop(
-    url: str, load: Workload, classes: list[OpenLoopClass], seconds: float, *, cores: frozenset[int] | None = None
-) -> None:
+def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: float) -> None:
     """Send each class's Poisson arrivals for `seconds` through one SDK client; wait for the answers."""
 
     async def run() -> None:
@@ -290,7 +266,7 @@ def open_loop(
                 cls.requests = client.stats.requests - before[0]
                 cls.attempts = client.stats.attempts - before[1]
 
-    _in_thread(run, cores)
+    asyncio.run(run())
 
 
 def _load_process_open_loop(
@@ -298,9 +274,9 @@ def _load_process_open_loop(
 ) -> list[dict[str, Any]]:
     """In the load process: run the classes described by `specs`; return what happened, as plain data."""
     if cores:
-        os.sched_setaffinity(0, cores)
+        os.sched_setaffinity(0, cores)  # this process's thread; the threads it starts inherit it
     classes = [OpenLoopClass(**spec) for spec in specs]
-    open_loop(url, workload(model), classes, seconds, cores=cores)
+    open_loop(url, workload(model), classes, seconds)
     return [
         {
             "requests": c.tally.requests,
@@ -319,7 +295,7 @@ def _load_process_open_loop(
 def _load_process_capacity(url: str, model: str, cores: frozenset[int] | None) -> float:
     if cores:
         os.sched_setaffinity(0, cores)
-    return measure_capacity(url, workload(model), cores=cores)
+    return measure_capacity(url, workload(model))
 
 
 class LoadProcess:
@@ -379,7 +355,6 @@ class Trial:
     accepted_p99_ms: float
     rejected_p50_ms: float
     high_kept: float
-    high_p99_ms: float
     low_kept: float
     amplification: float
     server_up: bool
@@ -456,7 +431,6 @@ def _trial(
         accepted_p99_ms=flood.tally.p99_ms(),
         rejected_p50_ms=percentiles_ms(flood.failure_latencies_s, (50.0,))[50.0],
         high_kept=high.tally.ok / max(1, high.tally.requests),
-        high_p99_ms=high.tally.p99_ms(),
         low_kept=low.tally.ok / max(1, low.tally.requests),
         amplification=low.attempts / max(1, low.requests),  # both classes share one client and budget
         server_up=server_up(),
