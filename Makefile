@@ -1,5 +1,7 @@
 # triton-fastpath: every target bootstraps .venv (and the system packages it needs) first.
 PY := .venv/bin/python
+# The project's one command (installed into .venv by scripts/bootstrap.sh); `fastpath --help` lists its jobs.
+FASTPATH := .venv/bin/fastpath
 VENV_STAMP := .venv/.installed
 ARGS ?=
 
@@ -8,22 +10,22 @@ ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-$(VENV_STAMP): requirements.txt scripts/bootstrap.sh
+$(VENV_STAMP): requirements.txt pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh
 
 venv: $(VENV_STAMP)  ## create .venv and install pinned requirements (and system packages)
 
 build: $(VENV_STAMP)  ## train, export, verify and write model_repository/ (ARGS="--precision fp32" ...)
-	$(PY) scripts/build.py $(ARGS)
+	$(FASTPATH) build $(ARGS)
 
 demo: $(VENV_STAMP)  ## build, start the embedded Triton, send held-out requests, print accuracy and latency
-	$(PY) scripts/demo.py $(ARGS)
+	$(FASTPATH) demo $(ARGS)
 
 serve: build  ## serve model_repository/ on 127.0.0.1:8000/8001/8002 until Ctrl-C
-	$(PY) scripts/serve.py $(ARGS)
+	$(FASTPATH) serve $(ARGS)
 
 test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration)
-	$(PY) scripts/build.py
+	$(FASTPATH) build
 	$(PY) -m pytest $(ARGS)
 
 test-unit: $(VENV_STAMP)  ## unit tests only (no torch, no server)
@@ -49,38 +51,38 @@ clean:  ## remove build outputs (keeps .venv)
 .PHONY: generate-clients
 PUBLIC := build/public/magika
 import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifier (pinned wheel, never installed) into build/public/repository, checked on 31 real files
-	$(PY) -m triton_fastpath.public_models $(PUBLIC)
-	$(PY) scripts/import_model.py onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
+	$(FASTPATH) import public $(PUBLIC)
+	$(FASTPATH) import onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
 		--labels $(PUBLIC)/labels.txt --precision int8 --repository build/public/repository
 
-generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/generated/ (ARGS="--check" to verify)
-	$(PY) scripts/generate_clients.py $(ARGS)
+generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in fastpath_models/ (ARGS="--check" to verify)
+	$(FASTPATH) clients generate $(ARGS)
 
 .PHONY: benchmark tune
 benchmark: build  ## naive FastAPI vs PyTriton vs our ensembles, one run: table, plot, JSON in build/benchmark/ (ARGS="--smoke", "--publish")
-	$(PY) scripts/benchmark.py $(ARGS)
+	$(FASTPATH) bench serving $(ARGS)
 
 tune: build  ## search batching delay, preferred batches, instances, ORT threads under a p99 bound; writes tuning/embedded.json (ARGS="--dry-run")
-	$(PY) scripts/tune.py $(ARGS)
+	$(FASTPATH) tune $(ARGS)
 
 .PHONY: build-container test-deploy
 build-container: $(VENV_STAMP)  ## build/container/: repository for the NGC Triton image + TensorRT engine plan (ARGS="--encoder-backend onnxruntime" ...)
-	$(PY) scripts/build.py --target container $(ARGS)
+	$(FASTPATH) deploy build-container $(ARGS)
 
 test-deploy: $(VENV_STAMP)  ## offline deploy checks: compose file, container configs, trtexec commands, k8s manifests
 	$(PY) -m pytest tests/deploy $(ARGS)
 
 .PHONY: loadtest loadtest-distributed
 loadtest: $(VENV_STAMP)  ## run a locust scenario with its SLA gate and Prometheus report (ARGS="--scenario mixed --shape spike --duration 60s")
-	$(PY) scripts/loadtest.py $(ARGS)
+	$(FASTPATH) loadtest run $(ARGS)
 
 loadtest-distributed: $(VENV_STAMP)  ## 1 locust master + 2 workers against the embedded server; checks every worker sent (ARGS=...)
-	$(PY) scripts/locust_distributed.py $(ARGS)
+	$(FASTPATH) loadtest distributed $(ARGS)
 
 .PHONY: reliability soak
 soak: build  ## hold ~70% of capacity on the mixed workload; RSS, fds, Redis, p50/p99 per window (ARGS="--minutes 30 --publish")
-	$(PY) scripts/soak.py $(ARGS)
+	$(FASTPATH) soak $(ARGS)
 
 reliability: $(VENV_STAMP)  ## bad-input matrix, faults under load, overload, security: prints the table (ARGS="--quick" for the CI subset)
-	$(PY) scripts/build.py
-	$(PY) scripts/reliability.py $(ARGS)
+	$(FASTPATH) build
+	$(FASTPATH) reliability $(ARGS)

@@ -1,2 +1,2 @@
 """Locust load tests: one gRPC user (`grpc_user`), tiny locustfiles (`locustfiles/`), load shapes as
-stage tables (`shapes`), service-level gates (`sla`, `sla.toml`). Run them with `scripts/loadtest.py`."""
+stage tables (`shapes`), service-level gates (`sla`, `sla.toml`). Run them with `fastpath loadtest run`."""

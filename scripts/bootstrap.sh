@@ -35,6 +35,8 @@ fi
 echo "bootstrap: installing pinned requirements into .venv (first time: about a minute)"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -r requirements.txt
+# The project itself, editable, without resolving anything again: puts the `fastpath` command in .venv/bin.
+.venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 # Guard: exactly the local CPU torch wheel; anything else would pull GBs of CUDA packages.
 .venv/bin/python - <<'PY'
 import torch, sys

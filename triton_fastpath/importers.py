@@ -3,8 +3,8 @@
 Both go through the same steps as the bundled models: export (HF) or copy (ONNX), INT8
 quantization, verification against the source, spec, validated config, assembled repository.
 
-    python scripts/import_model.py hf ./my-bert --name reviews --eval-csv held_out.csv
-    python scripts/import_model.py onnx ./model.onnx --name ranker
+    fastpath import hf ./my-bert --name reviews --eval-csv held_out.csv
+    fastpath import onnx ./model.onnx --name ranker
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def import_hf_classifier(
         thresholds=thresholds or Thresholds(),
         progress=progress,
         force=True,
-        reproduce=f"python scripts/import_model.py hf {hf_dir} --name {name}",
+        reproduce=f"fastpath import hf {hf_dir} --name {name}",
         label_names=names,
     )
     report.source = str(hf_dir)

@@ -120,7 +120,7 @@ def magika_features(data: bytes, *, beg_size: int, end_size: int, block_size: in
 # Files on any machine running this kit (its own checkout and interpreter), by the label each must get.
 KNOWN_FILES = {
     "python": ("triton_fastpath/*.py",),
-    "markdown": ("README.md", "docs/*.md", "clients/README.md"),
+    "markdown": ("README.md", "docs/*.md", "fastpath_client/README.md"),
     "yaml": ("deploy/k8s/*.yaml",),
     "json": ("tuning/*.json", "deploy/monitoring/grafana/dashboards/*.json"),
     "png": ("docs/*.png",),
@@ -169,7 +169,7 @@ def prepare_magika(dest: Path, progress: Callable[[str], None] = print) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m triton_fastpath.public_models [DEST]`: write Magika's model, labels and samples."""
+    """`fastpath import public [DEST]`: write Magika's model, labels and samples."""
     import argparse
 
     parser = argparse.ArgumentParser(

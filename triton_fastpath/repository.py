@@ -38,7 +38,7 @@ RENDERINGS = ("fused", "ensemble")
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
 ENCODER_OUTPUTS = ("probabilities", "label_index")
 LABELS_FILE = "labels.txt"
-# The settings `scripts/tune.py` searches, with the values used when no tuning file overrides them.
+# The settings `fastpath tune` searches, with the values used when no tuning file overrides them.
 # Batching delay 0: Triton's batcher waits the whole delay whenever a batch cannot reach a
 # preferred size, even with idle instances, so a delay must be measured to pay before it is used.
 FACTORY_TUNABLES: dict[str, Any] = {
@@ -74,7 +74,7 @@ FALLBACK_QUEUE_TIMEOUT_US = 5_000_000
 
 
 def load_tuning(path: Path = TUNING_FILE) -> dict[str, Any]:
-    """The tuned settings in `path` (written by `scripts/tune.py`), or {} when the file is absent.
+    """The tuned settings in `path` (written by `fastpath tune`), or {} when the file is absent.
 
     Raises:
         ConfigError: the file is not JSON, or names a setting the tuner does not own.
@@ -126,7 +126,7 @@ def service_levels(profile: str | None = None) -> tuple[tuple[str, float], ...]:
 def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ...]:
     """`(("sentiment", rows/s),)`: the tuned pipeline's measured throughput in `path`, or () without one.
 
-    `scripts/tune.py` measures the sentiment pipeline (its `measured.what` says how); the rate sizes
+    `fastpath tune` measures the sentiment pipeline (its `measured.what` says how); the rate sizes
     the largest batch that fits the service level (`RepoSettings.batch_cap`).
     """
     try:
@@ -144,7 +144,7 @@ class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
 
     The tunable defaults (batching delay, preferred batch sizes, tokenizer and encoder instances,
-    onnxruntime threads) are read from `tuning/embedded.json`, which `scripts/tune.py` writes
+    onnxruntime threads) are read from `tuning/embedded.json`, which `fastpath tune` writes
     after measuring; without that file they are `FACTORY_TUNABLES`.
 
     Attributes:

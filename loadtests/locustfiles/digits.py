@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from locust import constant, task
 
-from clients.generated.digits import DigitsClient
+from fastpath_models.digits import DigitsClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
 from loadtests.payloads import ProcessStream, held_out_digits, vary_image
 

@@ -1,12 +1,12 @@
 """Imported-model scenario: one row of an import's samples per request, to any model you imported.
 
-    python scripts/loadtest.py --scenario imported --model filetype --model-repository build/public/repository
+    fastpath loadtest run --scenario imported --model filetype --model-repository build/public/repository
     locust -f loadtests/locustfiles/imported.py --headless --host grpc://127.0.0.1:8001 -u 8 -r 8 -t 30s \\
         --model filetype
 
 The rows are the ones the import was checked on (`build/imported/<model>/samples.npz`, or
 `--samples FILE.npz`), cycled from a per-process offset. The client is the SDK's runtime
-(`clients.runtime.ModelClient`: deadlines, retries, error mapping) with the model's signature
+(`fastpath_client.runtime.ModelClient`: deadlines, retries, error mapping) with the model's signature
 read from the live server's config, so no repository files are needed.
 Rows repeat once the file is exhausted: with the response cache on, repeats are cache hits.
 """
@@ -46,13 +46,13 @@ def _field(name: str) -> str:
 def sdk_classes(url: str, model: str) -> tuple[type, type]:
     """A typed client class of `model` and its request type, from the live server's config.
 
-    The same runtime as the generated SDK (`clients.runtime.ModelClient`), with the signature read
+    The same runtime as the generated SDK (`fastpath_client.runtime.ModelClient`), with the signature read
     over gRPC: no repository files needed, so the locust image can run it too.
     """
     import tritonclient.grpc as grpcclient
 
-    from clients.runtime import ModelClient
-    from clients.tensors import ModelSignature, TensorSpec
+    from fastpath_client.runtime import ModelClient
+    from fastpath_client.tensors import ModelSignature, TensorSpec
 
     with grpcclient.InferenceServerClient(url) as admin:
         config = admin.get_model_config(model, as_json=True)["config"]

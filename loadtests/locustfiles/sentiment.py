@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from locust import constant, task
 
-from clients.generated.sentiment import SentimentClient
+from fastpath_models.sentiment import SentimentClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
 from loadtests.payloads import ProcessStream, held_out_texts, vary_text
 

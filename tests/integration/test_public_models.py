@@ -13,11 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-from clients.codegen import load_labels, load_repository, plan_models
-from clients.codegen_render import render_package
 from tests.conftest import start_server
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.public_models import known_files, prepare_magika
+from triton_fastpath.sdk.codegen import load_labels, load_repository, plan_models
+from triton_fastpath.sdk.render import render_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.export]
 

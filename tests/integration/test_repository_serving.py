@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from clients.errors import InvalidInput, ModelUnavailable
-from clients.grpc_client import FastpathClient
+from fastpath_client.errors import InvalidInput, ModelUnavailable
+from fastpath_client.grpc_client import FastpathClient
 from tests.conftest import metric, render_copy, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable

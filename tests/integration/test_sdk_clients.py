@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.errors import InvalidInput, ModelUnavailable, Timeout
-from clients.generated import (
+from fastpath_client.errors import InvalidInput, ModelUnavailable, Timeout
+from fastpath_client.retry import RetryPolicy
+from fastpath_models import (
     AsyncDigitsClient,
     AsyncEmbedClient,
     AsyncSentimentClient,
@@ -20,7 +21,6 @@ from clients.generated import (
     EmbedClient,
     SentimentClient,
 )
-from clients.retry import RetryPolicy
 from tests.conftest import render_copy, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.server import find_free_port

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.grpc_client import FastpathClient
+from fastpath_client.grpc_client import FastpathClient
 from tests.conftest import start_server
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.render import parse_pbtxt
@@ -196,7 +196,7 @@ def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_p
 
 
 def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
-    from tests.loadtest.conftest import run_script
+    from tests.loadtest.conftest import run_fastpath
     from triton_fastpath.importers import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
@@ -208,8 +208,9 @@ def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
     sla_file.write_text("[imported]\nmax_error_ratio = 0.0\n")
     server = start_server(repository, tmp_path)
     try:
-        result = run_script(
-            "scripts/loadtest.py",
+        result = run_fastpath(
+            "loadtest",
+            "run",
             "--scenario=imported",
             "--model=lt_scorer",
             f"--model-repository={repository}",
@@ -230,9 +231,9 @@ def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
 
 
 def test_the_imported_scenario_needs_its_model(tmp_path):
-    from tests.loadtest.conftest import run_script
+    from tests.loadtest.conftest import run_fastpath
 
-    result = run_script("scripts/loadtest.py", "--scenario=imported", f"--out-dir={tmp_path}")
+    result = run_fastpath("loadtest", "run", "--scenario=imported", f"--out-dir={tmp_path}")
     assert result.returncode == 2 and "--model NAME goes with --scenario imported" in result.stdout
 
 

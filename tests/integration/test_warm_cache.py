@@ -1,4 +1,4 @@
-"""scripts/warm_cache.py against a real redis-server and a real tritonserver.
+"""fastpath cache warm against a real redis-server and a real tritonserver.
 
 The script starts its own tritonserver (--redis-url mode) on the built repository, so each run
 begins with empty in-process caches: what the second run finds, it finds in Redis.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from triton_fastpath.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "warm_cache.py"
 GOOD_TEXTS = [f"review {i}: {word} film, {adjective} acting" for i, (word, adjective) in enumerate(
     [("a gripping", "superb"), ("a dull", "wooden"), ("an odd", "uneven"), ("a lovely", "warm"),
      ("a noisy", "shrill"), ("a quiet", "subtle"), ("a clever", "sharp"), ("a tired", "flat"),
@@ -31,17 +29,9 @@ GOOD_TEXTS = [f"review {i}: {word} film, {adjective} acting" for i, (word, adjec
 BAD_TEXT = "a NUL\x00inside"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("warm_cache", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["warm_cache"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def warm_cache():
-    return load_script()
+    return importlib.import_module("triton_fastpath.cli.warm_cache")
 
 
 def write_input(path: Path) -> tuple[Path, int]:

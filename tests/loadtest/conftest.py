@@ -20,16 +20,21 @@ MONITORING = ROOT / "deploy" / "monitoring"
 DASHBOARD = MONITORING / "grafana" / "dashboards" / "triton-fastpath.json"
 
 
-def run_script(*args: str, timeout_s: float = 180, grace_s: float = 30) -> subprocess.CompletedProcess:
-    """Run `python scripts/<args>` from the repository root; output (stdout+stderr) in `.stdout`.
+def run_fastpath(*args: str, timeout_s: float = 180, grace_s: float = 30) -> subprocess.CompletedProcess:
+    """Run `fastpath <args>` (as `python -m triton_fastpath.cli`) from the repository root (`run_command`)."""
+    return run_command([sys.executable, "-m", "triton_fastpath.cli", *args], timeout_s=timeout_s, grace_s=grace_s)
 
-    The script runs in a session of its own. Past `timeout_s` its process group gets SIGTERM (the
-    scripts then stop the locust/Prometheus/server processes they started), SIGKILL `grace_s` later if
+
+def run_command(argv: list[str], timeout_s: float = 180, grace_s: float = 30) -> subprocess.CompletedProcess:
+    """Run `argv` from the repository root; output (stdout+stderr) in `.stdout`.
+
+    The command runs in a session of its own. Past `timeout_s` its process group gets SIGTERM (the
+    commands then stop the locust/Prometheus/server processes they started), SIGKILL `grace_s` later if
     still there, and the test fails with the output so far.
     """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, *args],
+        argv,
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -42,7 +47,7 @@ def run_script(*args: str, timeout_s: float = 180, grace_s: float = 30) -> subpr
     except subprocess.TimeoutExpired:
         output = _stop_group(process, grace_s)
         pytest.fail(
-            f"{' '.join(args)}: still running after {timeout_s} s; its process group was stopped. "
+            f"{' '.join(argv)}: still running after {timeout_s} s; its process group was stopped. "
             f"Output (last 4000 characters):\n{output[-4000:]}"
         )
     except BaseException:  # e.g. Ctrl-C in pytest: do not leave the run behind

@@ -2,7 +2,7 @@
 gate and its report holds server figures that came through Prometheus; an impossible SLA fails the
 command; 1 master + 2 workers both send; every dashboard and rule query evaluates on live data.
 
-Locust runs as a subprocess of scripts/loadtest.py (never imported here). No timing is asserted: the
+Locust runs as a subprocess of fastpath loadtest run (never imported here). No timing is asserted: the
 passing runs gate on test-only SLA files (errors and non-empty runs only), not loadtests/sla.toml.
 """
 
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.conftest import metric_value
-from tests.loadtest.conftest import run_script
+from tests.loadtest.conftest import run_fastpath
 from tests.loadtest.test_monitoring import KNOWN_METRICS, dashboard_queries, metric_names
 from triton_fastpath.loadgen import scrape_metrics
 
@@ -28,8 +28,9 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
     sla_file = tmp_path / "sla.toml"  # the gate's wiring without timing: no latency or throughput limit
     sla_file.write_text("[sentiment]\nmax_error_ratio = 0.01\n")
     before = metric_value(triton.metrics_url, "nv_inference_request_success", model="sentiment")
-    result = run_script(
-        "scripts/loadtest.py",
+    result = run_fastpath(
+        "loadtest",
+        "run",
         "--scenario=sentiment",
         f"--host={triton.grpc_url}",
         f"--metrics-url={triton.metrics_url}",
@@ -78,8 +79,9 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
 def test_impossible_sla_makes_the_command_fail_naming_the_checks(triton, tmp_path) -> None:
     sla_file = tmp_path / "sla.toml"
     sla_file.write_text("[digits]\np99_ms = 0.001\nmin_rps = 1e9\nmax_error_ratio = 0.01\n")
-    result = run_script(
-        "scripts/loadtest.py",
+    result = run_fastpath(
+        "loadtest",
+        "run",
         "--scenario=digits",
         f"--host={triton.grpc_url}",
         "--no-prometheus",
@@ -98,8 +100,9 @@ def test_one_master_and_two_workers_all_send_requests(triton, tmp_path) -> None:
     sla_file = tmp_path / "sla.toml"  # no timing: errors, and each model sent some (its `requests` check)
     models = "".join(f"[mixed.models.{m}]\nmax_error_ratio = 0.01\n" for m in ("sentiment", "digits"))
     sla_file.write_text("[mixed]\nmax_error_ratio = 0.01\n" + models)
-    result = run_script(
-        "scripts/locust_distributed.py",
+    result = run_fastpath(
+        "loadtest",
+        "distributed",
         "--workers=2",
         "--scenario=mixed",
         "--duration=6s",

@@ -17,16 +17,13 @@ import pytest
 from loadtests import sla
 from loadtests.payloads import ProcessStream, fresh_items, payload_stream, vary_text
 from loadtests.shapes import SHAPES, users_at
-from tests.loadtest.conftest import ROOT, run_script
+from tests.loadtest.conftest import ROOT, run_command
 from triton_fastpath import loadtest_report as report
 from triton_fastpath.prometheus import _parse_time, scrape_config
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"triton_fastpath.cli.{name}")
 
 
 # --- shapes ---------------------------------------------------------------------------------------
@@ -334,7 +331,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_run_script_past_its_timeout_stops_the_whole_process_group_and_fails(tmp_path) -> None:
+def test_run_command_past_its_timeout_stops_the_whole_process_group_and_fails(tmp_path) -> None:
     code = (
         "import subprocess, sys, time\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
@@ -343,7 +340,7 @@ def test_run_script_past_its_timeout_stops_the_whole_process_group_and_fails(tmp
     )
     started = time.monotonic()
     with pytest.raises(pytest.fail.Exception, match=r"still running after 2 s") as exc:
-        run_script("-c", code, timeout_s=2, grace_s=10)
+        run_command([sys.executable, "-c", code], timeout_s=2, grace_s=10)
     assert time.monotonic() - started < 20
     child = int(re.search(r"child (\d+)", str(exc.value)).group(1))
     deadline = time.monotonic() + 10

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.errors import Timeout
+from fastpath_client.errors import Timeout
 from triton_fastpath.reliability import faults, security
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-import clients.errors
-import clients.grpc_client
-from clients.errors import ClientError, InvalidInput, ModelUnavailable, ServerError, Timeout, map_exception
-from clients.grpc_client import DigitPrediction, FastpathClient, TextPrediction
+import fastpath_client.errors
+import fastpath_client.grpc_client
+from fastpath_client.errors import ClientError, InvalidInput, ModelUnavailable, ServerError, Timeout, map_exception
+from fastpath_client.grpc_client import DigitPrediction, FastpathClient, TextPrediction
 
 # --- map_exception -----------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ def test_map_exception_uses_the_exception_text_when_the_message_is_empty() -> No
 # --- public names ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", [clients.errors, clients.grpc_client], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [fastpath_client.errors, fastpath_client.grpc_client], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names_of_the_module(module: types.ModuleType) -> None:
     exported = list(module.__all__)
     assert len(exported) == len(set(exported)), f"{module.__name__}.__all__ has duplicates"

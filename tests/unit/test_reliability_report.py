@@ -6,7 +6,7 @@ import json
 import math
 import threading
 
-from clients.errors import Overloaded, Timeout
+from fastpath_client.errors import Overloaded, Timeout
 from triton_fastpath.reliability.report import ScenarioResult, Tally, format_table, results_json
 
 

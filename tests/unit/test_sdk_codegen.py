@@ -1,5 +1,5 @@
 """The client generator: which models get a client, names, types, rendered code that imports,
-lints and formats clean, and drift (the committed `clients/generated/` equals a fresh run).
+lints and formats clean, and drift (the committed `fastpath_models/` equals a fresh run).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.codegen import (
+from triton_fastpath.render import parse_pbtxt, write_config
+from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.sdk.codegen import (
     class_prefix,
     field_name,
     load_labels,
@@ -23,13 +25,11 @@ from clients.codegen import (
     plan_models,
     signature_of,
 )
-from clients.codegen_render import render_package
-from triton_fastpath.render import parse_pbtxt, write_config
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.sdk.render import render_package
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED = ROOT / "clients" / "generated"
-SCRIPT = ROOT / "scripts" / "generate_clients.py"
+GENERATED = ROOT / "fastpath_models"
+FASTPATH_GENERATE = [sys.executable, "-m", "triton_fastpath.cli", "clients", "generate"]
 
 LONG = "EMBEDDING_VECTOR_OF_A_VERY_LONG_NAME_THAT_GOES_ON_AND_ON_AND_ON_AND_ON_AND_ON_AND_ON"
 # A repository that exercises the generator's corners (configs only; nothing is served).
@@ -294,14 +294,14 @@ def test_label_names_are_read_from_the_models_label_file(tmp_path: Path, configs
 
 
 def test_the_real_sentiment_client_names_its_classes() -> None:
-    from clients.generated.sentiment import SIGNATURE
+    from fastpath_models.sentiment import SIGNATURE
 
     assert SIGNATURE.outputs[2].labels == ("negative", "positive")
 
 
 def test_the_package_init_lists_the_models_and_the_skipped_ones(rendered: Path) -> None:
     init = (rendered / "__init__.py").read_text()
-    assert "from clients.generated.ranker import AsyncRankerClient, RankerClient, RankerRequest, RankerResponse" in init
+    assert "from .ranker import AsyncRankerClient, RankerClient, RankerRequest, RankerResponse" in init
     assert "streamer: decoupled (streaming) model" in init
 
 
@@ -309,23 +309,21 @@ def test_the_package_init_lists_the_models_and_the_skipped_ones(rendered: Path) 
 
 
 def test_committed_clients_equal_a_fresh_generation(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(SCRIPT), "--output", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run([*FASTPATH_GENERATE, "--output", str(tmp_path)], check=True, capture_output=True)
     fresh = sorted(p.name for p in tmp_path.glob("*.py"))
     committed = sorted(p.name for p in GENERATED.glob("*.py"))
-    assert fresh == committed, "run `make generate-clients` and commit clients/generated/"
+    assert fresh == committed, "run `make generate-clients` and commit fastpath_models/"
     _, mismatch, errors = filecmp.cmpfiles(tmp_path, GENERATED, fresh, shallow=False)
     assert not mismatch and not errors, f"{mismatch + errors} are stale: run `make generate-clients` and commit them"
 
 
 def test_check_mode_fails_on_a_stale_package_and_names_the_file(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(SCRIPT), "--output", str(tmp_path)], check=True, capture_output=True)
-    assert (
-        subprocess.run([sys.executable, str(SCRIPT), "--output", str(tmp_path), "--check"], check=False).returncode == 0
-    )
+    subprocess.run([*FASTPATH_GENERATE, "--output", str(tmp_path)], check=True, capture_output=True)
+    assert subprocess.run([*FASTPATH_GENERATE, "--output", str(tmp_path), "--check"], check=False).returncode == 0
     (tmp_path / "digits.py").write_text("# edited by hand\n")
     (tmp_path / "old_model.py").write_text("")
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--output", str(tmp_path), "--check"], capture_output=True, text=True, check=False
+        [*FASTPATH_GENERATE, "--output", str(tmp_path), "--check"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 1
     assert "a/digits.py" in result.stdout
@@ -333,5 +331,5 @@ def test_check_mode_fails_on_a_stale_package_and_names_the_file(tmp_path: Path) 
 
 
 def test_the_script_documents_itself() -> None:
-    result = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, check=True)
+    result = subprocess.run([*FASTPATH_GENERATE, "--help"], capture_output=True, text=True, check=True)
     assert "--all" in result.stdout and "--check" in result.stdout

@@ -1,4 +1,4 @@
-"""What `clients.errors.map_exception` adds for the SDKs: Overloaded, queue timeouts, `retryable`.
+"""What `fastpath_client.errors.map_exception` adds for the SDKs: Overloaded, queue timeouts, `retryable`.
 
 The original mapping is tested in test_client_errors.py; these are the cases the retry logic
 depends on, with the messages and statuses Triton 2.51 sends (seen against the embedded server).
@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from clients.errors import ClientError, InvalidInput, ModelUnavailable, Overloaded, ServerError, Timeout, map_exception
+from fastpath_client.errors import (
+    ClientError,
+    InvalidInput,
+    ModelUnavailable,
+    Overloaded,
+    ServerError,
+    Timeout,
+    map_exception,
+)
 
 
 @pytest.mark.parametrize(

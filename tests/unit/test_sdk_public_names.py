@@ -11,15 +11,18 @@ import types
 
 import pytest
 
-import clients.generated
+import fastpath_models
 
 GENERATED = [
-    importlib.import_module(f"clients.generated.{info.name}")
-    for info in pkgutil.iter_modules(clients.generated.__path__)
+    importlib.import_module(f"fastpath_models.{info.name}") for info in pkgutil.iter_modules(fastpath_models.__path__)
 ]
 RUNTIME = [
-    importlib.import_module(f"clients.{name}")
-    for name in ("codegen", "codegen_render", "errors", "retry", "runtime", "shm", "tensors")
+    *(
+        importlib.import_module(f"fastpath_client.{name}")
+        for name in ("errors", "retry", "runtime", "shm", "tensors", "throttle")
+    ),
+    importlib.import_module("triton_fastpath.sdk.codegen"),
+    importlib.import_module("triton_fastpath.sdk.render"),
 ]
 
 
@@ -56,5 +59,5 @@ def test_the_package_re_exports_every_generated_class() -> None:
     for module in GENERATED:
         for name in module.__all__:
             if name != "SIGNATURE":
-                assert getattr(clients.generated, name) is getattr(module, name)
-                assert name in clients.generated.__all__
+                assert getattr(fastpath_models, name) is getattr(module, name)
+                assert name in fastpath_models.__all__

@@ -1,11 +1,11 @@
-"""Deadlines, backoff, the retry budget and retry decisions in `clients.retry`, on a fake clock."""
+"""Deadlines, backoff, the retry budget and retry decisions in `fastpath_client.retry`, on a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from clients.errors import ClientError, InvalidInput, ModelUnavailable, Overloaded, Timeout
-from clients.retry import Deadline, RetryBudget, RetryPolicy, decide_retry
+from fastpath_client.errors import ClientError, InvalidInput, ModelUnavailable, Overloaded, Timeout
+from fastpath_client.retry import Deadline, RetryBudget, RetryPolicy, decide_retry
 
 
 class FakeClock:

@@ -1,6 +1,6 @@
 """The generated clients over a fake `InferenceServerClient` (no server, no channel, no sleeping).
 
-Covers what `clients.runtime` adds around a call: batching of long lists, request ids, deadlines,
+Covers what `fastpath_client.runtime` adds around a call: batching of long lists, request ids, deadlines,
 retries (with a fake clock, sleep and random source), the retry budget, shared memory
 registration, and the asyncio twin.
 """
@@ -16,12 +16,12 @@ import pytest
 from tritonclient.utils import InferenceServerException
 from tritonclient.utils import shared_memory as shm
 
-from clients.errors import InvalidInput, ModelUnavailable, ServerError, Timeout
-from clients.generated.digits import AsyncDigitsClient, DigitsClient
-from clients.generated.sentiment import AsyncSentimentClient, SentimentClient, SentimentRequest
-from clients.retry import RetryBudget, RetryPolicy
-from clients.runtime import ModelClient, channel_args
-from clients.tensors import ModelSignature, TensorSpec
+from fastpath_client.errors import InvalidInput, ModelUnavailable, ServerError, Timeout
+from fastpath_client.retry import RetryBudget, RetryPolicy
+from fastpath_client.runtime import ModelClient, channel_args
+from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_models.digits import AsyncDigitsClient, DigitsClient
+from fastpath_models.sentiment import AsyncSentimentClient, SentimentClient, SentimentRequest
 
 UNAVAILABLE = ("failed to connect to all addresses; Connection refused", "StatusCode.UNAVAILABLE")
 QUEUE_FULL = ("Exceeds maximum queue size", "StatusCode.UNAVAILABLE")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from clients.errors import ModelUnavailable, PermissionDenied, ServerError, map_exception
-from clients.generated.digits import DigitsClient
+from fastpath_client.errors import ModelUnavailable, PermissionDenied, ServerError, map_exception
+from fastpath_models.digits import DigitsClient
 
 
 class Recorder:
@@ -66,7 +66,7 @@ def test_root_certificates_turn_on_tls_and_must_be_a_file(tmp_path: Path, monkey
             super().__init__(GOOD)
             seen.update(kwargs, url=url)
 
-    monkeypatch.setattr("clients.runtime.grpcclient.InferenceServerClient", FakeTransport)
+    monkeypatch.setattr("fastpath_client.runtime.grpcclient.InferenceServerClient", FakeTransport)
     cert = tmp_path / "ca.pem"
     cert.write_text("-----BEGIN CERTIFICATE-----\n")
     with DigitsClient("127.0.0.1:1", root_certificates=str(cert)):

@@ -1,4 +1,4 @@
-"""Conversion between Python values and tensors in `clients.tensors` (no server)."""
+"""Conversion between Python values and tensors in `fastpath_client.tensors` (no server)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.typing import ArrayLike
 
-from clients.errors import InvalidInput
-from clients.tensors import ModelSignature, TensorSpec, columns_to_rows, numpy_dtype, rows_to_columns, split_rows
+from fastpath_client.errors import InvalidInput
+from fastpath_client.tensors import (
+    ModelSignature,
+    TensorSpec,
+    columns_to_rows,
+    numpy_dtype,
+    rows_to_columns,
+    split_rows,
+)
 
 TEXT = ModelSignature(
     "texts",

@@ -1,4 +1,4 @@
-"""Client-side adaptive throttling (`clients.throttle`) and how the generated clients use it (no server)."""
+"""Client-side adaptive throttling (`fastpath_client.throttle`) and how the generated clients use it (no server)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from clients.errors import Overloaded
-from clients.generated.digits import DigitsClient
-from clients.retry import RetryPolicy
-from clients.throttle import AdaptiveThrottle
+from fastpath_client.errors import Overloaded
+from fastpath_client.retry import RetryPolicy
+from fastpath_client.throttle import AdaptiveThrottle
+from fastpath_models.digits import DigitsClient
 from tests.unit.test_sdk_runtime import QUEUE_FULL, FakeServer, FakeTime, digits_answer, with_fake_time
 
 

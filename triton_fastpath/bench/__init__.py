@@ -4,5 +4,5 @@
 onnxruntime, PyTriton, our Triton repository in both renderings), drives it with `loadgen` (a
 separate asyncio process), measures the in-process ceiling (`ceiling`, no server), and writes
 `results.json`, `table.md` and `curves.png`. `tuner` sweeps the repository's batching and
-instance settings under a p99 bound. Entry points: `scripts/benchmark.py`, `scripts/tune.py`.
+instance settings under a p99 bound. Entry points: `fastpath bench serving`, `fastpath tune`.
 """

@@ -1,6 +1,6 @@
 """A benchmark row for an imported ONNX model: ours against FastAPI + onnxruntime on the same file.
 
-    python scripts/benchmark.py --imported filetype --model-repository build/public/repository
+    fastpath bench serving --imported filetype --model-repository build/public/repository
 
 Both systems serve the file the repository serves (FP32 or INT8, as imported): the FastAPI
 baseline (`fastapi_ort_server --onnx`, 1 ORT thread per uvicorn worker, one row a request) and our
@@ -40,7 +40,7 @@ def served_onnx(repository: Path, name: str) -> Path:
     """The ONNX file model `name` serves (its `onnx_file` parameter), or a clear error."""
     config_path = Path(repository) / name / "config.pbtxt"
     if not config_path.is_file():
-        raise ConfigError(f"{config_path} is missing: import the model first (scripts/import_model.py onnx ...)")
+        raise ConfigError(f"{config_path} is missing: import the model first (fastpath import onnx ...)")
     config = parse_pbtxt(config_path.read_text())
     onnx_file = config.parameters["onnx_file"].string_value if "onnx_file" in config.parameters else ""
     path = Path(repository) / name / "1" / onnx_file

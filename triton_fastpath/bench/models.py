@@ -53,7 +53,7 @@ def load_torch_models(build_dir: Path = BUILD_DIR, *, threads: int | None = None
     """Load the built sentiment BERT (eager attention), its tokenizer and the digits CNN.
 
     Args:
-        build_dir: where `scripts/build.py` left the checkpoints.
+        build_dir: where `fastpath build` left the checkpoints.
         threads: torch intra-op threads (None keeps torch's default, one per core).
 
     Raises:
@@ -67,7 +67,7 @@ def load_torch_models(build_dir: Path = BUILD_DIR, *, threads: int | None = None
     needed = [build_dir / "sentiment" / "hf" / "model.safetensors", build_dir / "digits" / "model.pt"]
     for path in needed:
         if not path.exists():
-            raise ConfigError(f"{path} is missing; run `python scripts/build.py` first")
+            raise ConfigError(f"{path} is missing; run `fastpath build` first")
     if threads:
         torch.set_num_threads(threads)
     backends_importable()

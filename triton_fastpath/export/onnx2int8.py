@@ -13,7 +13,7 @@ that copy is quantised. The source file itself is never modified.
 
 Run alone::
 
-    python -m triton_fastpath.export.onnx2int8 --source model.onnx --output model.int8.onnx
+    fastpath export int8 --source model.onnx --output model.int8.onnx
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def quantize(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m triton_fastpath.export.onnx2int8",
+        prog="fastpath export int8",
         description="Quantise an FP32 ONNX file to dynamic INT8 (QInt8 weights) with onnxruntime.",
     )
     parser.add_argument("--source", type=Path, required=True, help="FP32 ONNX file")

@@ -27,7 +27,7 @@ symbolic. Weights are embedded (no external data file), which suits models under
 
 Run alone (TorchScript or a fully pickled module)::
 
-    python -m triton_fastpath.export.torch2onnx --model cnn.pt --output cnn.onnx \\
+    fastpath export onnx --model cnn.pt --output cnn.onnx \\
         --input-shape x=2x1x8x8 --dtype float32 --output-names logits
 """
 
@@ -494,7 +494,7 @@ def _cli_inputs(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], dict
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m triton_fastpath.export.torch2onnx",
+        prog="fastpath export onnx",
         description=(
             "Export a TorchScript file or a fully pickled nn.Module to ONNX with random "
             "example inputs. Dynamic axes need example sizes >= 2."

@@ -15,7 +15,7 @@ comparison code can be used (and tested) without torch installed.
 
 Run alone to compare two ONNX files on generated inputs::
 
-    python -m triton_fastpath.export.verify --reference model.onnx --candidate model.int8.onnx \\
+    fastpath export verify --reference model.onnx --candidate model.int8.onnx \\
         --samples 64 --max-abs-diff 0.05 --min-label-agreement 0.98
 """
 
@@ -642,7 +642,7 @@ def configure_cli_logging(verbose: bool) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m triton_fastpath.export.verify",
+        prog="fastpath export verify",
         description=(
             "Compare two ONNX files on generated inputs (shapes and dtypes read from the "
             "reference graph) and fail if they disagree beyond the thresholds."
@@ -750,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_cli_logging(args.verbose)
     given = sys.argv[1:] if argv is None else argv
-    reproduce = shlex.join([sys.executable, "-m", "triton_fastpath.export.verify", *given])
+    reproduce = shlex.join(["fastpath", "export", "verify", *given])
     try:
         result = compare_onnx_files(args, reproduce)
     except ExportError as exc:

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from clients.errors import ClientError, ServerError, Timeout
-from clients.generated import DigitsClient, SentimentClient
-from clients.retry import RetryPolicy
+from fastpath_client.errors import ClientError, ServerError, Timeout
+from fastpath_client.retry import RetryPolicy
+from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.reliability.load import BackgroundLoad
 from triton_fastpath.reliability.report import ScenarioResult

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clients.generated import DigitsClient, SentimentClient
+from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath.health import probe_model
 from triton_fastpath.reliability.faults import find_stub
 from triton_fastpath.reliability.load import BackgroundLoad

@@ -3,7 +3,7 @@
 A `Case` says what to send and what must come back: an answer, or an error of a given class
 whose message matches a pattern that names the problem. `server` cases go through a plain
 tritonclient channel, so the server's own checks answer; `sdk` cases go through the generated
-clients (`clients/generated`), whose checks may answer first, as an application would see it.
+clients (`fastpath_models/`), whose checks may answer first, as an application would see it.
 After each case the server must still be live and answer a good request (`healthy`), and
 `run_batch_mates` sends the bad requests together with good ones inside one batching window:
 every good one must be answered.
@@ -25,8 +25,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from clients.errors import ClientError, ServerError, map_exception
-from clients.generated import DigitsClient, EmbedClient, SentimentClient
+from fastpath_client.errors import ClientError, ServerError, map_exception
+from fastpath_models import DigitsClient, EmbedClient, SentimentClient
 from triton_fastpath.loadgen import parse_metric, scrape_metrics
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from clients.retry import RetryBudget, RetryPolicy
+from fastpath_client.retry import RetryBudget, RetryPolicy
 from triton_fastpath.loadgen import percentiles_ms
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
@@ -96,7 +96,7 @@ def _text_pool() -> tuple[str, ...]:
 
 def workload(model: str) -> Workload:
     """The overload workload of `digits` (64 images a request) or `sentiment` (one held-out text)."""
-    from clients.generated import AsyncDigitsClient, AsyncSentimentClient
+    from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
     if model == "digits":
         return Workload("digits", AsyncDigitsClient, lambda i: _digit_pool()[i % 256], f"{ROWS_PER_REQUEST} images")

@@ -1,4 +1,4 @@
-"""Run the reliability scenarios in order and collect their rows (used by scripts/reliability.py).
+"""Run the reliability scenarios in order and collect their rows (used by fastpath reliability).
 
     results = run_all(repository, work_dir, quick=True, progress=print)
     print(format_table(results))

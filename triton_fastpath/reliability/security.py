@@ -16,8 +16,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from clients.errors import ClientError, PermissionDenied, map_exception
-from clients.generated import DigitsClient
+from fastpath_client.errors import ClientError, PermissionDenied, map_exception
+from fastpath_models import DigitsClient
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
 

@@ -136,7 +136,7 @@ def _payloads(seed: int):
 
 
 async def _closed_loop(url: str, seconds: float, concurrency: int = 16) -> float:
-    from clients.generated import AsyncDigitsClient, AsyncSentimentClient
+    from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
     done = 0
     stream = _payloads(1)
@@ -155,7 +155,7 @@ async def _closed_loop(url: str, seconds: float, concurrency: int = 16) -> float
 
 
 async def _open_loop(url: str, rate: float, seconds: float, tally: _Tally, deadline_s: float) -> None:
-    from clients.generated import AsyncDigitsClient, AsyncSentimentClient
+    from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
     rng = random.Random(2)
     stream = _payloads(3)

@@ -1,0 +1,116 @@
+"""Side-by-side benchmark: the baselines a user would compare against and our Triton repository, in one run.
+
+Systems: the naive FastAPI + torch server; FastAPI + `tokenizers` + onnxruntime INT8, the ~40-line
+service a team writes instead of Triton (`fastapi-ort`: 1 uvicorn worker as commonly run;
+`fastapi-ort-2w`: one worker per core); PyTriton; ours in both renderings (`ours-fused`, the
+headline, and `ours-ensemble`), over HTTP, in FP32, and cached (reported apart).
+
+Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
+sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
+(windows repeated until three agree within 10%), measures the latency budget of both renderings,
+the in-process ceiling (tokenize + ORT INT8 with no server, 1 and 2 processes) and the encoder's
+compute limit, stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}.
+The table gives per system the best req/s under the p99 bound, the p50 at concurrency 1, the
+share of the in-process ceiling, and every ours-* row over every baseline.
+
+Examples:
+    fastpath bench serving                     # the full run (about 25 minutes on 2 cores)
+    fastpath bench serving --smoke             # a few minutes: checks the harness, timings mean nothing
+    fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused --publish
+    fastpath bench serving --imported filetype --model-repository build/public/repository
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, ROOT
+from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, SERVICE_LEVELS_ENV
+
+
+def parser() -> argparse.ArgumentParser:
+    defaults = BenchConfig()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="tiny windows, one level: checks the harness, not timings")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="SYSTEM",
+        help=f"run only these (the ceiling and compute limit always run): {[s.key for s in default_systems()]}",
+    )
+    p.add_argument("--concurrency", type=int, nargs="+", help=f"closed-loop levels (default {defaults.concurrency})")
+    p.add_argument("--window-s", type=float, help=f"measurement window (default {defaults.window_s})")
+    p.add_argument("--sla-p99-ms", type=float, help=f"headline p99 bound (default {defaults.sla_p99_ms})")
+    p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
+    p.add_argument("--publish", action="store_true", help="also copy the outputs to docs/benchmark.{md,png,json}")
+    p.add_argument(
+        "--imported",
+        metavar="NAME",
+        help="instead: the row of an imported ONNX model, ours vs FastAPI + onnxruntime on the same file",
+    )
+    p.add_argument("--model-repository", type=Path, help="with --imported: where it is (default model_repository)")
+    p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
+    p.add_argument(
+        "--service-levels",
+        choices=sorted(SERVICE_LEVEL_PROFILES),
+        default="none",
+        help="queue timeouts of our systems (triton_fastpath.repository.SERVICE_LEVEL_PROFILES). Default: none "
+        "(5 s), since the benchmark measures speed, not shedding: with the default profile, on a shared 2-core "
+        "machine, a closed loop of 16 clients sees a few requests shed (Triton 2.51's 500 ms batcher stalls) and "
+        "such a row, having errors, drops out of the headline. `make reliability` measures the shedding.",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    os.environ[SERVICE_LEVELS_ENV] = args.service_levels  # every RepoSettings() here and in the servers' builds
+    config = BenchConfig.smoke_config() if args.smoke else BenchConfig()
+    overrides = {
+        "concurrency": tuple(args.concurrency) if args.concurrency else None,
+        "window_s": args.window_s,
+        "sla_p99_ms": args.sla_p99_ms,
+        "only": tuple(args.only),
+    }
+    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[bench {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    try:
+        if args.imported:
+            from triton_fastpath.bench.imported import run_imported_benchmark
+            from triton_fastpath.paths import DEFAULT_REPOSITORY
+
+            repository = args.model_repository or DEFAULT_REPOSITORY
+            run_imported_benchmark(
+                args.imported, repository, out, config=config, samples=args.samples, progress=progress
+            )
+            print(f"outputs: {out}")
+            return 0
+        run_benchmark(config, out, progress)
+    except FastpathError as error:
+        print(f"benchmark failed: {error}", file=sys.stderr)
+        return 1
+    print((out / "table.md").read_text())
+    if args.publish:
+        for suffix, name in (("md", "table.md"), ("png", "curves.png"), ("json", "results.json")):
+            shutil.copy2(out / name, ROOT / "docs" / f"benchmark.{suffix}")
+        print("copied to docs/benchmark.{md,png,json}")
+    print(f"outputs: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

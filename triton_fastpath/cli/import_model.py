@@ -1,0 +1,100 @@
+"""Add your own model to the repository, through the same export/verify/render steps as the demo models.
+
+    fastpath import hf PATH --name NAME [--eval-csv FILE] [--labels FILE] [--max-length 128]
+        PATH is a local Hugging Face sequence-classification folder (config.json, weights, and a
+        fast tokenizer), served as NAME in the default (fused) rendering. --eval-csv has columns
+        text,label (its samples: parity and accuracy are measured on them); without it parity is
+        checked on built-in probe texts, and the output says so.
+    fastpath import onnx FILE --name NAME [--samples FILE.npz] [--labels FILE]
+        An ONNX graph whose first dimension is the batch, served as NAME. --samples is an .npz of
+        one array per graph input (rows first) and optionally `labels` (class indices): every
+        variant is checked on them, and through a real tritonserver after assembly. Without it the
+        checks run on generated rows in --input-range, and the output says so.
+
+    --labels FILE       label names, one a line, in the order of the class scores: the scores output
+                        gets Triton's label_filename, and the generated SDK returns the names
+    --precision int8    serve INT8, only if it passes its checks (refused with the figures otherwise)
+
+Every check prints its measured figure, its bound and PASS/FAIL. Nothing is downloaded: the folder
+or file must be local. Example (a public file-type classifier, see the README):
+
+    fastpath import onnx build/public/magika/model.onnx --name filetype \\
+        --samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from triton_fastpath.build import format_report
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.import_checks import parse_range
+from triton_fastpath.importers import import_hf_classifier, import_onnx
+from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.render import Target
+from triton_fastpath.repository import PRECISIONS, RepoSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["hf", "onnx"], help="a Hugging Face folder or an ONNX file")
+    parser.add_argument("path", type=Path, help="the local folder or file")
+    parser.add_argument("--name", required=True, help="model name in the repository")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
+    parser.add_argument("--target", choices=[t.value for t in Target], default="embedded")
+    parser.add_argument(
+        "--precision",
+        choices=sorted(PRECISIONS),
+        default=None,
+        help="served weights (default: int8 for hf, fp32 for onnx; both are built and checked)",
+    )
+    parser.add_argument("--labels", type=Path, help="label names, one a line, in class-score order")
+    parser.add_argument("--max-length", type=int, default=64, help="tokens per text (hf; default %(default)s)")
+    parser.add_argument("--eval-csv", type=Path, help="held-out text,label rows (hf)")
+    parser.add_argument("--samples", type=Path, help="an .npz of named input arrays, optionally `labels` (onnx)")
+    parser.add_argument("--label-output", help="the class-scores output (onnx; default: the one vector output)")
+    parser.add_argument(
+        "--input-range", help="LOW,HIGH of generated inputs when no --samples (onnx; default 0,1 floats, 0,10 ints)"
+    )
+    parser.add_argument(
+        "--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
+        settings = RepoSettings(precision=precision, max_length=args.max_length)
+        if args.kind == "hf":
+            report = import_hf_classifier(
+                args.path,
+                name=args.name,
+                repository=args.repository,
+                settings=settings,
+                eval_csv=args.eval_csv,
+                target=args.target,
+                labels=args.labels,
+            )
+        else:
+            report = import_onnx(
+                args.path,
+                name=args.name,
+                repository=args.repository,
+                target=args.target,
+                precision=precision,
+                samples=args.samples,
+                labels=args.labels,
+                label_output=args.label_output,
+                input_range=parse_range(args.input_range),
+                serve_check=not args.no_serve_check,
+            )
+    except FastpathError as error:
+        print(f"import failed: {error}", file=sys.stderr)
+        return 1
+    print(format_report([report]))
+    print(f"checked on: {report.data}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

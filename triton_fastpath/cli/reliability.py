@@ -1,0 +1,58 @@
+"""Run the reliability matrix and fault scenarios against real servers; print the results table.
+
+    fastpath reliability              # everything (about 5 minutes on 2 cores)
+    fastpath reliability --quick      # the CI subset: matrix, security, faults (about 2 minutes)
+    fastpath reliability --only overload restart
+
+Every scenario starts its own tritonserver (and redis-server) on 127.0.0.1 and free ports, and
+stops them. The table has one row per scenario: requests sent, answered, failed (counted errors,
+expected ones included: a bad input must fail), lost (neither: always a defect), client p99 and
+the verdict; the notes say what each verdict was judged on. Exit code 1 when a row FAILs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.reliability.report import format_table, results_json
+from triton_fastpath.reliability.runner import SCENARIOS, run_all
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the CI subset (no overload, no short-deadline restart)")
+    parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), help="run only these scenarios")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="built model repository")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--no-build", action="store_true", help="do not build/refresh the repository first")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[reliability {time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    if not args.no_build and args.repository == DEFAULT_REPOSITORY:
+        from triton_fastpath.build import build_repository
+
+        build_repository(progress=progress)  # skips what is up to date
+    with tempfile.TemporaryDirectory(prefix="fastpath-reliability-") as work:
+        results = run_all(args.repository, Path(work), quick=args.quick, only=args.only, progress=progress)
+    print()
+    print(format_table(results, markdown=args.markdown))
+    if args.json:
+        args.json.write_text(results_json(results))
+    failed = [r.scenario for r in results if not r.passed]
+    print(f"\n{len(results) - len(failed)} PASS, {len(failed)} FAIL in {time.monotonic() - started:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

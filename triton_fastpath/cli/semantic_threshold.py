@@ -1,0 +1,176 @@
+"""Publish the semantic cache's calibration: wrong-hit and hit rates against the threshold, with and
+without confidence gating and the negation guard, measured on the model in build/.
+
+The measurement is `triton_fastpath.semantic_calibration.calibrate`, the same one
+`fastpath build --semantic` runs on every build to choose the served setting. This script
+writes it up: docs/semantic-threshold.md, docs/semantic-threshold.png and
+build/semantic-calibration.json.
+
+    fastpath cache threshold [--perturbed 5000] [--max-wrong 0.005]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+from triton_fastpath.build import measure_semantic
+from triton_fastpath.paths import BUILD_DIR, ROOT
+from triton_fastpath.repository import RepoSettings
+from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration
+
+KIND_NAMES = {
+    "heldout": "held-out",
+    "case": "upper case",
+    "punct": "punctuation",
+    "drop_word": "dropped word",
+    "negate": "'not' inserted",
+}
+
+
+def curve_rows(rows: list[dict], margin: float, guarded: bool) -> list[dict]:
+    return sorted(
+        (r for r in rows if r["min_margin"] == margin and r["guarded"] == guarded), key=lambda r: r["threshold"]
+    )
+
+
+def table(rows: list[dict], chosen: dict | None) -> list[str]:
+    lines = [
+        "| threshold | hits | wrong | wrong-hit rate | "
+        + " | ".join(f"{KIND_NAMES[k]} hit rate" for k in KINDS)
+        + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(KINDS),
+    ]
+    for r in rows:
+        mark = (
+            " **(chosen)**"
+            if chosen
+            and (r["threshold"], r["min_margin"], r["guarded"])
+            == (chosen["threshold"], chosen["min_margin"], chosen["guarded"])
+            else ""
+        )
+        cells = " | ".join(f"{r[k + '_hit_rate']:.1%}" for k in KINDS)
+        lines.append(f"| {r['threshold']}{mark} | {r['hits']} | {r['wrong']} | {r['wrong_rate']:.2%} | {cells} |")
+    return lines
+
+
+def write_outputs(found: Calibration, command: str) -> None:
+    chosen = found.chosen
+    margin = chosen["min_margin"] if chosen else max(r["min_margin"] for r in found.rows)
+    plain = found.best_without_gating()
+    lines = [
+        "# Semantic cache: calibrated on every build",
+        "",
+        f"Command: `{command}` ({time.strftime('%Y-%m-%d')}); the build runs the same measurement with "
+        "`fastpath build --semantic` and ships its choice.",
+        "",
+        f"Cache: the {found.cache_texts:,} training texts, answered by the served INT8 model. Queries: "
+        + ", ".join(f"{n:,} {KIND_NAMES[k]}" for k, n in found.queries.items())
+        + " (perturbations of training texts). A hit is wrong when the neighbour's label differs from the "
+        "label the served model gives the query itself. Queries with the same tokens as a cached text are "
+        "exact-cache hits and are left out. The setting is chosen on a random half of the queries (most "
+        f"punctuation + dropped-word hits with wrong hits under {found.max_wrong_rate * CHOICE_SAFETY:.2%}, "
+        f"half the bound) and must keep wrong hits under {found.max_wrong_rate:.1%} on the other half; the "
+        f"tables below are that other half. Embedding cost: {found.embed_us_per_text:.0f} us "
+        "per text (wordllama l2_supercat_256, mean-pooled in ONNX).",
+        "",
+        "## Result",
+        "",
+    ]
+    if chosen is None:
+        lines.append(f"**No setting kept wrong hits under {found.max_wrong_rate:.1%}: the layer stays off.**")
+    else:
+        c = found.checked or {}
+        lines += [
+            f"- Chosen: cosine >= **{chosen['threshold']}**, confidence margin >= **{chosen['min_margin']}**, "
+            f"negation guard **{'on' if chosen['guarded'] else 'off'}**"
+            + (f" ({found.rejected})" if found.rejected else "")
+            + ".",
+            f"- Checked on the other half: **{c.get('wrong_rate', 0):.2%} wrong** of {c.get('hits', 0)} hits; "
+            f"hit rates: punctuation {c.get('punct_hit_rate', 0):.0%}, "
+            f"dropped word {c.get('drop_word_hit_rate', 0):.0%}, "
+            f"held-out {c.get('heldout_hit_rate', 0):.2%}, 'not' inserted {c.get('negate_hit_rate', 0):.0%}.",
+        ]
+    if plain is None:
+        lines.append(
+            "- Without confidence gating (margin 0, no guard) the build's rule finds no threshold (under "
+            f"{found.max_wrong_rate * CHOICE_SAFETY:.2%} on the choice half): a plain cosine threshold "
+            "is not safe for this model (first table)."
+        )
+    else:
+        lines.append(
+            f"- Without confidence gating the build's rule would pick {plain['threshold']} "
+            f"({plain['wrong_rate']:.2%} wrong on the choice half)."
+        )
+    sections = [
+        ("No gating (margin 0, no guard)", 0.0, False),
+        (f"Confidence margin >= {margin}", margin, False),
+        (f"Confidence margin >= {margin} and the negation guard", margin, True),
+        ("The negation guard alone (margin 0)", 0.0, True),
+    ]
+    for title, m, g in sections:
+        lines += ["", f"## {title}", "", *table(curve_rows(found.checked_rows, m, g), chosen)]
+    if found.examples:
+        lines += ["", "## Wrong hits the chosen setting still serves (all queries)", ""]
+        lines += ["| kind | query | cached neighbour | cosine |", "|---|---|---|---:|"]
+        for e in found.examples:
+            clean = [str(e[k]).replace("|", "/")[:140] for k in ("query", "cached")]
+            lines.append(f"| {KIND_NAMES[e['kind']]} | {clean[0]} | {clean[1]} | {e['cosine']:.4f} |")
+    (ROOT / "docs" / "semantic-threshold.md").write_text("\n".join(lines) + "\n")
+    (BUILD_DIR / "semantic-calibration.json").write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
+    plot(found, margin)
+    print("wrote docs/semantic-threshold.md, docs/semantic-threshold.png, build/semantic-calibration.json")
+
+
+def plot(found: Calibration, margin: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    curves = (("no gating", 0.0, False, "tab:gray"), (f"margin >= {margin}", margin, False, "tab:blue"))
+    curves += ((f"margin >= {margin} + guard", margin, True, "tab:green"),)
+    for label, m, g, color in curves:
+        rows = curve_rows(found.checked_rows, m, g)
+        xs = [r["threshold"] for r in rows]
+        left.plot(xs, [r["wrong_rate"] * 100 for r in rows], marker="o", color=color, label=label)
+        if g:
+            continue
+        right.plot(
+            xs, [r["punct_hit_rate"] * 100 for r in rows], marker="^", color=color, label=f"{label}: punctuation"
+        )
+        right.plot(
+            xs,
+            [r["drop_word_hit_rate"] * 100 for r in rows],
+            marker="x",
+            ls="--",
+            color=color,
+            label=f"{label}: dropped word",
+        )
+    left.axhline(found.max_wrong_rate * 100, color="red", lw=0.8, label=f"{found.max_wrong_rate:.1%} bound")
+    left.set(xlabel="cosine threshold", ylabel="wrong hits (% of semantic hits)", title="Hit precision")
+    right.set(xlabel="cosine threshold", ylabel="hit rate (%)", title="Near-duplicate hit rate")
+    for axis in (left, right):
+        axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(ROOT / "docs" / "semantic-threshold.png", dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--perturbed", type=int, default=5000, help="training texts to perturb (default %(default)s)")
+    parser.add_argument("--max-wrong", type=float, default=MAX_WRONG_RATE, help="wrong-hit bound (default %(default)s)")
+    args = parser.parse_args(argv)
+    found = measure_semantic(RepoSettings(), args.max_wrong, args.perturbed)
+    print(found.summary())
+    write_outputs(found, " ".join(["fastpath cache threshold", *(argv if argv is not None else sys.argv[1:])]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Serve a Triton model repository with the embedded tritonserver until Ctrl-C or SIGTERM, and heal it.
+
+A watchdog (on by default; `--no-watchdog` turns it off) reloads a model whose Python stub died
+and restarts a tritonserver that crashed, with backoff, giving up after `--max-restarts` within
+10 minutes. What it did is logged and exported on `--watchdog-port` (`/metrics`).
+
+Example:
+    fastpath serve --http-port 0 --grpc-port 0 --metrics-port 0 --watchdog-port 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from triton_fastpath.errors import ConfigError, ServerError
+from triton_fastpath.server import (
+    MODEL_CONTROL_MODES,
+    PROJECT_ROOT,
+    EmbeddedTritonServer,
+    ServerConfig,
+)
+
+LOGGER = logging.getLogger(__name__)
+EXIT_USAGE_ERROR = 2
+EXIT_GAVE_UP = 3
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser; every option's default is stated in ``--help``."""
+    parser = argparse.ArgumentParser(
+        description="Start tritonserver (from the nvidia-pytriton wheel) on a model repository, "
+        "print its URLs and log path, and keep it running until Ctrl-C or SIGTERM, "
+        "then stop it cleanly. A watchdog reloads a model whose Python stub died and restarts a "
+        "crashed tritonserver (with backoff). Exit codes: 0 clean stop, 2 configuration or "
+        "startup error (message on stderr), 3 the watchdog gave up (a crash loop), 130 interrupted during startup."
+    )
+    add = parser.add_argument
+    add(
+        "--model-repository",
+        type=Path,
+        default=PROJECT_ROOT / "model_repository",
+        help="Triton model repository directory to serve (default: %(default)s)",
+    )
+    add("--http-port", type=int, default=8000, help="HTTP/REST port; 0 picks a free port (default: %(default)s)")
+    add("--grpc-port", type=int, default=8001, help="gRPC port; 0 picks a free port (default: %(default)s)")
+    add(
+        "--metrics-port",
+        type=int,
+        default=8002,
+        help="Prometheus metrics port; 0 picks a free port (default: %(default)s)",
+    )
+    add(
+        "--address",
+        default="127.0.0.1",
+        help="IPv4 address all endpoints bind to; 0.0.0.0 exposes them to the network "
+        "(default: %(default)s, this machine only)",
+    )
+    add(
+        "--cache-size-mb",
+        type=float,
+        default=64.0,
+        help="local response-cache size in MiB, used by models that enable response_cache; "
+        "0 disables the cache (default: %(default)s)",
+    )
+    add(
+        "--log-file",
+        type=Path,
+        default=None,
+        help="file receiving tritonserver stdout and stderr, appended to "
+        "(default: a new timestamped file under build/logs/)",
+    )
+    add("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level, 0 = off (default: %(default)s)")
+    add(
+        "--model-control-mode",
+        choices=MODEL_CONTROL_MODES,
+        default=None,
+        help="none: load every model at startup; explicit: load only the --load-model names; "
+        "poll: also reload on repository changes (default: explicit loading every model with the "
+        "watchdog, which reloads models through it; none without)",
+    )
+    add(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="model to load at startup with --model-control-mode explicit; repeatable (default: none)",
+    )
+    add(
+        "--exit-timeout-s",
+        type=int,
+        default=30,
+        help="on stop, seconds tritonserver may drain in-flight requests before it is killed (default: %(default)s)",
+    )
+    add(
+        "--ready-timeout-s",
+        type=float,
+        default=120.0,
+        help="seconds to wait for the server and its models to become ready (default: %(default)s)",
+    )
+    add("--no-watchdog", action="store_true", help="do not reload dead stubs or restart a crashed tritonserver")
+    add(
+        "--watchdog-port",
+        type=int,
+        default=8003,
+        help="port of the watchdog's Prometheus /metrics (restarts, reloads); 0 picks a free port "
+        "(default: %(default)s)",
+    )
+    add(
+        "--max-restarts",
+        type=int,
+        default=5,
+        help="restarts (or reloads of one model) within 10 minutes before the watchdog gives up (default: %(default)s)",
+    )
+    return parser
+
+
+def serve_metrics(address: str, port: int, render) -> ThreadingHTTPServer:
+    """`GET /metrics` -> `render()` on a daemon thread (the watchdog's counters)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path.split("?")[0] == "/metrics"
+            body = render().encode() if found else b"see /metrics\n"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:  # scrapes are not news
+            pass
+
+    httpd = ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=httpd.serve_forever, name="watchdog-metrics", daemon=True).start()
+    return httpd
+
+
+def start_watchdog(server: EmbeddedTritonServer, max_restarts: int, metrics_port: int, address: str):
+    """The watchdog of `server` and its metrics endpoint (started); returns both and the URL."""
+    from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
+
+    watchdog = Watchdog(server, WatchdogPolicy(max_restarts=max_restarts, max_reloads=max_restarts))
+    try:
+        httpd = serve_metrics(address, metrics_port, watchdog.metrics.render)
+    except OSError as error:
+        raise ConfigError(f"--watchdog-port {metrics_port}: {error}; pick another port (0: a free one)") from error
+    host = "127.0.0.1" if address == "0.0.0.0" else address
+    return watchdog, httpd, f"http://{host}:{httpd.server_address[1]}/metrics"
+
+
+def watch_until_signal(watchdog, httpd: ThreadingHTTPServer) -> int:
+    """Run the watchdog until SIGINT/SIGTERM (0) or until it gives up (EXIT_GAVE_UP)."""
+    from triton_fastpath.watchdog import GaveUp
+
+    stop, failure = threading.Event(), []
+
+    def run() -> None:
+        try:
+            watchdog.run()
+        except GaveUp as error:
+            failure.append(error)
+            stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    thread = threading.Thread(target=run, name="watchdog", daemon=True)
+    thread.start()
+    stop.wait()
+    watchdog.stop()
+    thread.join(timeout=60)
+    httpd.shutdown()
+    if failure:
+        print(f"error: watchdog gave up: {failure[0]}", file=sys.stderr)
+        return EXIT_GAVE_UP
+    LOGGER.info("Signal received; stopping tritonserver")
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    """Turn SIGTERM into KeyboardInterrupt so startup is cleaned up like Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server from command-line arguments and return the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cache_size_mb < 0:
+        parser.error("--cache-size-mb must be >= 0 (0 disables the cache)")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    server: EmbeddedTritonServer | None = None
+    ready = False
+    mode, load_models = args.model_control_mode, tuple(args.load_model)
+    if mode is None:  # the watchdog reloads models through explicit model control
+        mode, load_models = ("explicit", load_models or ("*",)) if not args.no_watchdog else ("none", load_models)
+    if args.max_restarts < 1:
+        parser.error("--max-restarts must be >= 1")
+    try:
+        config = ServerConfig(
+            model_repository=args.model_repository,
+            http_port=args.http_port,
+            grpc_port=args.grpc_port,
+            metrics_port=args.metrics_port,
+            address=args.address,
+            cache_size_bytes=round(args.cache_size_mb * 1024 * 1024),
+            log_file=args.log_file,
+            log_verbose=args.log_verbose,
+            model_control_mode=mode,
+            load_models=load_models,
+            exit_timeout_s=args.exit_timeout_s,
+        )
+        server = EmbeddedTritonServer(config)
+        server.start(ready_timeout_s=args.ready_timeout_s)
+        ready = True  # before the banner: a Ctrl-C right after it is a normal stop
+        watching = None
+        if not args.no_watchdog:
+            watching = start_watchdog(server, args.max_restarts, args.watchdog_port, args.address)
+        print(
+            f"tritonserver ready (pid {server.pid})\n"
+            f"  HTTP:    http://{server.http_url}\n"
+            f"  gRPC:    {server.grpc_url}\n"
+            f"  metrics: {server.metrics_url}\n"
+            f"  log:     {server.log_path}\n"
+            + (f"  watchdog: {watching[2]} (reloads dead stubs, restarts a crashed server)\n" if watching else "")
+            + "Press Ctrl-C to stop.",
+            flush=True,
+        )
+        if watching:
+            return watch_until_signal(watching[0], watching[1])
+        code = server.wait()
+        if code is not None:
+            raise ServerError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")
+        LOGGER.info("Signal received; stopping tritonserver")
+        return 0
+    except (ConfigError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE_ERROR
+    except KeyboardInterrupt:
+        if ready:  # a signal that lands before wait() installs its handlers is still a normal stop
+            LOGGER.info("Signal received; stopping tritonserver")
+            return 0
+        print("Interrupted during startup; stopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if server is not None:
+            for signum in (signal.SIGINT, signal.SIGTERM):  # let the (bounded) stop finish
+                signal.signal(signum, signal.SIG_IGN)
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""The SDK generator: typed client packages from a model repository's configs.
+
+- `codegen`: reads the repository and plans which models get a client;
+- `render`: renders the modules' source text (pure);
+- `package`: writes the package, in this repository or as a standalone distribution with a wheel.
+"""

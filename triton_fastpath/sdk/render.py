@@ -1,0 +1,386 @@
+"""Render the typed client modules of `fastpath_models/` as source text (pure).
+
+    files = render_package(plan_models(configs), configs, source="model_repository")
+    # {"__init__.py": "...", "digits.py": "...", "sentiment.py": "..."}
+
+The output is already `ruff format`-clean and lint-clean: every bracket that holds more than one
+item is written exploded with a trailing comma (which the formatter keeps as it is), the rest is
+written inline only when it fits the line length.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tritonclient.grpc import model_config_pb2
+
+from fastpath_client.tensors import ModelSignature, TensorSpec
+from triton_fastpath.sdk.codegen import ModelPlan, class_prefix, module_name, signature_of, steps_of
+
+__all__ = ["GeneratedModule", "Naming", "render_module", "render_package"]
+
+LINE_LENGTH = 120
+SCALAR_TYPES = {"BYTES": "str", "BOOL": "bool", "FP16": "float", "FP32": "float", "FP64": "float"}
+
+
+@dataclass(frozen=True)
+class GeneratedModule:
+    """One generated module: its file name, its source, and the names it exports."""
+
+    model_name: str
+    module: str
+    source: str
+    sync_client: str
+    async_client: str
+    exports: tuple[str, ...]
+
+
+def _exploded(head: str, items: list[str], indent: int, tail: str = "") -> str:
+    """`head(` + one item per line with a trailing comma + `)` + tail (the formatter keeps this)."""
+    pad = " " * (indent + 4)
+    return f"{head}\n" + "".join(f"{pad}{item},\n" for item in items) + " " * indent + tail
+
+
+def _literal(text: str) -> str:
+    """A double-quoted Python string literal (as the formatter writes them)."""
+    return json.dumps(text)
+
+
+def _fits(line: str, indent: int) -> bool:
+    return indent + len(line) <= LINE_LENGTH
+
+
+def _tensor_spec(spec: TensorSpec, indent: int) -> str:
+    args = [_literal(spec.name), _literal(spec.datatype), repr(spec.dims), f"field={_literal(spec.field)}"]
+    if spec.optional:
+        args.append("optional=True")
+    if spec.labels:
+        names = [_literal(label) for label in spec.labels]
+        inline_names = f"labels=({', '.join(names)}{',' if len(names) == 1 else ''})"
+        args.append(
+            inline_names if _fits(inline_names + ",", indent + 4) else _exploded("labels=(", names, indent + 4, ")")
+        )
+    inline = f"TensorSpec({', '.join(args)})"
+    if "\n" in inline:
+        return _exploded("TensorSpec(", args, indent, ")")
+    return inline if _fits(inline + ",", indent) else _exploded("TensorSpec(", args, indent, ")")
+
+
+def _tensor_tuple(specs: tuple[TensorSpec, ...], indent: int) -> str:
+    if not specs:
+        return "()"
+    if len(specs) == 1:
+        inline = f"({_tensor_spec(specs[0], indent)},)"
+        if "\n" not in inline and _fits(inline + ",", indent):
+            return inline
+    return _exploded("(", [_tensor_spec(s, indent + 4) for s in specs], indent, ")")
+
+
+def _docstring(text: str, indent: int) -> str:
+    """A docstring at `indent` whose lines fit; indented lines wrap under themselves, plus 4."""
+    pad = " " * indent
+    lines: list[str] = []
+    for line in text.strip("\n").split("\n"):
+        lead = " " * (len(line) - len(line.lstrip()))
+        width = LINE_LENGTH - indent - (3 if not lines else 0)
+        wrapped = textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    " * bool(lead))
+        lines += wrapped or [""]
+    if len(lines) == 1 and indent + len(lines[0]) + 6 <= LINE_LENGTH:
+        return f'{pad}"""{lines[0]}"""'
+    body = "\n".join(pad + line if line else "" for line in lines[1:])
+    return f'{pad}"""{lines[0]}\n{body}\n{pad}"""'
+
+
+def _request_type(spec: TensorSpec) -> str:
+    if not spec.is_scalar:
+        return "ArrayLike"
+    if spec.datatype == "BYTES":
+        return "str | bytes"
+    return SCALAR_TYPES.get(spec.datatype, "int")
+
+
+def _response_type(spec: TensorSpec) -> str:
+    return SCALAR_TYPES.get(spec.datatype, "int") if spec.is_scalar else "np.ndarray"
+
+
+def _attribute_doc(spec: TensorSpec, kind: str) -> str:
+    note = " (str is sent as UTF-8)" if kind == "input" and spec.datatype == "BYTES" else ""
+    note += "; optional" if spec.optional else ""
+    return f"{spec.field}: {kind} `{spec.name}`, {spec.describe()}{note}."
+
+
+def _dataclass(name: str, summary: str, fields: list[tuple[str, str, str]], has_arrays: bool) -> str:
+    """A frozen dataclass; `fields` are (name, annotation, default or "")."""
+    decorator = "@dataclass(frozen=True, eq=False)" if has_arrays else "@dataclass(frozen=True)"
+    lines = [decorator, f"class {name}:", _docstring(summary, 4), ""]
+    lines += [f"    {f}: {annotation}{f' = {default}' if default else ''}" for f, annotation, default in fields]
+    return "\n".join(lines)
+
+
+def _label_methods(signature: ModelSignature) -> str:
+    """`top_labels(k)` on the response for a labelled output (`top_<field>` when there are several)."""
+    labelled = [(i, s) for i, s in enumerate(signature.outputs) if s.labels]
+    out = []
+    for index, spec in labelled:
+        method = "top_labels" if len(labelled) == 1 else f"top_{spec.field}"
+        doc = _docstring(
+            f"The `k` best (label name, score) pairs of `{spec.field}`, best first (names: the model's label file).",
+            8,
+        )
+        out += [
+            "",
+            f"    def {method}(self, k: int = 1) -> list[tuple[str, float]]:",
+            doc,
+            f"        return SIGNATURE.outputs[{index}].top_labels(self.{spec.field}, k)",
+        ]
+    return "\n" + "\n".join(out) if out else ""
+
+
+def _method(
+    signature: ModelSignature, *, verb: str, prefix: str, items_type: str, is_async: bool, source_doc: str
+) -> str:
+    batch = signature.max_batch_size
+    split = f"split into requests of at most {batch} rows" if batch else "sent one row per request"
+    doc = f"""{verb.capitalize()} `items` with `{signature.model_name}`: {split}, under one deadline.
+
+Args:
+    items: one {prefix}Request per row{source_doc}.
+    timeout_s: deadline of the whole call in seconds (retries included); default: the client's.
+    priority: 0 for the model's default, 1 (highest) to {signature.priority_levels or 0}.
+    request_id: sent with the request ("<id>/<i>" for each of several).
+
+Returns:
+    One {prefix}Response per item, in order.
+
+Raises:
+    InvalidInput: a field cannot be sent as declared (the message names it) or the server rejected it.
+    Timeout: the deadline passed.
+    ModelUnavailable: unknown model, or no server within the deadline (Overloaded: queue full).
+    ServerError: the model failed."""
+    head = f"    async def {verb}(" if is_async else f"    def {verb}("
+    params = [
+        "self",
+        f"items: {items_type}",
+        "*",
+        "timeout_s: float | None = None",
+        "priority: int = 0",
+        'request_id: str = ""',
+    ]
+    call = "self._run(items, timeout_s=timeout_s, priority=priority, request_id=request_id)"
+    return "\n".join(
+        [
+            _exploded(head, params, 4, f") -> list[{prefix}Response]:"),
+            _docstring(doc, 8),
+            f"        return {'await ' if is_async else ''}{call}",
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Where the generated modules live and where they import the runtime from.
+
+    Attributes:
+        package: the importable name of the generated package (used in docstrings' examples).
+        runtime: the module path of the client runtime: `fastpath_client` for the SDK kept in this
+            repository, `._runtime` for a standalone package that carries its own copy.
+    """
+
+    package: str = "fastpath_models"
+    runtime: str = "fastpath_client"
+
+
+def render_module(
+    signature: ModelSignature, config: model_config_pb2.ModelConfig, source: str, naming: Naming = Naming()
+) -> GeneratedModule:
+    """The source of `<package>/<module>.py` for one model.
+
+    Args:
+        signature: the model's signature (`signature_of`).
+        config: the model's config (for its kind and steps, named in the docstring).
+        source: where the config was read, for the docstring (e.g. `model_repository/sentiment/config.pbtxt`).
+        naming: the package's name and where it finds the runtime.
+
+    Returns:
+        The module's name, source text and exported names.
+    """
+    prefix = class_prefix(signature.model_name)
+    verb = "classify" if any(s.name == "label" for s in signature.outputs) else "predict"
+    steps = steps_of(config)
+    kind = f" (an ensemble: {' -> '.join(steps)})" if steps else ""
+    request, response = f"{prefix}Request", f"{prefix}Response"
+    sync_client, async_client = f"{prefix}Client", f"Async{prefix}Client"
+    exports = ("SIGNATURE", *sorted([async_client, sync_client, request, response]))
+
+    inputs = sorted(signature.inputs, key=lambda s: s.optional)  # required fields first
+    request_fields = [
+        (s.field, _request_type(s) + (" | None" if s.optional else ""), "None" if s.optional else "") for s in inputs
+    ]
+    response_fields = [(s.field, _response_type(s), "") for s in signature.outputs]
+    single = signature.inputs[0] if len(signature.inputs) == 1 else None
+    items_type = f"Sequence[{request}]"
+    source_doc = ""
+    if single is not None:
+        items_type = f"Sequence[{request} | {_request_type(single)}] | np.ndarray"
+        source_doc = f", or just its `{single.field}` value, or one array with the rows first"
+    uses_array_like = any(t == "ArrayLike" for _, t, _ in request_fields) or "ArrayLike" in items_type
+    uses_numpy = "np." in items_type or any("np." in t for _, t, _ in response_fields)
+
+    example_value = _example(single)
+    imports = [
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Sequence",
+        "from dataclasses import dataclass",
+        "",
+    ]
+    if uses_numpy:
+        imports.append("import numpy as np")
+    if uses_array_like:
+        imports.append("from numpy.typing import ArrayLike")
+    if uses_numpy or uses_array_like:
+        imports.append("")
+    imports += [
+        f"from {naming.runtime}.runtime import AsyncModelClient, ModelClient",
+        f"from {naming.runtime}.tensors import ModelSignature, TensorSpec",
+    ]
+
+    regenerate = "After the model changes, generate it again."
+    module_doc = _docstring(
+        f"""Typed client of the Triton model `{signature.model_name}`{kind}.
+
+Generated by `fastpath clients generate` from `{source}`: do not edit. {regenerate}
+
+    from {naming.package}.{module_name(signature.model_name)} import {sync_client}
+
+    with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
+        results = client.{verb}([{example_value}])""",
+        0,
+    )
+    signature_src = _exploded(
+        "SIGNATURE = ModelSignature(",
+        [
+            f"model_name={_literal(signature.model_name)}",
+            f"inputs={_tensor_tuple(signature.inputs, 4)}",
+            f"outputs={_tensor_tuple(signature.outputs, 4)}",
+            f"max_batch_size={signature.max_batch_size}",
+            f"priority_levels={signature.priority_levels}",
+        ],
+        0,
+        ")",
+    )
+    has_request_arrays = any(t.startswith("ArrayLike") for _, t, _ in request_fields)
+    has_response_arrays = any(t == "np.ndarray" for _, t, _ in response_fields)
+    request_doc = f"One row of a request to `{signature.model_name}`.\n\nAttributes:\n" + "\n".join(
+        f"    {_attribute_doc(s, 'input')}" for s in inputs
+    )
+    response_doc = f"One row of a response from `{signature.model_name}`" + (
+        " (compared by identity: it holds numpy arrays)." if has_response_arrays else "."
+    )
+    response_doc += "\n\nAttributes:\n" + "\n".join(f"    {_attribute_doc(s, 'output')}" for s in signature.outputs)
+    class_body = f"""    SIGNATURE = SIGNATURE
+    REQUEST = {request}
+    RESPONSE = {response}"""
+    parts = [
+        module_doc,
+        "\n".join(imports),
+        _exploded("__all__ = [", [_literal(e) for e in exports], 0, "]"),
+        signature_src,
+        _dataclass(request, request_doc, request_fields, has_request_arrays),
+        _dataclass(response, response_doc, response_fields, has_response_arrays) + _label_methods(signature),
+        "\n".join(
+            [
+                f"class {sync_client}(ModelClient[{request}, {response}]):",
+                _docstring(f"Synchronous client of `{signature.model_name}`; options: `ModelClient`.", 4),
+                "",
+                class_body,
+                "",
+                _method(
+                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=False, source_doc=source_doc
+                ),
+            ]
+        ),
+        "\n".join(
+            [
+                f"class {async_client}(AsyncModelClient[{request}, {response}]):",
+                _docstring(f"asyncio client of `{signature.model_name}`; options: `ModelClient`.", 4),
+                "",
+                class_body,
+                "",
+                _method(
+                    signature, verb=verb, prefix=prefix, items_type=items_type, is_async=True, source_doc=source_doc
+                ),
+            ]
+        ),
+    ]
+    text = "\n\n\n".join(parts[3:])
+    source_text = f"{parts[0]}\n\n{parts[1]}\n\n{parts[2]}\n\n{text}\n"
+    return GeneratedModule(
+        signature.model_name, module_name(signature.model_name), source_text, sync_client, async_client, exports
+    )
+
+
+def _example(spec: TensorSpec | None) -> str:
+    """A literal for the module docstring's example call."""
+    if spec is None:
+        return "..."
+    if spec.datatype == "BYTES" and spec.is_scalar:
+        return '"a gripping, beautifully shot film"'
+    if spec.is_scalar:
+        return "1"
+    return f"np.zeros({tuple(max(d, 1) for d in spec.dims)!r})"
+
+
+def render_package(
+    plan: ModelPlan,
+    configs: Mapping[str, model_config_pb2.ModelConfig],
+    source: str,
+    labels: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+    naming: Naming = Naming(),
+) -> dict[str, str]:
+    """Every file of the generated package: one module per selected model, and `__init__.py`.
+
+    Args:
+        plan: the models to generate (`plan_models`).
+        configs: the repository (`load_repository`).
+        source: the repository as named in docstrings (e.g. `model_repository`).
+        labels: outputs' label names (`load_labels`); a labelled output gets `top_labels` on the response.
+        naming: the package's name and where it finds the runtime.
+
+    Returns:
+        `{file name: source text}`.
+    """
+    modules = [
+        render_module(signature_of(name, configs, labels), configs[name], f"{source}/{name}/config.pbtxt", naming)
+        for name in plan.selected
+    ]
+    modules.sort(key=lambda m: m.module)
+    files = {f"{m.module}.py": m.source for m in modules}
+    files["__init__.py"] = _render_init(modules, plan, source)
+    return files
+
+
+def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -> str:
+    rows = "\n".join(f"    {m.model_name}: `{m.module}.py`, {m.sync_client}, {m.async_client}" for m in modules)
+    skipped = "\n".join(f"    {name}: {reason}" for name, reason in sorted(plan.skipped.items()))
+    doc = f"Typed clients generated from `{source}` by `fastpath clients generate`: do not edit."
+    doc += f"\n\nModels:\n{rows or '    (none)'}"
+    if skipped:
+        doc += f"\n\nNot generated:\n{skipped}"
+    lines = [_docstring(doc, 0), ""]
+    exported = []
+    for m in modules:
+        names = sorted(m.exports[1:])
+        exported += names
+        inline = f"from .{m.module} import {', '.join(names)}"
+        lines.append(inline if _fits(inline, 0) else _exploded(f"from .{m.module} import (", names, 0, ")"))
+    lines.append("")
+    lines.append(
+        _exploded("__all__ = [", [_literal(n) for n in sorted(exported)], 0, "]")
+        if exported
+        else "__all__: list[str] = []"
+    )
+    return "\n".join(lines) + "\n"
