@@ -28,14 +28,15 @@ test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every 
 	$(FASTPATH) build
 	$(PY) -m pytest $(ARGS)
 
-test-unit: $(VENV_STAMP)  ## unit tests only (no torch, no server)
-	$(PY) -m pytest tests/unit $(ARGS)
+test-unit: $(VENV_STAMP)  ## every test that needs no server (-m "not integration"; tests/conftest.py says how the tree is split)
+	$(PY) -m pytest -m "not integration" $(ARGS)
 
 test-export: $(VENV_STAMP)
 	$(PY) -m pytest tests/export $(ARGS)
 
-test-integration: $(VENV_STAMP)
-	$(PY) -m pytest tests/integration $(ARGS)
+test-integration: $(VENV_STAMP)  ## every test that starts real servers (builds the repository first)
+	$(FASTPATH) build
+	$(PY) -m pytest -m integration $(ARGS)
 
 lint: $(VENV_STAMP)  ## ruff check and format check
 	$(PY) -m ruff check .

@@ -1,6 +1,6 @@
 """The client's error hierarchy, and the one place where tritonclient errors are mapped onto it.
 
-Every client in `clients/` (the thin `FastpathClient` and the generated SDKs) raises only these
+Every generated SDK client raises only these
 errors; each mapped error keeps the original as its `__cause__` (`raise map_exception(e) from e`).
 `ClientError.retryable` says whether the generated clients may retry it (with backoff, within the
 caller's deadline and the retry budget).

@@ -1,7 +1,17 @@
 """Shared fixtures: the built repository and a real embedded tritonserver serving it.
 
-Tests are split by cost: tests/unit (no torch, no server), tests/export (torch/onnx),
-tests/integration (real servers started here, on free ports, always stopped).
+How the tree is split: folders group tests by subject, one marker says what they need running.
+
+- `integration` (a module's `pytestmark`): the test starts real processes (tritonserver,
+  redis-server, prometheus, locust, a fresh venv) on free 127.0.0.1 ports, always stopped.
+  `make test-integration` runs these.
+- everything else needs no server: `make test-unit` runs all of it (`-m "not integration"`), in
+  seconds. Of these, `export`-marked tests need the build kit (torch, onnx); tests/unit needs
+  neither (no torch, no server).
+- folders: unit/ (pure logic, the SDK, rendering), export/ (export steps, every command's --help),
+  integration/ (serving, caches, SDKs and packages against a real server), loadtest/ (locust and
+  Prometheus), reliability/ (faults, overload, soak), bench/ (benchmark and tuner), deploy/
+  (offline checks of compose, Kubernetes and TensorRT files).
 """
 
 from __future__ import annotations
@@ -98,12 +108,58 @@ def served(request: pytest.FixtureRequest):
     return request.getfixturevalue(RENDERING_SERVERS[request.param])
 
 
-@pytest.fixture()
-def client(served):
-    from fastpath_client.grpc_client import FastpathClient
+def sdk_client(client_type, url: str, **options):
+    """A generated SDK client for tests of the server: no retries, no client-side throttling, so
+    every answer and every error is the server's own (`triton_fastpath.loadgen.measuring_client`)."""
+    from triton_fastpath.loadgen import measuring_client
 
-    with FastpathClient(served.grpc_url, timeout_s=30) as c:
-        yield c
+    return measuring_client(client_type, url, **options)
+
+
+@pytest.fixture()
+def sentiment(served):
+    """The generated `SentimentClient` on the server in each rendering."""
+    from fastpath_models import SentimentClient
+
+    with sdk_client(SentimentClient, served.grpc_url) as client:
+        yield client
+
+
+@pytest.fixture()
+def digits(served):
+    """The generated `DigitsClient` on the server in each rendering."""
+    from fastpath_models import DigitsClient
+
+    with sdk_client(DigitsClient, served.grpc_url) as client:
+        yield client
+
+
+def infer(url: str, model: str, inputs: dict, outputs: list[str], *, timeout_s: float = 30.0) -> dict:
+    """One request with plain tritonclient (any model, any arrays: what the SDK would refuse too);
+    numpy arrays in and out, the server's errors mapped to `fastpath_client.errors`."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+    from fastpath_client.errors import map_exception
+
+    tensors = []
+    for name, value in inputs.items():
+        array = np.asarray(value)
+        tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    with grpcclient.InferenceServerClient(url) as client:
+        try:
+            result = client.infer(
+                model,
+                tensors,
+                outputs=[grpcclient.InferRequestedOutput(n) for n in outputs],
+                client_timeout=timeout_s,
+            )
+        except InferenceServerException as error:
+            raise map_exception(error, model) from error
+    return {name: result.as_numpy(name) for name in outputs}
 
 
 def copy_repository(source: Path, target: Path) -> Path:

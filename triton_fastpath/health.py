@@ -11,6 +11,10 @@ healthcheck inside the NGC image (copied to /opt/fastpath/health_probe.py):
 
     python3 health_probe.py --url http://127.0.0.1:8000 --model sentiment --model digits --attempts 2
 
+From a checkout, the same probe is:
+
+    fastpath health --url http://127.0.0.1:8000 --model sentiment --model digits
+
 Exit 0 when every model answered, 1 otherwise (one line per model either way). The probe's cost
 and visibility: one row per model and attempt, each sent with request id `fastpath-health-probe`.
 A text gets a fresh nonce, and the first value of a float input a tiny one, so the response cache

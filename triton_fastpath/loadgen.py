@@ -11,10 +11,10 @@ The pure parts (`percentiles_ms`, `throughput_stable`, `summarize`, `duplicate_s
 `parse_metric`) are unit tested without a server; `run_closed_loop` and `run_items` hold the threads, and
 `scrape_metrics` the one HTTP call.
 
-    result = run_closed_loop(
-        send=lambda client, text: client.classify_text([text]),
+    result = run_closed_loop(  # SentimentClient: fastpath_models
+        send=lambda client, text: client.classify([text]),
         next_item=texts.__next__,
-        make_client=lambda: FastpathClient(url, timeout_s=30),
+        make_client=lambda: measuring_client(SentimentClient, url, timeout_s=30),
     )
     print(result.throughput_rps, result.p99_ms, result.stable)
 """
@@ -42,6 +42,17 @@ T = TypeVar("T")
 R = TypeVar("R")
 QUANTILES = (50.0, 95.0, 99.0)
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via http_proxy
+
+
+def measuring_client(client_type: Callable[..., T], url: str, **options: Any) -> T:
+    """A generated SDK client (`SentimentClient`, ...) that measures the server as it is: one attempt
+    per request (no retries) and no client-side throttling, so every answer and error is the server's.
+    `options` go to the client (`timeout_s`, `model_name`, ...)."""
+    from fastpath_client.retry import RetryPolicy
+
+    return client_type(
+        url, **{"timeout_s": 30.0, "retry_policy": RetryPolicy(max_attempts=1), "throttle": None, **options}
+    )
 
 
 @dataclass(frozen=True)
@@ -213,7 +224,7 @@ def run_closed_loop(
     """Run a closed loop at `concurrency` until throughput is stable (or `max_windows` windows).
 
     Args:
-        send: sends one request with a thread's client, e.g. `lambda c, text: c.classify_text([text])`;
+        send: sends one request with a thread's client, e.g. `lambda c, text: c.classify([text])`;
             an exception counts as a failed request (the loop goes on).
         next_item: returns the next request's payload; called under a lock, so a plain
             generator's `__next__` is fine. StopIteration ends the run early (the window in

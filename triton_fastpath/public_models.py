@@ -174,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         description="Fetch Magika's wheel (pip download --no-deps, sha256-pinned, never installed) and write "
-        "model.onnx, labels.txt and samples.npz (real files of known type) for `import_model.py onnx`.",
+        "model.onnx, labels.txt and samples.npz (real files of known type) for `fastpath import onnx`.",
+        epilog="Examples:\n  fastpath import public build/public/magika\n"
+        "  fastpath import onnx build/public/magika/model.onnx --name filetype "
+        "--samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("dest", nargs="?", type=Path, default=ROOT / "build" / "public" / "magika")
     args = parser.parse_args(argv)

@@ -24,17 +24,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-def _run(script: str, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(ROOT / "scripts" / script), *args]
+def _run(*args: str) -> subprocess.CompletedProcess:
+    """`fastpath ARGS` (as `python -m triton_fastpath.cli`), which must succeed."""
+    command = [sys.executable, "-m", "triton_fastpath.cli", *args]
     found = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-    assert found.returncode == 0, f"{script} failed:\n{found.stdout[-3000:]}\n{found.stderr[-3000:]}"
+    assert found.returncode == 0, f"fastpath {args[0]} failed:\n{found.stdout[-3000:]}\n{found.stderr[-3000:]}"
     return found
 
 
 @pytest.fixture(scope="module")
 def smoke_results(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("benchmark")
-    _run("benchmark.py", "--smoke", "--out", str(out))
+    _run("bench", "serving", "--smoke", "--out", str(out))
     return out, json.loads((out / "results.json").read_text())
 
 
@@ -95,7 +96,7 @@ def test_smoke_benchmark_writes_json_markdown_and_png(smoke_results: tuple[Path,
 
 def test_smoke_tuner_writes_a_tuning_file_that_repo_settings_reads(built_repository: Path, tmp_path: Path) -> None:
     output = tmp_path / "embedded.json"
-    found = _run("tune.py", "--smoke", "--output", str(output), "--work-dir", str(tmp_path / "work"))
+    found = _run("tune", "--smoke", "--output", str(output), "--work-dir", str(tmp_path / "work"))
     assert "winner" in found.stdout
     settings = load_tuning(output)
     assert set(settings) == set(FACTORY_TUNABLES)

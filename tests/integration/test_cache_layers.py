@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import redis
 
-from fastpath_client.grpc_client import FastpathClient
-from tests.conftest import metric_value, render_copy, start_server
+from fastpath_models import SentimentClient
+from tests.conftest import infer, metric_value, render_copy, sdk_client, start_server
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.repository import RepoSettings
@@ -73,11 +73,11 @@ class Counts:
 def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):
     server, _ = l2_stack
     text = unique("a gorgeous, moving film")
-    with FastpathClient(server.grpc_url) as client:
+    with sdk_client(SentimentClient, server.grpc_url) as client:
         counts = Counts(server)
-        first = client.classify_text([text])[0]
+        first = client.classify([text])[0]
         assert counts.delta()["miss"] == 1
-        second = client.classify_text([text])[0]
+        second = client.classify([text])[0]
     delta = counts.delta()
     assert (delta["miss"], delta["l2_hit"], delta["encoded"]) == (1, 1, 1)
     assert first.label == second.label
@@ -87,10 +87,10 @@ def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):
 def test_partial_miss_sends_only_the_missed_rows_to_the_encoder(l2_stack):
     server, _ = l2_stack
     known = [unique("a warm comedy"), unique("a cold thriller")]
-    with FastpathClient(server.grpc_url) as client:
-        client.classify_text(known)
+    with sdk_client(SentimentClient, server.grpc_url) as client:
+        client.classify(known)
         counts = Counts(server)
-        results = client.classify_text([known[0], unique("brand new text"), known[1]])
+        results = client.classify([known[0], unique("brand new text"), known[1]])
     delta = counts.delta()
     assert (delta["l2_hit"], delta["miss"], delta["encoded"]) == (2, 1, 1)
     assert len(results) == 3
@@ -99,14 +99,14 @@ def test_partial_miss_sends_only_the_missed_rows_to_the_encoder(l2_stack):
 def test_entries_expire_after_the_l2_ttl(l2_stack, own_redis):
     server, _ = l2_stack
     text = unique("an instant classic")
-    with FastpathClient(server.grpc_url) as client:
-        client.classify_text([text])
+    with sdk_client(SentimentClient, server.grpc_url) as client:
+        client.classify([text])
         keys = redis.Redis.from_url(own_redis.url).keys("fastpath:*")
         ttls_ms = [redis.Redis.from_url(own_redis.url).pttl(k) for k in keys]
         assert all(0 < t <= L2_TTL_S * 1000 for t in ttls_ms)
         time.sleep(L2_TTL_S + 0.5)  # waiting for expiry, not measuring anything
         counts = Counts(server)
-        client.classify_text([text])
+        client.classify([text])
     assert counts.delta()["miss"] == 1
 
 
@@ -114,8 +114,8 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     server, repository = l2_stack
     text = unique("a film about films")
     store = redis.Redis.from_url(own_redis.url)
-    with FastpathClient(server.grpc_url) as client:
-        client.classify_text([text])
+    with sdk_client(SentimentClient, server.grpc_url) as client:
+        client.classify([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
     settings = RepoSettings(rendering=rendering, response_cache=False, l1_max_entries=0)
@@ -126,8 +126,8 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     v2 = start_server(other, tmp_path, redis_url=own_redis.url)
     try:
         counts = Counts(v2)
-        with FastpathClient(v2.grpc_url) as client:
-            client.classify_text([text])
+        with sdk_client(SentimentClient, v2.grpc_url) as client:
+            client.classify([text])
         assert counts.delta()["miss"] == 1 and counts.delta()["l2_hit"] == 0
     finally:
         v2.stop()
@@ -137,19 +137,19 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
 
 def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_redis):
     server, _ = l2_stack
-    with FastpathClient(server.grpc_url) as client:
-        client.classify_text([unique("warm up the connection")])
+    with sdk_client(SentimentClient, server.grpc_url) as client:
+        client.classify([unique("warm up the connection")])
         counts = Counts(server)
         own_redis.kill()
-        answers = [client.classify_text([unique(f"request {i} while redis is down")])[0] for i in range(20)]
+        answers = [client.classify([unique(f"request {i} while redis is down")])[0] for i in range(20)]
         assert len(answers) == 20  # every request answered; none raised
         assert counts.delta()["l2_errors"] >= 1
         own_redis.start()
         time.sleep(1.5)  # the breaker retries Redis after 1 s
         text = unique("after redis came back")
-        client.classify_text([text])
-        client.classify_text([text])
-        client.classify_text([text])
+        client.classify([text])
+        client.classify([text])
+        client.classify([text])
     delta = counts.delta()
     assert delta["l2_hit"] >= 1, delta
 
@@ -161,10 +161,10 @@ def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
     server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
     try:
         text = unique("memorable")
-        with FastpathClient(server.grpc_url) as client:
-            client.classify_text([text])
+        with sdk_client(SentimentClient, server.grpc_url) as client:
+            client.classify([text])
             counts = Counts(server)
-            client.classify_text([text])
+            client.classify([text])
         assert counts.delta()["l1_hit"] == 1 and counts.delta()["encoded"] == 0
     finally:
         server.stop()
@@ -174,11 +174,11 @@ def test_response_cache_answers_identical_requests_before_the_ensemble_runs(serv
     text = unique("identical request")
     fused = (served.config.model_repository / "sentiment_fused").exists()
     first_step = "sentiment_fused" if fused else "sentiment_tokenizer"
-    with FastpathClient(served.grpc_url) as client:
-        client.classify_text([text])
+    with sdk_client(SentimentClient, served.grpc_url) as client:
+        client.classify([text])
         before = metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
         tokenized = metric_value(served.metrics_url, "nv_inference_count", model=first_step)
-        client.classify_text([text])
+        client.classify([text])
     time.sleep(1.2)  # Triton refreshes cache metrics each metrics interval (1 s)
     assert metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
     assert metric_value(served.metrics_url, "nv_inference_count", model=first_step) == tokenized
@@ -189,8 +189,7 @@ def test_embed_serves_the_same_vectors_as_the_in_process_pooling(served):
     from fastpath_backends.text import TextEncoder
 
     texts = [b"a great film", b"a dreadful, boring film", b"great film"]
-    with FastpathClient(served.grpc_url) as client:
-        answer = client.infer("embed", {"text": np.array([[t] for t in texts], dtype=object)}, ["embedding"])
+    answer = infer(served.grpc_url, "embed", {"text": np.array([[t] for t in texts], dtype=object)}, ["embedding"])
     encoder = TextEncoder(BUILD_DIR / "embed" / "tokenizer.json", RepoSettings().max_length)
     encoded = encoder.encode([t.decode() for t in texts])
     expected = OnnxModel(BUILD_DIR / "embed" / "model.onnx").run(
@@ -209,14 +208,14 @@ def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_re
     server = start_server(repository, tmp_path)
     try:
         base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
-        with FastpathClient(server.grpc_url) as client:
-            first = client.classify_text([base + "."])[0]
+        with sdk_client(SentimentClient, server.grpc_url) as client:
+            first = client.classify([base + "."])[0]
             counts = Counts(server)
-            near = client.classify_text([base])[0]  # the period dropped: different tokens, cosine ~0.998
-            unrelated = client.classify_text(["Loud, dumb and endless."])[0]
+            near = client.classify([base])[0]  # the period dropped: different tokens, cosine ~0.998
+            unrelated = client.classify(["Loud, dumb and endless."])[0]
         delta = counts.delta()
         assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
-        assert near.probabilities == first.probabilities
+        assert np.array_equal(near.probabilities, first.probabilities)
         assert unrelated.label in ("positive", "negative")
     finally:
         server.stop()

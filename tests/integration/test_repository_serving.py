@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fastpath_client.errors import InvalidInput, ModelUnavailable
-from fastpath_client.grpc_client import FastpathClient
-from tests.conftest import metric, render_copy, start_server
+from fastpath_models import SentimentClient
+from tests.conftest import infer, metric, render_copy, sdk_client, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
@@ -40,9 +40,9 @@ def reference_sentiment(texts: list[str]) -> np.ndarray:
     return model.run({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask})["probabilities"]
 
 
-def test_sentiment_served_equals_onnxruntime_in_process(client, sentiment_test):
+def test_sentiment_served_equals_onnxruntime_in_process(sentiment, sentiment_test):
     texts = list(sentiment_test.x[:64])
-    served = client.classify_text(texts)
+    served = sentiment.classify(texts)
     expected = reference_sentiment(texts)
     got = np.array([p.probabilities for p in served], dtype=np.float32)
     np.testing.assert_allclose(got, expected, atol=1e-5)
@@ -79,38 +79,38 @@ def test_both_renderings_give_the_same_answers_errors_and_classification(triton,
     assert fused_result.as_numpy("probabilities").tolist() == ensemble_result.as_numpy("probabilities").tolist()
 
 
-def test_single_row_requests_agree_with_one_batched_request(client, sentiment_test):
+def test_single_row_requests_agree_with_one_batched_request(sentiment, sentiment_test):
     # The INT8 encoder quantizes activations dynamically, with one scale per batch: a row's
     # probabilities move slightly with its batch-mates (FP32 does not), so a text right at the
     # decision boundary may flip; one with a clear margin must not.
     texts = list(sentiment_test.x[100:130])
-    batched = client.classify_text(texts)
-    single = [client.classify_text([t])[0] for t in texts]
+    batched = sentiment.classify(texts)
+    single = [sentiment.classify([t])[0] for t in texts]
     for a, b in zip(batched, single, strict=True):
         np.testing.assert_allclose(a.probabilities, b.probabilities, atol=0.02)
         if abs(a.probability - 0.5) > 0.02:
             assert a.label == b.label
 
 
-def test_digits_equals_onnxruntime_in_process(client, digits_test):
+def test_digits_equals_onnxruntime_in_process(digits, digits_test):
     backends_importable()
     from fastpath_backends.onnx_model import OnnxModel
 
     images = np.asarray(digits_test.x[:50], dtype=np.float32)
-    served = client.classify_digits(images)
+    served = digits.classify(images)
     expected = OnnxModel(BUILD_DIR / "digits" / "onnx" / "model.onnx").run({"pixels": images})
     np.testing.assert_allclose([p.probabilities for p in served], expected["probabilities"], atol=1e-5)
     assert [p.label for p in served] == expected["label"][:, 0].tolist()
 
 
-def test_accuracy_through_the_server_meets_the_thresholds(client, sentiment_test, digits_test):
+def test_accuracy_through_the_server_meets_the_thresholds(sentiment, digits, sentiment_test, digits_test):
     texts = list(sentiment_test.x)
     predicted = []
     for start in range(0, len(texts), 64):
-        predicted += [p.label == "positive" for p in client.classify_text(texts[start : start + 64])]
+        predicted += [p.label == "positive" for p in sentiment.classify(texts[start : start + 64])]
     sentiment_accuracy = float(np.mean(np.array(predicted) == sentiment_test.y.astype(bool)))
-    digits = client.classify_digits(np.asarray(digits_test.x, dtype=np.float32)[:64])
-    digits_accuracy = float(np.mean([p.label for p in digits] == digits_test.y[:64]))
+    answers = digits.classify(np.asarray(digits_test.x, dtype=np.float32)[:64])
+    digits_accuracy = float(np.mean([p.label for p in answers] == digits_test.y[:64]))
     assert sentiment_accuracy >= 0.75, f"sentiment accuracy {sentiment_accuracy:.4f} over {len(texts)} held-out texts"
     assert digits_accuracy >= 0.95
 
@@ -124,39 +124,39 @@ def test_accuracy_through_the_server_meets_the_thresholds(client, sentiment_test
         (b"nul\x00byte", "NUL character"),
     ],
 )
-def test_bad_text_gets_a_clear_invalid_input_error(client, text, expected):
+def test_bad_text_gets_a_clear_invalid_input_error(sentiment, text, expected):
     with pytest.raises(InvalidInput, match=expected):
-        client.classify_text([text])
+        sentiment.classify([text])
 
 
-def test_bad_row_in_a_multi_row_request_is_named(client):
+def test_bad_row_in_a_multi_row_request_is_named(sentiment):
     with pytest.raises(InvalidInput, match=r"text\[2\]"):
-        client.classify_text(["good", "fine", "   "])
+        sentiment.classify(["good", "fine", "   "])
 
 
-def test_a_100k_character_text_is_truncated_and_flagged_not_rejected(client):
-    [long] = client.classify_text(["what a wonderful film " * 4600])
-    [short] = client.classify_text(["what a wonderful film"])
+def test_a_100k_character_text_is_truncated_and_flagged_not_rejected(sentiment):
+    [long] = sentiment.classify(["what a wonderful film " * 4600])
+    [short] = sentiment.classify(["what a wonderful film"])
     assert long.truncated is True
     assert short.truncated is False
     assert long.label in ("positive", "negative")
 
 
-def test_digits_rejects_wrong_dtype_shape_and_non_finite_pixels(client, digits_test):
+def test_digits_rejects_wrong_dtype_shape_and_non_finite_pixels(served, digits_test):
     image = np.asarray(digits_test.x[:1], dtype=np.float32)
     with pytest.raises(InvalidInput, match=r"FP64|datatype|data type"):
-        client.infer("digits", {"pixels": image.astype(np.float64)}, ["label"])
+        infer(served.grpc_url, "digits", {"pixels": image.astype(np.float64)}, ["label"])
     with pytest.raises(InvalidInput, match="shape"):
-        client.infer("digits", {"pixels": np.zeros((1, 9, 9), dtype=np.float32)}, ["label"])
+        infer(served.grpc_url, "digits", {"pixels": np.zeros((1, 9, 9), dtype=np.float32)}, ["label"])
     poisoned = image.copy()
     poisoned[0, 3, 3] = np.nan
     with pytest.raises(InvalidInput, match="NaN or Inf"):
-        client.classify_digits(poisoned)
+        infer(served.grpc_url, "digits", {"pixels": poisoned}, ["label"])
 
 
-def test_unknown_model_is_model_unavailable(client):
-    with pytest.raises(ModelUnavailable):
-        client.classify_text(["hello"], model="no_such_model")
+def test_unknown_model_is_model_unavailable(served):
+    with pytest.raises(ModelUnavailable), sdk_client(SentimentClient, served.grpc_url, model_name="no_such_model") as c:
+        c.classify(["hello"])
 
 
 @pytest.fixture(scope="module", params=["fused", "ensemble"])
@@ -180,10 +180,10 @@ def test_bad_requests_never_fail_their_batch_mates(slow_batching_server):
     barrier = threading.Barrier(len(texts))
 
     def send(i: int) -> None:
-        with FastpathClient(slow_batching_server.grpc_url, timeout_s=30) as c:
+        with sdk_client(SentimentClient, slow_batching_server.grpc_url) as c:
             barrier.wait()
             try:
-                results[i] = c.classify_text([texts[i]])[0]
+                results[i] = c.classify([texts[i]])[0]
             except InvalidInput as error:
                 results[i] = error
 

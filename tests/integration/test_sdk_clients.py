@@ -21,7 +21,7 @@ from fastpath_models import (
     EmbedClient,
     SentimentClient,
 )
-from tests.conftest import render_copy, start_server
+from tests.conftest import infer, render_copy, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.server import find_free_port
 
@@ -42,8 +42,9 @@ def images() -> np.ndarray:
 # --- every model, sync and asyncio ----------------------------------------------------------------
 
 
-def test_sentiment_sync_and_async_agree_with_the_thin_client(served, client) -> None:
-    expected = client.classify_text(TEXTS)
+def test_sentiment_sync_and_async_agree_with_plain_tritonclient(served) -> None:
+    texts = np.array([[t.encode()] for t in TEXTS], dtype=object)
+    plain = infer(served.grpc_url, "sentiment", {"text": texts}, ["label", "probabilities", "truncated"])
     with SentimentClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.classify(TEXTS, priority=1, request_id="sdk-sync")
 
@@ -52,16 +53,16 @@ def test_sentiment_sync_and_async_agree_with_the_thin_client(served, client) -> 
             return await sdk.classify(TEXTS, request_id="sdk-async")
 
     got_async = asyncio.run(run())
-    for e, a, b in zip(expected, got, got_async, strict=True):
-        assert a.label == b.label == e.label
-        assert a.truncated == b.truncated == e.truncated
-        np.testing.assert_allclose(a.probabilities, e.probabilities, atol=0.02)
-        np.testing.assert_allclose(b.probabilities, e.probabilities, atol=0.02)
+    for i, (a, b) in enumerate(zip(got, got_async, strict=True)):
+        assert a.label == b.label == plain["label"][i, 0].decode()
+        assert a.truncated == b.truncated == bool(plain["truncated"][i, 0])
+        np.testing.assert_allclose(a.probabilities, plain["probabilities"][i], atol=0.02)
+        np.testing.assert_allclose(b.probabilities, plain["probabilities"][i], atol=0.02)
     assert got[2].truncated is True and got[0].truncated is False
 
 
-def test_digits_sync_and_async_agree_with_the_thin_client(served, client, images) -> None:
-    expected = client.classify_digits(images[:20])
+def test_digits_sync_and_async_agree_with_plain_tritonclient(served, images) -> None:
+    plain = infer(served.grpc_url, "digits", {"pixels": images[:20]}, ["label", "probabilities"])
     with DigitsClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.classify(images[:20])
 
@@ -70,8 +71,8 @@ def test_digits_sync_and_async_agree_with_the_thin_client(served, client, images
             return await sdk.classify(list(images[:20]))  # a list of 8x8 arrays works too
 
     got_async = asyncio.run(run())
-    assert [r.label for r in got] == [r.label for r in got_async] == [e.label for e in expected]
-    np.testing.assert_allclose([r.probabilities for r in got], [e.probabilities for e in expected], atol=1e-5)
+    assert [r.label for r in got] == [r.label for r in got_async] == plain["label"][:, 0].tolist()
+    np.testing.assert_allclose([r.probabilities for r in got], plain["probabilities"], atol=1e-5)
 
 
 def test_embed_sync_and_async_agree(served) -> None:

@@ -338,13 +338,12 @@ def test_not_ready_in_time_raises_and_stops(double_repo: Path, tmp_path: Path) -
     assert not server.is_running()
 
 
-SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "serve.py"
+FASTPATH_SERVE = [sys.executable, "-m", "triton_fastpath.cli", "serve"]
 
 
 def test_serve_script_runs_until_sigint(double_repo: Path, tmp_path: Path) -> None:
     command = [
-        sys.executable,
-        str(SERVE_SCRIPT),
+        *FASTPATH_SERVE,
         "--model-repository",
         str(double_repo),
         "--http-port",
@@ -383,7 +382,7 @@ def test_serve_script_runs_until_sigint(double_repo: Path, tmp_path: Path) -> No
 
 def test_serve_script_reports_errors_without_traceback(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, str(SERVE_SCRIPT), "--model-repository", str(tmp_path / "missing")],
+        [*FASTPATH_SERVE, "--model-repository", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastpath_client.grpc_client import FastpathClient
-from tests.conftest import start_server
+from tests.conftest import infer, start_server
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.render import parse_pbtxt
 
@@ -71,13 +70,13 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
 
     server = start_server(repository, tmp_path)
     try:
-        with FastpathClient(server.grpc_url) as client:
-            predictions = client.classify_text(["a joyful film", "x " * 100], model="tiny_mood")
+        texts = np.array([[b"a joyful film"], [b"x " * 100]], dtype=object)
+        out = infer(server.grpc_url, "tiny_mood", {"text": texts}, ["label", "probabilities", "truncated"])
     finally:
         server.stop()
-    assert all(p.label in ("sad", "neutral", "happy") for p in predictions)
-    assert len(predictions[0].probabilities) == 3
-    assert predictions[1].truncated and not predictions[0].truncated
+    assert all(label.decode() in ("sad", "neutral", "happy") for label in out["label"][:, 0])
+    assert out["probabilities"].shape == (2, 3)
+    assert out["truncated"][1, 0] and not out["truncated"][0, 0]
 
 
 def test_onnx_file_is_imported_and_served(tmp_path):
@@ -90,8 +89,7 @@ def test_onnx_file_is_imported_and_served(tmp_path):
     x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
     server = start_server(repository, tmp_path)
     try:
-        with FastpathClient(server.grpc_url) as client:
-            served = client.infer("tiny_scorer", {"input": x}, ["scores"])["scores"]
+        served = infer(server.grpc_url, "tiny_scorer", {"input": x}, ["scores"])["scores"]
     finally:
         server.stop()
     with torch.no_grad():

@@ -98,7 +98,7 @@ def test_a_csv_without_a_text_column_or_a_missing_file_exits_2_with_one_line(war
         code = warm_cache.main([str(path), "--grpc-url", "127.0.0.1:1", "--metrics-url", "http://127.0.0.1:1/m"])
         assert code == 2
         error = capsys.readouterr().err.strip()
-        assert error.startswith("warm_cache.py: error: ") and "\n" not in error
+        assert error.startswith("fastpath cache warm: error: ") and "\n" not in error
 
 
 def test_an_unreachable_server_exits_2(warm_cache, tmp_path, capsys):

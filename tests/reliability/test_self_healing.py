@@ -80,7 +80,7 @@ def _metric(url: str, name: str) -> float:
 
 
 def test_serve_restarts_a_crashed_tritonserver_and_counts_it(built_repository, tmp_path) -> None:
-    command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--model-repository", str(built_repository)]
+    command = [sys.executable, "-m", "triton_fastpath.cli", "serve", "--model-repository", str(built_repository)]
     command += ["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--watchdog-port", "0"]
     command += ["--exit-timeout-s", "5", "--log-file", str(tmp_path / "tritonserver.log")]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -47,7 +47,7 @@ def served_onnx(repository: Path, name: str) -> Path:
     if not onnx_file or not path.is_file():
         raise ConfigError(
             f"model {name!r} in {repository} is not a single ONNX model (no onnx_file parameter or file): "
-            "the imported-model benchmark covers `import_model.py onnx` imports"
+            "the imported-model benchmark covers `fastpath import onnx` imports"
         )
     return path
 

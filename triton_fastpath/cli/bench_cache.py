@@ -52,10 +52,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastpath_client.grpc_client import FastpathClient
+from fastpath_models import SentimentClient
 from triton_fastpath import data as datasets
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.loadgen import LoadResult, duplicate_stream, parse_metric, run_closed_loop, scrape_metrics
+from triton_fastpath.loadgen import (
+    LoadResult,
+    duplicate_stream,
+    measuring_client,
+    parse_metric,
+    run_closed_loop,
+    scrape_metrics,
+)
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.repository import RepoSettings
@@ -242,13 +249,13 @@ def answered_shares(before: dict[str, float], after: dict[str, float], requests:
 
 def prime(url: str, texts: Sequence[str], *, single: bool) -> None:
     """Send texts once so the caches hold them (single requests when the response cache must learn them)."""
-    with FastpathClient(url, timeout_s=60) as client:
+    with measuring_client(SentimentClient, url, timeout_s=60) as client:
         if single:
             for text in texts:
-                client.classify_text([text])
+                client.classify([text])
         else:
             for start in range(0, len(texts), 32):
-                client.classify_text(texts[start : start + 32])
+                client.classify(texts[start : start + 32])
 
 
 def semantic_hit_pool(
@@ -264,10 +271,10 @@ def semantic_hit_pool(
     """
     found: list[str] = []
     tried = 0
-    with FastpathClient(server.grpc_url, timeout_s=60) as client:
+    with measuring_client(SentimentClient, server.grpc_url, timeout_s=60) as client:
         hits = read_counters(server.metrics_url)["semantic_hit"]
         for text in itertools.islice(candidates, max_tries):
-            client.classify_text([text])
+            client.classify([text])
             tried += 1
             now = read_counters(server.metrics_url)["semantic_hit"]
             if now > hits:
@@ -289,9 +296,9 @@ def measure(
     time.sleep(METRICS_REFRESH_S)  # earlier traffic (priming) shows in nv_cache_* first
     before = read_counters(server.metrics_url)
     result = run_closed_loop(
-        lambda client, text: client.classify_text([text]),
+        lambda client, text: client.classify([text]),
         items.__next__,
-        make_client=lambda: FastpathClient(url, timeout_s=30),
+        make_client=lambda: measuring_client(SentimentClient, url, timeout_s=30),
         concurrency=options.concurrency,
         warmup_s=options.warmup_s,
         window_s=options.window_s,
@@ -682,9 +689,7 @@ def plot(rows: Sequence[Row], path: Path) -> Path | None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="bench_cache.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, default=8, help="client threads (default: %(default)s)")
     parser.add_argument("--warmup-s", type=float, default=2.0, help="unmeasured warm-up per row (default: 2)")
     parser.add_argument("--window-s", type=float, default=3.0, help="measurement window (default: 3)")
@@ -738,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             payload = json.loads(args.from_json.read_text())
         except (OSError, ValueError) as error:
-            print(f"bench_cache.py: cannot read {args.from_json}: {error}", file=sys.stderr)
+            print(f"fastpath bench cache: cannot read {args.from_json}: {error}", file=sys.stderr)
             return 1
         write_report(payload, out_dir)
         return 0
@@ -769,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress=progress,
                 )
     except (FastpathError, OSError) as error:
-        print(f"bench_cache.py: {error}", file=sys.stderr)
+        print(f"fastpath bench cache: {error}", file=sys.stderr)
         return 1
     payload = {
         "command": shlex.join(["fastpath", "bench", "cache", *argv]),

@@ -4,8 +4,9 @@ Examples:
     fastpath build                      # everything, skipping what is up to date
     fastpath build --precision fp32     # serve the FP32 encoder instead of INT8
     fastpath build --only digits --force
-    fastpath build --target container   # build/container/: NGC-image repository + TensorRT plan
-    fastpath build --target container --encoder-backend onnxruntime --ort-graph-level 1
+    fastpath deploy build-container     # = fastpath build --target container: build/container/, the
+                                        #   NGC-image repository + TensorRT plan
+    fastpath deploy build-container --encoder-backend onnxruntime --ort-graph-level 1
 """
 
 from __future__ import annotations

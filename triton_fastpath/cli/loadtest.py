@@ -43,6 +43,10 @@ EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REPORT = 1, 2, 3
 LOCUST_GRACE_S = 180  # how long locust may run past --duration (startup, ramp-down, writing CSV/HTML)
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in every option's help, and the module docstring (with its examples) kept as written."""
+
+
 def parse_duration(text: str) -> int:
     """Seconds from `90`, `20s`, `2m`, `1m30s`, `1h` (argparse type)."""
     match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?", text.strip())
@@ -57,11 +61,7 @@ def parse_duration(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; every default is shown by --help."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0] + " Exit codes: 0 gate passed, 1 gate failed, 2 usage/startup "
-        "error, 3 report failed.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     add = parser.add_argument
     add("--scenario", choices=SCENARIOS, default="sentiment", help="locustfile and SLA table")
     add("--host", help="gRPC endpoint host:port of a running Triton (default: start the embedded server)")

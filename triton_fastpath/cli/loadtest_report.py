@@ -32,9 +32,7 @@ def timestamp(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the report; 0 on success, 1 with the reason on stderr otherwise."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--csv-prefix", type=Path, required=True, help="locust's --csv prefix (<prefix>_stats.csv ...)")
     parser.add_argument("--prometheus", required=True, help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     parser.add_argument(

@@ -25,11 +25,13 @@ from triton_fastpath.cli import loadtest
 from triton_fastpath.paths import BUILD_DIR
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in every option's help, and the module docstring (with its examples) kept as written."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the distributed test and check the workers; return the exit code."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     parser.add_argument("--workers", type=int, default=2, help="locust worker processes")
     parser.add_argument("--scenario", default="sentiment", help="scenario (see fastpath loadtest run --help)")
     parser.add_argument("--duration", default="20s", help="run time")

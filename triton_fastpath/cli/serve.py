@@ -4,7 +4,12 @@ A watchdog (on by default; `--no-watchdog` turns it off) reloads a model whose P
 and restarts a tritonserver that crashed, with backoff, giving up after `--max-restarts` within
 10 minutes. What it did is logged and exported on `--watchdog-port` (`/metrics`).
 
-Example:
+Exit codes: 0 clean stop; 2 configuration or startup error (message on stderr); 3 the watchdog gave
+up (a crash loop); 130 interrupted during startup.
+
+Examples:
+    fastpath serve                                    # model_repository/ on 127.0.0.1:8000/8001/8002
+    fastpath serve --model-repository build/public/repository --cache-size-mb 256
     fastpath serve --http-port 0 --grpc-port 0 --metrics-port 0 --watchdog-port 0
 """
 
@@ -34,13 +39,7 @@ EXIT_INTERRUPTED = 130
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser; every option's default is stated in ``--help``."""
-    parser = argparse.ArgumentParser(
-        description="Start tritonserver (from the nvidia-pytriton wheel) on a model repository, "
-        "print its URLs and log path, and keep it running until Ctrl-C or SIGTERM, "
-        "then stop it cleanly. A watchdog reloads a model whose Python stub died and restarts a "
-        "crashed tritonserver (with backoff). Exit codes: 0 clean stop, 2 configuration or "
-        "startup error (message on stderr), 3 the watchdog gave up (a crash loop), 130 interrupted during startup."
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add(
         "--model-repository",

@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fastpath_client.errors import ClientError, InvalidInput
-from fastpath_client.grpc_client import FastpathClient
-from triton_fastpath.loadgen import parse_metric, scrape_metrics
+from fastpath_models import SentimentClient
+from triton_fastpath.loadgen import measuring_client, parse_metric, scrape_metrics
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 LOGGER = logging.getLogger(__name__)
@@ -171,14 +171,14 @@ def batches(rows: Sequence[Row], size: int) -> Iterator[Sequence[Row]]:
         yield rows[start : start + size]
 
 
-def send_batch(client: FastpathClient, batch: Sequence[Row], model: str) -> tuple[int, list[Rejected]]:
+def send_batch(client: SentimentClient, batch: Sequence[Row]) -> tuple[int, list[Rejected]]:
     """Classify a batch; if the request is refused, retry each row alone to find the bad ones.
 
     Returns:
         Rows answered, and the rejected rows with the server's reason.
     """
     try:
-        client.classify_text([row.text for row in batch], model=model)
+        client.classify([row.text for row in batch])
         return len(batch), []
     except InvalidInput as error:
         if len(batch) == 1:
@@ -186,7 +186,7 @@ def send_batch(client: FastpathClient, batch: Sequence[Row], model: str) -> tupl
     answered, rejected = 0, []
     for row in batch:
         try:
-            client.classify_text([row.text], model=model)
+            client.classify([row.text])
             answered += 1
         except InvalidInput as error:
             rejected.append(Rejected(row.line, _one_line(str(error))))
@@ -279,10 +279,14 @@ def warm(
     """
     from tqdm import tqdm
 
-    with FastpathClient(grpc_url, timeout_s=timeout_s) as probe_client:
+    with measuring_client(SentimentClient, grpc_url, timeout_s=timeout_s, model_name=model) as probe_client:
         if not probe_client.is_ready():
-            raise UsageError(f"no ready Triton server at {grpc_url} (gRPC)")
-        if not probe_client.is_ready(model):
+            try:
+                server_ready = probe_client.transport.is_server_ready()
+            except Exception:  # unreachable: tritonclient raises its own exception type
+                server_ready = False
+            if not server_ready:
+                raise UsageError(f"no ready Triton server at {grpc_url} (gRPC)")
             raise UsageError(f"model {model!r} is not ready on {grpc_url}")
     max_batch_size = _max_batch_size(grpc_url, model)
     if max_batch_size and batch_size > max_batch_size:
@@ -299,10 +303,10 @@ def warm(
     if on_start is not None:
         on_start()
     started = time.perf_counter()
-    clients: list[FastpathClient] = []
+    clients: list[SentimentClient] = []
 
-    def make_client() -> FastpathClient:
-        client = FastpathClient(grpc_url, timeout_s=timeout_s)
+    def make_client() -> SentimentClient:
+        client = measuring_client(SentimentClient, grpc_url, timeout_s=timeout_s, model_name=model)
         clients.append(client)
         return client
 
@@ -312,7 +316,7 @@ def warm(
     def job(batch: Sequence[Row]) -> tuple[int, list[Rejected], int]:
         client = free.pop()  # list.pop/append are atomic; never more jobs than clients in flight
         try:
-            answered, rejected = send_batch(client, batch, model)
+            answered, rejected = send_batch(client, batch)
             return answered, rejected, len(batch)
         except ClientError as error:  # unavailable, timeout...: every row of this batch fails
             return 0, [Rejected(row.line, _one_line(f"{type(error).__name__}: {error}")) for row in batch], len(batch)
@@ -416,9 +420,7 @@ def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summa
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="warm_cache.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", type=Path, help="texts: one per line, or a .csv with a 'text' column")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--grpc-url", help="HOST:PORT of a running Triton (needs --metrics-url)")
@@ -495,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             summary = run(args.grpc_url, args.metrics_url)
     except UsageError as error:
-        print(f"warm_cache.py: error: {error}", file=sys.stderr)
+        print(f"fastpath cache warm: error: {error}", file=sys.stderr)
         return 2
     print(format_summary(summary))
     if args.summary_json:

@@ -133,6 +133,8 @@ def quantize(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        epilog="Example:\n  fastpath export int8 --source model.onnx --output model.int8.onnx",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         prog="fastpath export int8",
         description="Quantise an FP32 ONNX file to dynamic INT8 (QInt8 weights) with onnxruntime.",
     )

@@ -494,6 +494,9 @@ def _cli_inputs(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], dict
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        epilog="Example:\n  fastpath export onnx --model cnn.pt --output cnn.onnx --input-shape x=2x1x8x8 "
+        "--dtype float32 --output-names logits",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         prog="fastpath export onnx",
         description=(
             "Export a TorchScript file or a fully pickled nn.Module to ONNX with random "

@@ -642,6 +642,8 @@ def configure_cli_logging(verbose: bool) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        epilog="Example:\n  fastpath export verify --reference model.onnx --candidate model.int8.onnx --samples 256",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         prog="fastpath export verify",
         description=(
             "Compare two ONNX files on generated inputs (shapes and dtypes read from the "

@@ -1,0 +1,112 @@
+"""The `fastpath` dispatcher: it lists every job, finds a job by its words, and hands the rest over.
+
+Each job's own `--help` is checked in tests/export/test_cli_help.py (the handlers import torch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, list[str]]]:
+    """Replace every handler with one that records (module, program name, argv) and exits 0."""
+    calls: list[tuple[str, str, list[str]]] = []
+
+    def fake_import(name: str) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.main = lambda argv: calls.append((name, sys.argv[0], list(argv))) or 0
+        return module
+
+    monkeypatch.setattr(cli.importlib, "import_module", fake_import)
+    monkeypatch.setattr(sys, "argv", ["fastpath"])
+    return calls
+
+
+def test_help_lists_every_job_with_its_words(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    for command in cli.COMMANDS:
+        assert f"  {' '.join(command.words)}  " in listing, command.words
+    assert "Examples:" in listing
+
+
+def test_no_arguments_prints_the_listing_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "usage: fastpath COMMAND" in capsys.readouterr().out
+
+
+def test_every_job_has_a_handler_module_with_a_main() -> None:
+    for command in cli.COMMANDS:
+        spec = importlib.util.find_spec(command.module)
+        assert spec is not None and spec.origin, command.module
+        assert "def main(" in Path(spec.origin).read_text(), f"{command.module} has no main(argv)"
+
+
+def test_the_words_pick_the_handler_and_the_rest_is_passed_on(recorded) -> None:
+    assert cli.main(["bench", "serving", "--smoke", "--only", "ours-fused"]) == 0
+    assert recorded == [
+        ("triton_fastpath.cli.benchmark", "fastpath bench serving", ["--smoke", "--only", "ours-fused"])
+    ]
+
+
+def test_a_preset_goes_before_the_users_arguments(recorded) -> None:
+    assert cli.main(["deploy", "build-container", "--only", "digits"]) == 0
+    assert recorded == [
+        ("triton_fastpath.cli.build", "fastpath deploy build-container", ["--target", "container", "--only", "digits"])
+    ]
+
+
+def test_the_longest_match_wins(recorded) -> None:
+    cli.main(["import", "public", "build/public/magika"])
+    cli.main(["import", "onnx", "model.onnx", "--name", "m"])
+    assert [(module, argv) for module, _, argv in recorded] == [
+        ("triton_fastpath.public_models", ["build/public/magika"]),
+        ("triton_fastpath.cli.import_model", ["onnx", "model.onnx", "--name", "m"]),
+    ]
+
+
+def test_a_group_without_its_job_names_the_choices(recorded, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench"]) == 2
+    err = capsys.readouterr().err
+    assert "bench serving, bench cache, bench shm" in err and recorded == []
+
+
+def test_an_unknown_command_is_named(recorded, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["biuld"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command 'biuld'" in err and "build" in err and recorded == []
+
+
+def test_the_handlers_exit_code_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("fake")
+    module.main = lambda argv: 3
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: module)
+    monkeypatch.setattr(sys, "argv", ["fastpath"])
+    assert cli.main(["soak"]) == 3
+
+
+def test_scripts_holds_only_the_bootstrap_and_make_calls_fastpath() -> None:
+    assert sorted(p.name for p in (ROOT / "scripts").iterdir()) == ["bootstrap.sh"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "scripts/" not in makefile.replace("scripts/bootstrap.sh", "")
+    assert "$(FASTPATH) build" in makefile
+
+
+def test_the_console_script_is_declared() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"fastpath": "triton_fastpath.cli:main"}
+    assert project["dependencies"] == []
+    client = project["optional-dependencies"]["client"]
+    assert all(not dep.startswith("torch") for dep in client) and any(d.startswith("tritonclient") for d in client)
