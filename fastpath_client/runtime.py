@@ -34,7 +34,7 @@ from tritonclient.utils import InferenceServerException
 from .errors import ClientError, InvalidInput, Overloaded, ServerError, Timeout, map_exception
 from .retry import Deadline, RetryBudget, RetryDecision, RetryPolicy, decide_retry
 from .shm import SharedMemoryPool, SharedMemoryRegion
-from .tensors import ModelSignature, columns_to_rows, rows_to_columns, split_rows
+from .tensors import ModelSignature, batch_slices, columns_to_rows, rows_to_columns
 from .throttle import AdaptiveThrottle
 
 __all__ = ["AsyncModelClient", "ClientStats", "ModelClient", "channel_args"]
@@ -184,7 +184,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             expected = f"an integer in 0..{levels} (0: the model's default)" if levels else "0 (no priority levels)"
             raise self._invalid(f"priority: got {priority!r}; expected {expected}")
         columns, n_rows = rows_to_columns(self.SIGNATURE, items, self.REQUEST)
-        return deadline, columns, split_rows(n_rows, self.SIGNATURE.max_batch_size)
+        return deadline, columns, batch_slices(n_rows, self.SIGNATURE.max_batch_size)
 
     def _chunk(self, columns: dict[str, np.ndarray], rows: slice, request_id: str) -> _Chunk:
         """Build one request's inputs (into a shared-memory region when large enough)."""

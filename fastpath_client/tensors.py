@@ -4,7 +4,7 @@ A `ModelSignature` describes one model's inputs and outputs as its `config.pbtxt
 datatype, per-row dims, the batch limit). The generated SDKs hold one each and call:
 
     columns, n_rows = rows_to_columns(SIGNATURE, items, SentimentRequest)   # validated numpy columns
-    for rows in split_rows(n_rows, SIGNATURE.max_batch_size): ...            # at most max_batch_size each
+    for rows in batch_slices(n_rows, SIGNATURE.max_batch_size): ...            # at most max_batch_size each
     results = columns_to_rows(SIGNATURE, outputs, SentimentResponse)       # typed rows back
 
 Every rejection is an `InvalidInput` that names the model, the field and, for lists, the row.
@@ -23,11 +23,11 @@ from .errors import InvalidInput
 
 __all__ = [
     "ModelSignature",
-    "TensorSpec",
+    "TensorField",
+    "batch_slices",
     "columns_to_rows",
     "numpy_dtype",
     "rows_to_columns",
-    "split_rows",
 ]
 
 # Triton wire datatype -> numpy dtype (BYTES travels as an object array of bytes).
@@ -61,7 +61,7 @@ def numpy_dtype(datatype: str) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class TensorField:
     """One input or output tensor of a model, as the client sees it.
 
     Attributes:
@@ -132,8 +132,8 @@ class ModelSignature:
     """
 
     model_name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    inputs: tuple[TensorField, ...]
+    outputs: tuple[TensorField, ...]
     max_batch_size: int = 0
     priority_levels: int = 0
 
@@ -150,7 +150,7 @@ class ModelSignature:
                     raise ValueError(f"model {self.model_name!r}: duplicate {kind} {attr}s in {values}")
 
 
-def _fail(signature: ModelSignature, spec: TensorSpec, problem: str) -> InvalidInput:
+def _fail(signature: ModelSignature, spec: TensorField, problem: str) -> InvalidInput:
     return InvalidInput(
         f"{signature.model_name}: {spec.field} (input {spec.name!r}, {spec.describe()} per row): {problem}",
         model=signature.model_name,
@@ -170,7 +170,7 @@ def _as_bytes(cell: Any) -> bytes | None:
     return None
 
 
-def _bytes_column(signature: ModelSignature, spec: TensorSpec, values: Sequence[Any]) -> np.ndarray:
+def _bytes_column(signature: ModelSignature, spec: TensorField, values: Sequence[Any]) -> np.ndarray:
     """Rows of str/bytes (or arrays of them) as an object array of bytes."""
     if spec.is_scalar and all(isinstance(v, str | bytes) for v in values):  # the common case, one text per row
         column = np.empty((len(values), 1), dtype=object)
@@ -189,7 +189,7 @@ def _bytes_column(signature: ModelSignature, spec: TensorSpec, values: Sequence[
     return _stack(signature, spec, rows)
 
 
-def _stack(signature: ModelSignature, spec: TensorSpec, rows: list[np.ndarray]) -> np.ndarray:
+def _stack(signature: ModelSignature, spec: TensorField, rows: list[np.ndarray]) -> np.ndarray:
     """Stack per-row arrays into one column after checking each row's shape against `dims`."""
     for i, row in enumerate(rows):
         if spec.is_scalar and row.ndim == 0:
@@ -202,7 +202,7 @@ def _stack(signature: ModelSignature, spec: TensorSpec, rows: list[np.ndarray]) 
     return np.stack(rows)
 
 
-def _cast(signature: ModelSignature, spec: TensorSpec, array: np.ndarray) -> np.ndarray:
+def _cast(signature: ModelSignature, spec: TensorField, array: np.ndarray) -> np.ndarray:
     """`array` as the tensor's dtype, refusing lossy kinds (float -> int, number -> bool, text)."""
     target = spec.numpy_dtype
     source = array.dtype
@@ -217,7 +217,7 @@ def _cast(signature: ModelSignature, spec: TensorSpec, array: np.ndarray) -> np.
     return array.astype(target)
 
 
-def _numeric_column(signature: ModelSignature, spec: TensorSpec, values: Sequence[Any]) -> np.ndarray:
+def _numeric_column(signature: ModelSignature, spec: TensorField, values: Sequence[Any]) -> np.ndarray:
     """Rows of numbers (or nested lists/arrays of them) as one array of the tensor's dtype."""
     rows = []
     for i, value in enumerate(values):
@@ -231,7 +231,7 @@ def _numeric_column(signature: ModelSignature, spec: TensorSpec, values: Sequenc
     return _cast(signature, spec, _stack(signature, spec, rows))
 
 
-def _whole_array(signature: ModelSignature, spec: TensorSpec, items: np.ndarray) -> np.ndarray:
+def _whole_array(signature: ModelSignature, spec: TensorField, items: np.ndarray) -> np.ndarray:
     """Fast path: a numpy array whose first axis is the rows (one input model)."""
     if spec.is_scalar and items.ndim == 1:
         items = items.reshape(-1, 1)
@@ -298,7 +298,7 @@ def rows_to_columns(
     return columns, len(items)
 
 
-def split_rows(n_rows: int, max_batch_size: int) -> list[slice]:
+def batch_slices(n_rows: int, max_batch_size: int) -> list[slice]:
     """Slices covering `range(n_rows)` with at most `max_batch_size` rows each (1 when 0).
 
     Args:
@@ -312,7 +312,7 @@ def split_rows(n_rows: int, max_batch_size: int) -> list[slice]:
     return [slice(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
 
 
-def _output_column(spec: TensorSpec, array: np.ndarray) -> list[Any]:
+def _output_column(spec: TensorField, array: np.ndarray) -> list[Any]:
     """One output as a list with one Python value (scalar outputs) or one array per row."""
     if spec.is_scalar:
         values = array.reshape(len(array), -1)[:, 0]

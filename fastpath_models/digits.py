@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fastpath_client.runtime import AsyncModelClient, ModelClient
-from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_client.tensors import ModelSignature, TensorField
 
 __all__ = [
     "SIGNATURE",
@@ -30,16 +30,16 @@ __all__ = [
 
 SIGNATURE = ModelSignature(
     model_name="digits",
-    inputs=(TensorSpec("pixels", "FP32", (8, 8), field="pixels"),),
+    inputs=(TensorField("pixels", "FP32", (8, 8), field="pixels"),),
     outputs=(
-        TensorSpec(
+        TensorField(
             "probabilities",
             "FP32",
             (10,),
             field="probabilities",
             labels=("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
         ),
-        TensorSpec("label", "INT64", (1,), field="label"),
+        TensorField("label", "INT64", (1,), field="label"),
     ),
     max_batch_size=64,
     priority_levels=2,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastpath_client.runtime import AsyncModelClient, ModelClient
-from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_client.tensors import ModelSignature, TensorField
 
 __all__ = [
     "SIGNATURE",
@@ -29,8 +29,8 @@ __all__ = [
 
 SIGNATURE = ModelSignature(
     model_name="embed",
-    inputs=(TensorSpec("text", "BYTES", (1,), field="text"),),
-    outputs=(TensorSpec("embedding", "FP32", (256,), field="embedding"),),
+    inputs=(TensorField("text", "BYTES", (1,), field="text"),),
+    outputs=(TensorField("embedding", "FP32", (256,), field="embedding"),),
     max_batch_size=64,
     priority_levels=2,
 )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastpath_client.runtime import AsyncModelClient, ModelClient
-from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_client.tensors import ModelSignature, TensorField
 
 __all__ = [
     "SIGNATURE",
@@ -29,12 +29,12 @@ __all__ = [
 
 SIGNATURE = ModelSignature(
     model_name="sentiment",
-    inputs=(TensorSpec("text", "BYTES", (1,), field="text"),),
+    inputs=(TensorField("text", "BYTES", (1,), field="text"),),
     outputs=(
-        TensorSpec("label", "BYTES", (1,), field="label"),
-        TensorSpec("probability", "FP32", (1,), field="probability"),
-        TensorSpec("probabilities", "FP32", (2,), field="probabilities", labels=("negative", "positive")),
-        TensorSpec("truncated", "BOOL", (1,), field="truncated"),
+        TensorField("label", "BYTES", (1,), field="label"),
+        TensorField("probability", "FP32", (1,), field="probability"),
+        TensorField("probabilities", "FP32", (2,), field="probabilities", labels=("negative", "positive")),
+        TensorField("truncated", "BOOL", (1,), field="truncated"),
     ),
     max_batch_size=64,
     priority_levels=2,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,10 +87,11 @@ def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPa
 @pytest.fixture(scope="session")
 def triton_ensemble(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The same models in the 'ensemble' rendering (one Python model per step), Redis L2 on."""
+    from triton_fastpath.build import variant_repository
     from triton_fastpath.repository import RepoSettings
 
     work = tmp_path_factory.mktemp("ensemble")
-    repository = render_copy(built_repository, work / "repository", RepoSettings(rendering="ensemble"))
+    repository = variant_repository(RepoSettings(rendering="ensemble"), work / "repository")
     server = start_server(repository, work, redis_url=redis_server.url)
     try:
         yield server
@@ -162,12 +162,6 @@ def infer(url: str, model: str, inputs: dict, outputs: list[str], *, timeout_s: 
     return {name: result.as_numpy(name) for name in outputs}
 
 
-def copy_repository(source: Path, target: Path) -> Path:
-    """A copy of a built repository (weights included) whose configs a test may re-render."""
-    shutil.copytree(source, target, symlinks=False)
-    return target
-
-
 def metric(metrics_url: str, name: str, model: str) -> float:
     """One Prometheus counter of one model from Triton's metrics endpoint."""
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
@@ -188,14 +182,3 @@ def metric_value(metrics_url: str, name: str, **labels: str) -> float:
         if all(found.get(k) == v for k, v in labels.items()):
             total += float(match.group(2))
     return total
-
-
-def render_copy(source: Path, target: Path, settings) -> Path:
-    """The built models assembled afresh for `settings` (any rendering, delay, cache...).
-
-    `source` must be the built repository: the files come from what its build recorded.
-    """
-    from triton_fastpath.build import variant_repository
-
-    assert (source / "sentiment").exists(), f"{source} is not a built repository"
-    return variant_repository(settings, target)

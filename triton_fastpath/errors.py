@@ -25,5 +25,7 @@ class DataError(FastpathError):
     """Training or evaluation data could not be found, fetched or parsed."""
 
 
-class ServerError(FastpathError):
-    """The embedded tritonserver could not be started, became unhealthy, or a port is taken."""
+class ProcessError(FastpathError):
+    """A process the kit runs (tritonserver, redis-server, prometheus) could not be started, became
+    unhealthy, or its port is taken. (Not the SDK's `fastpath_client.errors.ServerError`: that is a
+    server's answer to one request.)"""

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from triton_fastpath.errors import ServerError
+from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import ROOT
-from triton_fastpath.redis_server import free_port
+from triton_fastpath.processes import free_port
 
 LOGGER = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class PrometheusServer:
         """The command line for a config and TSDB under `workdir` (the binary is looked up on PATH)."""
         binary = shutil.which("prometheus")
         if binary is None:
-            raise ServerError("prometheus is not installed; run `make venv` (scripts/bootstrap.sh installs it)")
+            raise ProcessError("prometheus is not installed; run `make venv` (scripts/bootstrap.sh installs it)")
         return [
             binary,
             f"--config.file={workdir / 'prometheus.yml'}",
@@ -122,7 +122,7 @@ class PrometheusServer:
         ]
 
     def start(self, timeout_s: float = 30.0) -> Self:
-        """Start and wait until `/-/ready` answers 200; ServerError with its output otherwise."""
+        """Start and wait until `/-/ready` answers 200; ProcessError with its output otherwise."""
         self._dir = tempfile.TemporaryDirectory(prefix="fastpath-prometheus-")
         workdir = Path(self._dir.name)
         (workdir / "prometheus.yml").write_text(json.dumps(self.config, indent=2))
@@ -140,7 +140,7 @@ class PrometheusServer:
                 output = self._tail(log_path)
                 code = self._process.returncode
                 self.stop()
-                raise ServerError(f"prometheus on port {self.port} exited with {code}:\n{output}")
+                raise ProcessError(f"prometheus on port {self.port} exited with {code}:\n{output}")
             with contextlib.suppress(OSError), _DIRECT_OPENER.open(f"{self.url}/-/ready", timeout=1.0) as reply:
                 if reply.status == 200:
                     LOGGER.info("prometheus ready on %s (pid %s)", self.url, self._process.pid)
@@ -148,7 +148,7 @@ class PrometheusServer:
             time.sleep(0.1)
         output = self._tail(log_path)
         self.stop()
-        raise ServerError(f"prometheus on port {self.port} was not ready within {timeout_s}s:\n{output}")
+        raise ProcessError(f"prometheus on port {self.port} was not ready within {timeout_s}s:\n{output}")
 
     @staticmethod
     def _tail(path: Path, n_chars: int = 3000) -> str:
@@ -158,7 +158,7 @@ class PrometheusServer:
             return f"<could not read {path}: {exc}>"
 
     def api(self, path: str, **params: str | float) -> Any:
-        """GET `/api/v1/<path>` and return its `data`; ServerError naming the query on failure."""
+        """GET `/api/v1/<path>` and return its `data`; ProcessError naming the query on failure."""
         url = f"{self.url}/api/v1/{path}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
@@ -167,9 +167,9 @@ class PrometheusServer:
                 body = json.loads(reply.read())
         except urllib.error.HTTPError as exc:
             body = json.loads(exc.read() or b"{}")
-            raise ServerError(f"prometheus {path} {params}: {body.get('error', exc)}") from exc
+            raise ProcessError(f"prometheus {path} {params}: {body.get('error', exc)}") from exc
         except OSError as exc:
-            raise ServerError(f"prometheus at {self.url} did not answer {path}: {exc}") from exc
+            raise ProcessError(f"prometheus at {self.url} did not answer {path}: {exc}") from exc
         return body["data"]
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
@@ -190,7 +190,7 @@ class PrometheusServer:
             time.sleep(0.2)
         targets = self.api("targets")["activeTargets"]
         errors = {t["scrapeUrl"]: t.get("lastError") or t.get("health") for t in targets}
-        raise ServerError(f"prometheus did not scrape every target within {timeout_s}s: {errors}")
+        raise ProcessError(f"prometheus did not scrape every target within {timeout_s}s: {errors}")
 
     def wait_for_scrape(self) -> None:
         """Wait until every target has been scraped after this call (so the last counters are stored)."""
@@ -201,7 +201,7 @@ class PrometheusServer:
             if targets and all(_parse_time(t.get("lastScrape", "")) > since for t in targets):
                 return
             time.sleep(self.scrape_interval_s / 4)
-        raise ServerError(f"prometheus at {self.url} did not scrape its targets after {since}")
+        raise ProcessError(f"prometheus at {self.url} did not scrape its targets after {since}")
 
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 10 s) and remove its TSDB; idempotent."""

@@ -10,21 +10,14 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 
-from triton_fastpath.errors import ServerError
+from triton_fastpath.errors import ProcessError
+from triton_fastpath.processes import free_port
 
 LOGGER = logging.getLogger(__name__)
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on `address`."""
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
 
 
 class RedisServer:
@@ -52,7 +45,7 @@ class RedisServer:
         """The command line (pure; the binary is looked up on PATH)."""
         binary = shutil.which("redis-server")
         if binary is None:
-            raise ServerError("redis-server is not installed; run `make venv` (scripts/bootstrap.sh installs it)")
+            raise ProcessError("redis-server is not installed; run `make venv` (scripts/bootstrap.sh installs it)")
         args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
         args += ["--maxmemory", f"{self.max_memory_mb}mb", "--maxmemory-policy", "allkeys-lru"]
         if self.password:
@@ -60,7 +53,7 @@ class RedisServer:
         return args
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
-        """Start and wait until it answers PING; ServerError with its output otherwise."""
+        """Start and wait until it answers PING; ProcessError with its output otherwise."""
         import redis
 
         self._dir = tempfile.TemporaryDirectory(prefix="fastpath-redis-")
@@ -75,7 +68,7 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 output = self._process.stdout.read().decode(errors="replace") if self._process.stdout else ""
-                raise ServerError(
+                raise ProcessError(
                     f"redis-server on port {self.port} exited with {self._process.returncode}:\n{output[-2000:]}"
                 )
             try:
@@ -85,7 +78,7 @@ class RedisServer:
             except redis.RedisError:
                 time.sleep(0.05)
         self.stop()
-        raise ServerError(f"redis-server on port {self.port} did not answer PING within {timeout_s}s")
+        raise ProcessError(f"redis-server on port {self.port} did not answer PING within {timeout_s}s")
 
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 5 s); idempotent."""

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Self
 
-from triton_fastpath.errors import ConfigError, ServerError
+from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.processes import free_port, stop_process_group
 
 LOGGER = logging.getLogger(__name__)
 
@@ -285,15 +286,15 @@ def build_env(
 
 
 def find_wheel_tree() -> tuple[Path, Path]:
-    """Return ``(tritonserver_dir, libs_dir)`` of nvidia-pytriton; ServerError if missing."""
+    """Return ``(tritonserver_dir, libs_dir)`` of nvidia-pytriton; ProcessError if missing."""
     spec = importlib.util.find_spec("pytriton")
     if spec is None or spec.origin is None:
-        raise ServerError("nvidia-pytriton is not installed; expected nvidia-pytriton==0.7.0")
+        raise ProcessError("nvidia-pytriton is not installed; expected nvidia-pytriton==0.7.0")
     site_packages = Path(spec.origin).parent.parent
     tree, libs = site_packages / "pytriton" / "tritonserver", site_packages / "nvidia_pytriton.libs"
     for needed in (tree / "bin" / "tritonserver", libs):
         if not needed.exists():
-            raise ServerError(f"{needed} is missing; expected it in the nvidia-pytriton wheel")
+            raise ProcessError(f"{needed} is missing; expected it in the nvidia-pytriton wheel")
     return tree, libs
 
 
@@ -310,7 +311,7 @@ def prepare_layout(
     staged beside it and renamed into place, so no caller ever sees half a tree.
 
     Raises:
-        ServerError: if the wheel has no stub for ``python_version`` (default: this Python).
+        ProcessError: if the wheel has no stub for ``python_version`` (default: this Python).
     """
     if source_dir is None or libs_dir is None:
         found_tree, found_libs = find_wheel_tree()
@@ -321,7 +322,7 @@ def prepare_layout(
     stub = stubs_dir / f"{major}.{minor}" / "triton_python_backend_stub"
     if not stub.is_file():
         have = sorted(p.name for p in stubs_dir.iterdir()) if stubs_dir.is_dir() else []
-        raise ServerError(
+        raise ProcessError(
             f"no Python backend stub for Python {major}.{minor} at {stub}; expected one of the wheel's versions {have}"
         )
     stamp = {"source": str(source_dir), "python": f"{major}.{minor}"}
@@ -356,25 +357,18 @@ def _read_stamp(dest: Path) -> dict[str, str] | None:
         return None
 
 
-def find_free_port(address: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``address`` now (the kernel's pick for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
-
-
 def resolve_ports(config: ServerConfig) -> ServerConfig:
     """Return a copy of ``config`` with each 0 port replaced by a distinct free port."""
     ports = {name: getattr(config, name) for name in PORT_FIELDS}
     for name in PORT_FIELDS:
         while not ports[name]:
-            candidate = find_free_port(config.address)
+            candidate = free_port(config.address)
             ports[name] = 0 if candidate in ports.values() else candidate
     return dataclasses.replace(config, **ports)
 
 
 def check_ports_free(config: ServerConfig) -> None:
-    """Raise ServerError naming the port and its CLI flag if a configured port is taken."""
+    """Raise ProcessError naming the port and its CLI flag if a configured port is taken."""
     for name in PORT_FIELDS:
         port = getattr(config, name)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -383,7 +377,7 @@ def check_ports_free(config: ServerConfig) -> None:
                 sock.bind((config.address, port))
             except OSError as exc:
                 flag = "--" + name.replace("_", "-")
-                raise ServerError(
+                raise ProcessError(
                     f"{name} {port} is already in use on {config.address}; "
                     f"pass {flag} 0 for a free port ({exc.strerror})"
                 ) from None
@@ -427,7 +421,7 @@ class EmbeddedTritonServer:
     def _endpoint(self, name: str) -> str:
         port = getattr(self.config, name)
         if not port:
-            raise ServerError(f"{name} is 0 until start() picks a free port; start first")
+            raise ProcessError(f"{name} is 0 until start() picks a free port; start first")
         host = "127.0.0.1" if self.config.address == "0.0.0.0" else self.config.address
         return f"{host}:{port}"
 
@@ -464,12 +458,12 @@ class EmbeddedTritonServer:
         """Launch tritonserver and wait up to ``ready_timeout_s`` for /v2/health/ready = 200.
 
         Raises:
-            ServerError: a port is taken, or the process exits early or is not ready in time
+            ProcessError: a port is taken, or the process exits early or is not ready in time
                 (message includes the last log lines); the process is stopped first.
         """
         with self._lock:
             if self.is_running():
-                raise ServerError(f"tritonserver is already running (pid {self.pid})")
+                raise ProcessError(f"tritonserver is already running (pid {self.pid})")
             self.config = resolve_ports(self.config)
             check_ports_free(self.config)
             self._layout = self._layout or prepare_layout()
@@ -494,7 +488,7 @@ class EmbeddedTritonServer:
                 if self._log is not None:
                     self._log.close()
                     self._log = None
-                raise ServerError(f"cannot start {args[0]} (log {self._log_path}): {exc}") from exc
+                raise ProcessError(f"cannot start {args[0]} (log {self._log_path}): {exc}") from exc
             atexit.register(self.stop)
         try:
             self._wait_ready(ready_timeout_s)
@@ -510,7 +504,7 @@ class EmbeddedTritonServer:
         return {header[0]: header[1]} if header is not None else {}
 
     def _wait_ready(self, ready_timeout_s: float) -> None:
-        """Poll readiness; raise ServerError with the log tail on early exit or timeout."""
+        """Poll readiness; raise ProcessError with the log tail on early exit or timeout."""
         assert self._process is not None and self._log_path is not None
         deadline = time.monotonic() + ready_timeout_s
         # Models ready first; then the metrics endpoint, which tritonserver opens a moment later.
@@ -530,7 +524,7 @@ class EmbeddedTritonServer:
             if code is not None
             else f"was not ready after {ready_timeout_s} s"
         )
-        raise ServerError(
+        raise ProcessError(
             f"tritonserver {problem} (log: {self._log_path}); last log lines:\n"
             f"{read_log_tail(self._log_path, self._log_offset)}"
         )
@@ -547,14 +541,9 @@ class EmbeddedTritonServer:
                 return None
             if process.poll() is None:
                 LOGGER.info("Stopping tritonserver (pid %s)", process.pid)
-                _kill(process.pid, signal.SIGTERM, group=False)
-                try:
-                    process.wait(timeout=self.config.exit_timeout_s + KILL_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    LOGGER.warning("tritonserver (pid %s) ignored SIGTERM; killing", process.pid)
-                    _kill(process.pid, signal.SIGKILL, group=True)
-                    process.wait()
-            _kill(process.pid, signal.SIGKILL, group=True)  # leftover stubs, if any
+            # SIGTERM to tritonserver alone (it drains and stops its stubs), SIGKILL to the group
+            # after the drain and a grace; leftover stubs in the group are killed in any case.
+            stop_process_group(process, self.config.exit_timeout_s + KILL_GRACE_S, term_group=False)
             if self._log is not None:
                 self._log.close()
                 self._log = None
@@ -580,9 +569,3 @@ class EmbeddedTritonServer:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-
-
-def _kill(pid: int, signum: int, group: bool) -> None:
-    """Send ``signum`` to process ``pid`` or to its process group; ignore if already gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        (os.killpg if group else os.kill)(pid, signum)

@@ -28,7 +28,7 @@ from triton_fastpath.spec import ModelKind, ModelSpec
 
 PLAN_FILE = "model.plan"
 SOURCE_ONNX = "model.onnx"  # TensorRT parses the FP32 graph; the dynamic-INT8 ONNX uses ops it lacks
-PRECISIONS = ("fp32", "fp16", "int8")
+ENGINE_PRECISIONS = ("fp32", "fp16", "int8")
 # Parity of a plan against onnxruntime on the FP32 ONNX: FP16 rounds, so the bound is looser.
 PARITY_MAX_ABS_DIFF = {"fp32": 1e-3, "fp16": 5e-2, "int8": 0.5}
 PARITY_MIN_LABEL_AGREEMENT = 0.98
@@ -89,8 +89,8 @@ class TensorRTSpec(ModelSpec):
             raise ConfigError(f"{where}: a TensorRTSpec needs kind=tensorrt (got {self.kind.value})")
         if not self.profiles:
             raise ConfigError(f"{where}: declare at least one optimization profile")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"{where}: precision={self.precision!r}; expected one of {PRECISIONS}")
+        if self.precision not in ENGINE_PRECISIONS:
+            raise ConfigError(f"{where}: precision={self.precision!r}; expected one of {ENGINE_PRECISIONS}")
         if self.precision == "int8" and not self.calibration_cache:
             raise ConfigError(
                 f"{where}: precision='int8' needs calibration_cache (a TensorRT calibration cache built from "

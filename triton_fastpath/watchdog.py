@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.errors import ServerError
+from triton_fastpath.errors import ProcessError
 from triton_fastpath.server import EmbeddedTritonServer, admin_headers
 
 LOGGER = logging.getLogger(__name__)
 STUB = "triton_python_backend_stub"
 
 
-class GaveUp(ServerError):
+class GaveUp(ProcessError):
     """The watchdog stopped healing: a crash loop, or a model whose stubs keep dying."""
 
 
@@ -210,7 +210,7 @@ class Watchdog:
         self._watched = None
         try:
             self.server.start(ready_timeout_s=self.policy.ready_timeout_s)
-        except ServerError as error:
+        except ProcessError as error:
             LOGGER.error("watchdog: tritonserver did not come back: %s", error)
             return f"restart failed: {error}"
         self.metrics.server_restarts += 1

@@ -52,15 +52,15 @@ def sdk_classes(url: str, model: str) -> tuple[type, type]:
     import tritonclient.grpc as grpcclient
 
     from fastpath_client.runtime import ModelClient
-    from fastpath_client.tensors import ModelSignature, TensorSpec
+    from fastpath_client.tensors import ModelSignature, TensorField
 
     with grpcclient.InferenceServerClient(url) as admin:
         config = admin.get_model_config(model, as_json=True)["config"]
 
-    def spec(tensor: dict) -> TensorSpec:
+    def spec(tensor: dict) -> TensorField:
         datatype = tensor["data_type"].removeprefix("TYPE_").replace("STRING", "BYTES")
         dims = tuple(int(d) for d in tensor.get("dims", []))
-        return TensorSpec(
+        return TensorField(
             tensor["name"], datatype, dims, field=_field(tensor["name"]), optional=bool(tensor.get("optional"))
         )
 

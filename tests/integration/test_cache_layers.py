@@ -15,7 +15,8 @@ import pytest
 import redis
 
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric_value, render_copy, sdk_client, start_server
+from tests.conftest import infer, metric_value, sdk_client, start_server
+from triton_fastpath.build import variant_repository
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.repository import RepoSettings
@@ -39,7 +40,7 @@ CACHE_MODEL = {"fused": "sentiment_fused", "ensemble": "sentiment_cache"}
 @pytest.fixture(scope="module", params=sorted(CACHE_MODEL))
 def l2_stack(request, built_repository, own_redis, tmp_path_factory):
     settings = RepoSettings(rendering=request.param, response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
-    repository = render_copy(built_repository, tmp_path_factory.mktemp("l2") / "repository", settings)
+    repository = variant_repository(settings, tmp_path_factory.mktemp("l2") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
     try:
         yield server, repository
@@ -119,7 +120,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
     settings = RepoSettings(rendering=rendering, response_cache=False, l1_max_entries=0)
-    other = render_copy(built_repository, tmp_path / "v2", settings)
+    other = variant_repository(settings, tmp_path / "v2")
     identity_file = other / CACHE_MODEL[rendering] / "1" / "cache_identity.json"
     identity = json.loads(identity_file.read_text())
     identity_file.write_text(json.dumps({**identity, "version": "2"}))
@@ -157,7 +158,7 @@ def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_
 @pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
 def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
     settings = RepoSettings(rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1)
-    repository = render_copy(built_repository, tmp_path / "repository", settings)
+    repository = variant_repository(settings, tmp_path / "repository")
     server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
     try:
         text = unique("memorable")
@@ -204,7 +205,7 @@ def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_re
     settings = RepoSettings(
         rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=0.995
     )
-    repository = render_copy(built_repository, tmp_path / "repository", settings)
+    repository = variant_repository(settings, tmp_path / "repository")
     server = start_server(repository, tmp_path)
     try:
         base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"

@@ -9,8 +9,9 @@ import pytest
 
 from fastpath_client.errors import InvalidInput, ModelUnavailable
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric, render_copy, sdk_client, start_server
+from tests.conftest import infer, metric, sdk_client, start_server
 from triton_fastpath import data as datasets
+from triton_fastpath.build import variant_repository
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 pytestmark = pytest.mark.integration
@@ -165,7 +166,7 @@ def slow_batching_server(request, built_repository, tmp_path_factory):
     from triton_fastpath.repository import RepoSettings
 
     settings = RepoSettings(rendering=request.param, max_queue_delay_us=300_000)
-    repository = render_copy(built_repository, tmp_path_factory.mktemp("slow") / "repository", settings)
+    repository = variant_repository(settings, tmp_path_factory.mktemp("slow") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("slow-logs"))
     server.first_step = {"fused": "sentiment_fused", "ensemble": "sentiment_tokenizer"}[request.param]
     try:

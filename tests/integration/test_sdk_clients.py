@@ -21,9 +21,10 @@ from fastpath_models import (
     EmbedClient,
     SentimentClient,
 )
-from tests.conftest import infer, render_copy, start_server
+from tests.conftest import infer, start_server
 from triton_fastpath import data as datasets
-from triton_fastpath.server import find_free_port
+from triton_fastpath.build import variant_repository
+from triton_fastpath.processes import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -171,7 +172,7 @@ def slow_server(built_repository, tmp_path_factory):
     from triton_fastpath.repository import RepoSettings
 
     target = tmp_path_factory.mktemp("sdk-slow") / "repository"
-    repository = render_copy(built_repository, target, RepoSettings(max_queue_delay_us=3_000_000))
+    repository = variant_repository(RepoSettings(max_queue_delay_us=3_000_000), target)
     server = start_server(repository, tmp_path_factory.mktemp("sdk-slow-logs"))
     try:
         yield server
@@ -197,7 +198,7 @@ def test_a_deadline_that_expires_while_the_server_holds_the_request_is_a_timeout
 
 
 def test_a_call_made_while_the_server_restarts_is_retried_and_succeeds(built_repository, tmp_path: Path) -> None:
-    ports = (find_free_port(), find_free_port(), find_free_port())
+    ports = (free_port(), free_port(), free_port())
     server = start_server(built_repository, tmp_path, ports=ports)
     try:
         with DigitsClient(server.grpc_url, timeout_s=120, retry_policy=RetryPolicy(max_backoff_s=0.5)) as sdk:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.errors import ServerError
+from triton_fastpath.errors import ProcessError
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, ServerLayout
 
 pytestmark = [
@@ -252,7 +252,7 @@ def test_taken_port_raises_naming_port(double_repo: Path, tmp_path: Path) -> Non
         config = ServerConfig(double_repo, http_port=port, grpc_port=0, metrics_port=0, log_file=tmp_path / "t.log")
         server = EmbeddedTritonServer(config)
         try:
-            with pytest.raises(ServerError) as info:
+            with pytest.raises(ProcessError) as info:
                 server.start(ready_timeout_s=120)
         finally:
             server.stop()
@@ -267,7 +267,7 @@ def test_broken_model_fails_fast_with_log_lines(tmp_path: Path) -> None:
     write_model(repo, "broken", BROKEN_MODEL_PY)
     server = EmbeddedTritonServer(free_port_config(repo, tmp_path))
     try:
-        with pytest.raises(ServerError) as info:
+        with pytest.raises(ProcessError) as info:
             server.start(ready_timeout_s=600)
     finally:
         server.stop()
@@ -331,7 +331,7 @@ def test_not_ready_in_time_raises_and_stops(double_repo: Path, tmp_path: Path) -
     config = dataclasses.replace(free_port_config(double_repo, tmp_path), exit_timeout_s=1)
     server = EmbeddedTritonServer(config, layout=fake_layout(tmp_path, ready=False))
     try:
-        with pytest.raises(ServerError, match=r"not ready after 1\.5 s(.|\n)*child \d+"):
+        with pytest.raises(ProcessError, match=r"not ready after 1\.5 s(.|\n)*child \d+"):
             server.start(ready_timeout_s=1.5)
     finally:
         server.stop()

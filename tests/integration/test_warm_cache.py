@@ -104,7 +104,7 @@ def test_a_csv_without_a_text_column_or_a_missing_file_exits_2_with_one_line(war
 def test_an_unreachable_server_exits_2(warm_cache, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("a film\n", encoding="utf-8")
-    from triton_fastpath.redis_server import free_port
+    from triton_fastpath.processes import free_port
 
     port = free_port()
     code = warm_cache.main([str(texts), "--grpc-url", f"127.0.0.1:{port}", "--metrics-url", "http://127.0.0.1:1/m"])

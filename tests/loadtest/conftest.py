@@ -5,15 +5,15 @@ Locust always runs as a subprocess (it patches the process with gevent); nothing
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from triton_fastpath.processes import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -45,31 +45,15 @@ def run_command(argv: list[str], timeout_s: float = 180, grace_s: float = 30) ->
     try:
         stdout, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        output = _stop_group(process, grace_s)
+        output = stop_process_group(process, grace_s)
         pytest.fail(
             f"{' '.join(argv)}: still running after {timeout_s} s; its process group was stopped. "
             f"Output (last 4000 characters):\n{output[-4000:]}"
         )
     except BaseException:  # e.g. Ctrl-C in pytest: do not leave the run behind
-        _stop_group(process, grace_s)
+        stop_process_group(process, grace_s)
         raise
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, None)
-
-
-def _stop_group(process: subprocess.Popen, grace_s: float) -> str:
-    """SIGTERM the process's group, then SIGKILL after `grace_s`; the output read so far."""
-    output = ""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signum)
-        try:
-            return process.communicate(timeout=grace_s)[0] or ""
-        except subprocess.TimeoutExpired as exc:  # not exited, or a survivor still holds the pipe
-            partial = exc.output or ""
-            output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=grace_s)
-    return output
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,7 @@ def test_dashboard_and_rule_queries_evaluate_on_the_live_server(triton, promethe
     empty = []
     for title, expr in dashboard_queries():
         query = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
-        result = prometheus.query(query)  # raises ServerError naming the query if Prometheus rejects it
+        result = prometheus.query(query)  # raises ProcessError naming the query if Prometheus rejects it
         if not result and "> 0" not in query:
             empty.append(f"{title}: {query}")
     assert not empty, "no data for: " + "\n".join(empty)

@@ -14,11 +14,12 @@ from triton_fastpath.repository import RepoSettings
 def matrix_server(request, built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The built repository in each rendering with a 100 ms batching window, so concurrent requests
     share a batch: the matrix holds for both."""
+    from triton_fastpath.build import variant_repository
     from triton_fastpath.reliability.runner import MATRIX_BATCH_WINDOW_US
-    from triton_fastpath.reliability.servers import repository_copy, triton
+    from triton_fastpath.reliability.servers import triton
 
     work = tmp_path_factory.mktemp(f"matrix-{request.param}")
     settings = RepoSettings(rendering=request.param, max_queue_delay_us=MATRIX_BATCH_WINDOW_US)
-    repo = repository_copy(built_repository, work / "repo", settings)
+    repo = variant_repository(settings, work / "repo")
     with triton(repo, work / "logs") as server:
         yield server

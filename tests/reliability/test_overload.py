@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from triton_fastpath.build import variant_repository
 from triton_fastpath.reliability import overload
-from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.reliability.servers import triton
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
     """The served defaults without caches, on half the cores; the other half is the generator's."""
     work = tmp_path_factory.mktemp("overload")
-    repo = repository_copy(built_repository, work / "repo", overload.overload_settings())
+    repo = variant_repository(overload.overload_settings(), work / "repo")
     cores = overload.split_cores()
     with triton(repo, work / "logs") as server:
         if cores:

@@ -19,7 +19,7 @@ from tritonclient.utils import shared_memory as shm
 from fastpath_client.errors import InvalidInput, ModelUnavailable, ServerError, Timeout
 from fastpath_client.retry import RetryBudget, RetryPolicy
 from fastpath_client.runtime import ModelClient, channel_args
-from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_client.tensors import ModelSignature, TensorField
 from fastpath_models.digits import AsyncDigitsClient, DigitsClient
 from fastpath_models.sentiment import AsyncSentimentClient, SentimentClient, SentimentRequest
 
@@ -247,8 +247,8 @@ def test_a_model_without_batching_gets_one_row_per_request_without_a_batch_dimen
     class UnbatchedClient(ModelClient):
         SIGNATURE = ModelSignature(
             "unbatched",
-            inputs=(TensorSpec("x", "FP32", (-1,), field="x"),),
-            outputs=(TensorSpec("y", "FP32", (1,), field="y"),),
+            inputs=(TensorField("x", "FP32", (-1,), field="x"),),
+            outputs=(TensorField("y", "FP32", (1,), field="y"),),
         )
         REQUEST = Request
         RESPONSE = Response

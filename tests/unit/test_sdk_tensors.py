@@ -13,39 +13,39 @@ from numpy.typing import ArrayLike
 from fastpath_client.errors import InvalidInput
 from fastpath_client.tensors import (
     ModelSignature,
-    TensorSpec,
+    TensorField,
+    batch_slices,
     columns_to_rows,
     numpy_dtype,
     rows_to_columns,
-    split_rows,
 )
 
 TEXT = ModelSignature(
     "texts",
-    inputs=(TensorSpec("text", "BYTES", (1,), field="text"),),
+    inputs=(TensorField("text", "BYTES", (1,), field="text"),),
     outputs=(
-        TensorSpec("label", "BYTES", (1,), field="label"),
-        TensorSpec("score", "FP32", (1,), field="score"),
-        TensorSpec("scores", "FP32", (2,), field="scores"),
-        TensorSpec("flag", "BOOL", (1,), field="flag"),
-        TensorSpec("count", "INT64", (1,), field="count"),
+        TensorField("label", "BYTES", (1,), field="label"),
+        TensorField("score", "FP32", (1,), field="score"),
+        TensorField("scores", "FP32", (2,), field="scores"),
+        TensorField("flag", "BOOL", (1,), field="flag"),
+        TensorField("count", "INT64", (1,), field="count"),
     ),
     max_batch_size=4,
 )
 IMAGES = ModelSignature(
     "images",
-    inputs=(TensorSpec("pixels", "FP32", (2, 2), field="pixels"),),
-    outputs=(TensorSpec("label", "INT64", (1,), field="label"),),
+    inputs=(TensorField("pixels", "FP32", (2, 2), field="pixels"),),
+    outputs=(TensorField("label", "INT64", (1,), field="label"),),
     max_batch_size=8,
 )
 PAIRS = ModelSignature(
     "pairs",
     inputs=(
-        TensorSpec("ids", "INT64", (-1,), field="ids"),
-        TensorSpec("mask", "BOOL", (-1,), field="mask"),
-        TensorSpec("weight", "FP32", (1,), field="weight", optional=True),
+        TensorField("ids", "INT64", (-1,), field="ids"),
+        TensorField("mask", "BOOL", (-1,), field="mask"),
+        TensorField("weight", "FP32", (1,), field="weight", optional=True),
     ),
-    outputs=(TensorSpec("out", "FP32", (1,), field="out"),),
+    outputs=(TensorField("out", "FP32", (1,), field="out"),),
     max_batch_size=8,
 )
 
@@ -196,7 +196,7 @@ def test_outputs_become_typed_rows_with_python_scalars_and_array_rows() -> None:
 
 @given(n_rows=st.integers(1, 500), max_batch_size=st.integers(0, 70))
 def test_split_rows_covers_every_row_once_in_order_within_the_limit(n_rows: int, max_batch_size: int) -> None:
-    slices = split_rows(n_rows, max_batch_size)
+    slices = batch_slices(n_rows, max_batch_size)
     covered = [i for s in slices for i in range(s.start, s.stop)]
     assert covered == list(range(n_rows))
     assert all(s.stop - s.start <= max(max_batch_size, 1) for s in slices)
@@ -211,6 +211,6 @@ def test_numpy_dtype_maps_wire_types_and_rejects_bf16() -> None:
 
 def test_signatures_reject_duplicate_fields_and_bad_dims() -> None:
     with pytest.raises(ValueError, match="duplicate input fields"):
-        ModelSignature("m", (TensorSpec("a", "FP32", (1,), "x"), TensorSpec("b", "FP32", (1,), "x")), ())
+        ModelSignature("m", (TensorField("a", "FP32", (1,), "x"), TensorField("b", "FP32", (1,), "x")), ())
     with pytest.raises(ValueError, match=r"dims \[0\]"):
-        TensorSpec("a", "FP32", (0,), "a")
+        TensorField("a", "FP32", (0,), "a")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.errors import ConfigError, ServerError
+from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.server import (
     STAMP_NAME,
     EmbeddedTritonServer,
@@ -207,7 +207,7 @@ def test_taken_port_is_named(repo: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         config = resolve_ports(ServerConfig(repo, http_port=0, grpc_port=port, metrics_port=0))
-        with pytest.raises(ServerError) as info:
+        with pytest.raises(ProcessError) as info:
             check_ports_free(config)
     message = str(info.value)
     assert f"grpc_port {port} is already in use on 127.0.0.1" in message
@@ -223,7 +223,7 @@ def test_urls_and_unstarted_server(repo: Path) -> None:
     assert not server.is_running()
     assert server.stop() is None
     assert server.wait() is None
-    with pytest.raises(ServerError, match="http_port is 0"):
+    with pytest.raises(ProcessError, match="http_port is 0"):
         _ = EmbeddedTritonServer(ServerConfig(repo, http_port=0)).http_url
 
 
@@ -281,5 +281,5 @@ def test_prepare_layout_copies_tree_with_stub_and_reuses_it(tmp_path: Path) -> N
 
 def test_prepare_layout_missing_stub_version(tmp_path: Path) -> None:
     tree, libs = make_fake_wheel(tmp_path / "wheel")
-    with pytest.raises(ServerError, match=r"Python 3\.7 .*\['3\.11', '3\.12'\]"):
+    with pytest.raises(ProcessError, match=r"Python 3\.7 .*\['3\.11', '3\.12'\]"):
         prepare_layout(tmp_path / "dest", tree, libs, python_version=(3, 7))

@@ -26,7 +26,7 @@ class FakeServer:
     def start(self, ready_timeout_s: float) -> FakeServer:
         self.starts += 1
         if self.starts <= self.starts_fail:
-            raise wd.ServerError("port taken")
+            raise wd.ProcessError("port taken")
         self.running = True
         return self
 

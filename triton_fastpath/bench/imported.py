@@ -26,8 +26,9 @@ from triton_fastpath.bench.harness import BenchConfig, run_loadgen
 from triton_fastpath.bench.systems import python_process
 from triton_fastpath.errors import ConfigError, DataError
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.processes import free_port
 from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, find_free_port
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
 Progress = Callable[[str], None]
 ROWS = 256
@@ -102,7 +103,7 @@ def run_imported_benchmark(
 
     baseline: list = []
     for key, workers in BASELINES.items():
-        port = find_free_port()
+        port = free_port()
         args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port), "--onnx", f"{name}={onnx_file}"]
         args += ["--workers", str(workers)]
         progress(f"{name}: FastAPI + onnxruntime ({workers} worker(s), 1 ORT thread each) on {onnx_file.name}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,10 +20,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from triton_fastpath.errors import ServerError
+from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import ROOT
+from triton_fastpath.processes import free_port, stop_process_group
 from triton_fastpath.repository import RepoSettings
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, find_free_port, read_log_tail
+from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, read_log_tail
 
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 BENCH_MODELS = ("sentiment", "digits")
@@ -70,43 +70,16 @@ class Running:
     log: Path | None = None
 
 
-def variant_repository(settings: RepoSettings, target: Path) -> Path:
-    """A fresh repository of the benchmarked models only, rendered for `settings` (rendering, precision, caches).
-
-    Assembled by `triton_fastpath.build.variant_repository` from the files the last build
-    recorded, i.e. the weights and tokenizer in build/ that the baselines load, so all systems
-    serve the same model even when model_repository/ was assembled from an older build.
-
-    Raises:
-        ExportError: when nothing was built yet.
-    """
-    from triton_fastpath.build import variant_repository as assemble_variant
-
-    return assemble_variant(settings, target, only=BENCH_MODELS)
-
-
 def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise ServerError(f"{process.args[3]} exited with code {process.returncode}:\n{read_log_tail(log)}")
+            raise ProcessError(f"{process.args[3]} exited with code {process.returncode}:\n{read_log_tail(log)}")
         with contextlib.suppress(OSError), _DIRECT_OPENER.open(url, timeout=2.0) as reply:
             if reply.status == 200:
                 return
         time.sleep(0.3)
-    raise ServerError(f"{url} was not ready after {timeout_s:.0f} s (log {log}):\n{read_log_tail(log)}")
-
-
-def _stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """SIGTERM the process (it stops its own children), then SIGKILL its whole group."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace_s)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    raise ProcessError(f"{url} was not ready after {timeout_s:.0f} s (log {log}):\n{read_log_tail(log)}")
 
 
 @contextlib.contextmanager
@@ -128,7 +101,7 @@ def python_process(args: list[str], log: Path, ready_url: str, timeout_s: float)
             _wait_http(ready_url, process, log, timeout_s)
             yield
         finally:
-            _stop_group(process)
+            stop_process_group(process, term_group=False)  # it stops its own children
 
 
 @contextlib.contextmanager
@@ -136,12 +109,12 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
     """Start `system` on free ports, yield where it answers, and stop it whatever happens."""
     logs = work_dir / "logs"
     if system.kind == "naive":
-        port = find_free_port()
+        port = free_port()
         args = ["triton_fastpath.bench.naive_server", "--port", str(port), "--torch-threads", str(system.torch_threads)]
         with python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
             yield Running(url=f"127.0.0.1:{port}", log=logs / f"{system.key}.log")
     elif system.kind == "fastapi-ort":
-        port = find_free_port()
+        port = free_port()
         args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port)]
         args += ["--workers", str(system.workers), "--ort-threads", str(system.ort_threads)]
         with python_process(args, logs / f"{system.key}.log", f"http://127.0.0.1:{port}/health", timeout_s):
@@ -160,7 +133,11 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
             )
     elif system.kind == "ours":
         settings = system.settings or RepoSettings()
-        repository = variant_repository(settings, work_dir / "repositories" / system.key)
+        from triton_fastpath.build import variant_repository  # the build kit (torch) only when serving ours
+
+        # The benchmarked models only, assembled from the files the last build recorded (the weights
+        # and tokenizer in build/ that the baselines load): every system serves the same model.
+        repository = variant_repository(settings, work_dir / "repositories" / system.key, only=BENCH_MODELS)
         config = ServerConfig(
             model_repository=repository,
             http_port=0,
@@ -183,13 +160,13 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
         finally:
             server.stop()
     else:
-        raise ServerError(f"system {system.key}: kind {system.kind!r}; expected naive, fastapi-ort, pytriton or ours")
+        raise ProcessError(f"system {system.key}: kind {system.kind!r}; expected naive, fastapi-ort, pytriton or ours")
 
 
 def _distinct_ports(count: int) -> list[int]:
     ports: list[int] = []
     while len(ports) < count:
-        port = find_free_port()
+        port = free_port()
         if port not in ports:
             ports.append(port)
     return ports

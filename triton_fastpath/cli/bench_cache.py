@@ -219,13 +219,6 @@ def stacks(options: Options) -> list[Stack]:
 # --- servers and measurement (side effects) -----------------------------------------------------
 
 
-def render_stack(source: Path, target: Path, settings: RepoSettings) -> Path:
-    """The built models assembled afresh for `settings` (only the models it serves)."""
-    from triton_fastpath.build import variant_repository
-
-    return variant_repository(settings, target)
-
-
 def read_counters(metrics_url: str) -> dict[str, float]:
     """The counters that say which layer answered."""
     text = scrape_metrics(metrics_url)
@@ -391,7 +384,9 @@ def run_stack(
         import redis
 
         redis.Redis.from_url(redis_server.url).flushall()  # each stack starts with an empty L2
-    target = render_stack(repository, work_dir / stack.name, stack.settings)
+    from triton_fastpath.build import variant_repository
+
+    target = variant_repository(stack.settings, work_dir / stack.name)
     config = ServerConfig(
         model_repository=target,
         http_port=0,

@@ -152,7 +152,7 @@ def run_locust(args: argparse.Namespace, out_dir: Path, host: str) -> int:
 
     EXIT_USAGE when the master runs past `--duration` + LOCUST_GRACE_S (every locust process is stopped).
     """
-    from triton_fastpath.redis_server import free_port
+    from triton_fastpath.processes import free_port
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     port = free_port() if args.workers else 0

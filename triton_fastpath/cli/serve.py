@@ -23,7 +23,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from triton_fastpath.errors import ConfigError, ServerError
+from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.server import (
     MODEL_CONTROL_MODES,
     PROJECT_ROOT,
@@ -236,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             return watch_until_signal(watching[0], watching[1])
         code = server.wait()
         if code is not None:
-            raise ServerError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")
+            raise ProcessError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")
         LOGGER.info("Signal received; stopping tritonserver")
         return 0
-    except (ConfigError, ServerError) as exc:
+    except (ConfigError, ProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE_ERROR
     except KeyboardInterrupt:

@@ -31,11 +31,12 @@ import tritonclient.grpc as grpcclient
 from fastpath_client.errors import ClientError, ServerError, Timeout
 from fastpath_client.retry import RetryPolicy
 from fastpath_models import DigitsClient, SentimentClient
+from triton_fastpath.processes import free_port
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.reliability.load import BackgroundLoad
 from triton_fastpath.reliability.report import ScenarioResult
-from triton_fastpath.reliability.servers import repository_copy, triton
-from triton_fastpath.server import admin_headers, find_free_port
+from triton_fastpath.reliability.servers import triton
+from triton_fastpath.server import admin_headers
 from triton_fastpath.watchdog import stub_processes
 
 __all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]
@@ -142,7 +143,7 @@ def triton_restart(
     was down (`Timeout`, or a retryable error whose retries the SDK stopped at the deadline, as its
     note says); the SDK's retries (counted in the note) carry the others across the restart.
     """
-    ports = {"http_port": find_free_port(), "grpc_port": find_free_port(), "metrics_port": find_free_port()}
+    ports = {"http_port": free_port(), "grpc_port": free_port(), "metrics_port": free_port()}
     clients: list[DigitsClient] = []
 
     def make() -> DigitsClient:
@@ -213,7 +214,7 @@ def rollout(repository: Path, work: Path, *, progress: Progress = print) -> Scen
     """
     from triton_fastpath.reliability.security import self_signed_certificate
 
-    repo = repository_copy(repository, work / "rollout-repo")
+    repo = Path(shutil.copytree(repository, work / "rollout-repo", symlinks=False))
     _add_version(repo / "digits", 2)
     cert, key = self_signed_certificate(work / "tls")
     secret = secrets.token_urlsafe(32)

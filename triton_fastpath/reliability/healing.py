@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_models import DigitsClient, SentimentClient
+from triton_fastpath.build import variant_repository
 from triton_fastpath.health import probe_model
 from triton_fastpath.reliability.faults import find_stub
 from triton_fastpath.reliability.load import BackgroundLoad
 from triton_fastpath.reliability.report import ScenarioResult
-from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.reliability.servers import triton
 from triton_fastpath.repository import RepoSettings
 from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
 
@@ -97,7 +98,7 @@ def _until_healthy(http_url: str, model: str, healed: Callable[[], bool], since:
 def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = print) -> ScenarioResult:
     """Kill `kind_name`'s victim under load with the watchdog on; the row with time to healthy."""
     kind = KINDS[kind_name]
-    repo = repository_copy(repository, work / "repo", RepoSettings(rendering=kind.rendering))
+    repo = variant_repository(RepoSettings(rendering=kind.rendering), work / "repo")
     options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
     with triton(repo, work / "logs", **options) as server:
         watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from triton_fastpath.build import variant_repository
 from triton_fastpath.reliability import faults, healing, matrix, overload, security
 from triton_fastpath.reliability.report import ScenarioResult
-from triton_fastpath.reliability.servers import repository_copy, triton
+from triton_fastpath.reliability.servers import triton
 from triton_fastpath.repository import RepoSettings
 
 __all__ = ["MATRIX_BATCH_WINDOW_US", "SCENARIOS", "run_all"]
@@ -28,7 +29,7 @@ Progress = Callable[[str], None]
 
 
 def _matrix(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
-    repo = repository_copy(repository, work / "matrix-repo", RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US))
+    repo = variant_repository(RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo")
     with triton(repo, work / "matrix-logs") as server:
         return matrix.run_matrix(server.grpc_url, server.metrics_url, progress=progress)
 
@@ -39,7 +40,7 @@ def _security(repository: Path, work: Path, progress: Progress) -> list[Scenario
 
 def _overload(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
     settings = overload.overload_settings()
-    repo = repository_copy(repository, work / "overload-repo", settings)
+    repo = variant_repository(settings, work / "overload-repo")
     cores = overload.split_cores()
     progress(f"overload: {cores.describe() if cores else 'one core: server and load generator share it'}")
     with triton(repo, work / "overload-logs") as server:

@@ -1,4 +1,4 @@
-"""Servers for the scenarios: repository copies re-rendered with other settings, and launchers.
+"""Servers for the scenarios (their repositories: `triton_fastpath.build.variant_repository`).
 
 Side effects live here (file copies, processes); every server binds 127.0.0.1 on free ports and
 is stopped by its context manager, also when a scenario fails.
@@ -7,26 +7,13 @@ is stopped by its context manager, also when a scenario fails.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.repository import RepoSettings
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 
-__all__ = ["repository_copy", "triton"]
-
-
-def repository_copy(source: Path, target: Path, settings: RepoSettings | None = None) -> Path:
-    """Copy a built repository to `target` (weights included), or, given `settings`, assemble the
-    built models afresh for them (any rendering, batching delay, cache...)."""
-    if settings is None:
-        shutil.copytree(source, target, symlinks=False)
-        return target
-    from triton_fastpath.build import variant_repository
-
-    return variant_repository(settings, target)
+__all__ = ["triton"]
 
 
 @contextlib.contextmanager

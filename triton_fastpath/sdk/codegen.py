@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
-from fastpath_client.tensors import ModelSignature, TensorSpec
+from fastpath_client.tensors import ModelSignature, TensorField
 from triton_fastpath.render import parse_pbtxt
 
 __all__ = [
@@ -189,14 +189,14 @@ def signature_of(
     """
     config = configs[name]
 
-    def spec(tensor: model_config_pb2.ModelInput | model_config_pb2.ModelOutput) -> TensorSpec:
+    def spec(tensor: model_config_pb2.ModelInput | model_config_pb2.ModelOutput) -> TensorField:
         datatype = _wire_datatype(tensor.data_type)
         if datatype is None:
             type_name = model_config_pb2.DataType.Name(tensor.data_type)
             raise ValueError(f"tensor {tensor.name!r} has {type_name}, which numpy cannot hold")
         optional = bool(getattr(tensor, "optional", False))
         names = (labels or {}).get(name, {}).get(tensor.name, ())
-        return TensorSpec(
+        return TensorField(
             tensor.name, datatype, tuple(tensor.dims), field=field_name(tensor.name), optional=optional, labels=names
         )
 
