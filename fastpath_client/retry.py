@@ -9,6 +9,22 @@ The generated clients retry an attempt only when all of these hold:
     retries cannot multiply its load; a retry waits for its token rather than skipping the queue.
 
 Clocks and random numbers are injected, so all of it is tested without sleeping.
+
+Why not gRPC's own retry policy and retry throttling (a `retryPolicy` and `retryThrottling` in the
+channel's service config)? They were weighed against what the SDK promises, and cannot express it:
+  - gRPC treats any `maxAttempts` above 5 as 5; the SDK retries as long as the caller's deadline
+    and the budget allow (a restart of tritonserver takes longer than 5 short backoffs);
+  - gRPC's throttle only counts answers: after `maxTokens / 2` failures with no success in
+    between, it refuses every retry until a call succeeds, so a quiet client loses all retries
+    through a restart; the budget here also earns `min_retries_per_s` with time, and a retry
+    waits for its token (before the deadline) instead of failing at once;
+  - gRPC's retries are invisible to the application (`client.stats.retries` counts ours, and a
+    refused retry adds the reason to the error's notes);
+  - an attempt whose shared-memory region the restarted server forgot must register it again
+    before it is repeated (`runtime._lost_region`), which a transport-level retry cannot do.
+So the SDK's channels carry no retry policy (gRPC's transparent retries of RPCs that never left
+the client stay on: they are safe and cost nothing), and these decisions are made here, once, for
+the sync and asyncio clients alike.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_p
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     impossible = Thresholds(int8_max_abs_diff=0.0)
-    with pytest.raises(VerificationError, match=r"INT8.*import_model\.py hf"):
+    with pytest.raises(VerificationError, match=r"INT8.*fastpath import hf"):
         import_hf_classifier(hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible)
 
 
