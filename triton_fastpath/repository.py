@@ -136,16 +136,14 @@ def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ..
     return (("sentiment", rate),) if rate > 0 else ()
 
 
-_DEFAULTS = {**FACTORY_TUNABLES, **load_tuning()}
-
-
 @dataclass(frozen=True)
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
 
     The tunable defaults (batching delay, preferred batch sizes, tokenizer and encoder instances,
-    onnxruntime threads) are read from `tuning/embedded.json`, which `fastpath tune` writes
-    after measuring; without that file they are `FACTORY_TUNABLES`.
+    onnxruntime threads) are `FACTORY_TUNABLES`; nothing is read at import. What `fastpath tune`
+    measured (`tuning/embedded.json`) is loaded explicitly: `RepoSettings.tuned()`, which the build,
+    the benchmark and the reliability scenarios use for the repository they serve.
 
     Attributes:
         rendering: how each text pipeline (`sentiment`, `embed`) becomes Triton models:
@@ -201,21 +199,21 @@ class RepoSettings:
         that measurement.
     """
 
-    rendering: str = _DEFAULTS["rendering"]
+    rendering: str = FACTORY_TUNABLES["rendering"]
     precision: str = "int8"
     max_length: int = 64
     max_batch_size: int = 64
-    tokenizer_instances: int = _DEFAULTS["tokenizer_instances"]
-    encoder_instances: int = _DEFAULTS["encoder_instances"]
+    tokenizer_instances: int = FACTORY_TUNABLES["tokenizer_instances"]
+    encoder_instances: int = FACTORY_TUNABLES["encoder_instances"]
     postprocess_instances: int = 1
     digits_instances: int = 2
-    onnx_threads: int = _DEFAULTS["onnx_threads"]
-    max_queue_delay_us: int = _DEFAULTS["max_queue_delay_us"]
-    preferred_batch_sizes: tuple[int, ...] = _DEFAULTS["preferred_batch_sizes"]
+    onnx_threads: int = FACTORY_TUNABLES["onnx_threads"]
+    max_queue_delay_us: int = FACTORY_TUNABLES["max_queue_delay_us"]
+    preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
     max_queue_size: int = 1024
     queue_timeout_us: int | None = None
     service_levels_ms: tuple[tuple[str, float], ...] = field(default_factory=service_levels)
-    measured_rates: tuple[tuple[str, float], ...] = load_measured_rates()
+    measured_rates: tuple[tuple[str, float], ...] = ()
     priority_levels: int = 2
     response_cache: bool = True
     cache: bool = True
@@ -229,6 +227,16 @@ class RepoSettings:
     semantic_guard: bool = False
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
+        """Settings with what `fastpath tune` measured in `path` (its tuned defaults and measured
+        rates), read now; `overrides` win. Without the file: the factory defaults.
+
+        Raises:
+            ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
+        """
+        return cls(**{**load_tuning(path), "measured_rates": load_measured_rates(path), **overrides})
 
     def __post_init__(self) -> None:
         if self.rendering not in RENDERINGS:
@@ -713,24 +721,52 @@ DIGITS_LABELS = tuple(str(d) for d in range(10))
 SENTIMENT_LABELS = ("negative", "positive")
 
 
+def digits_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
+    """The `digits` CNN (one ONNX model, the same on every target)."""
+    # digits is tiny: FP32 is both exact and fast, so it is served in FP32 whatever the encoder uses.
+    return [
+        onnx_classifier_spec(
+            "digits",
+            DIGITS_INPUTS,
+            DIGITS_OUTPUTS,
+            settings,
+            instances=settings.digits_instances,
+            precision="fp32",
+            labels=DIGITS_LABELS,
+        )
+    ]
+
+
+def sentiment_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
+    """The `sentiment` pipeline in `settings.rendering`."""
+    return text_classifier_specs("sentiment", SENTIMENT_LABELS, settings, target)
+
+
+# The bundled models, in build order, each with the Triton models it becomes.
+BUNDLED_MODELS = {"embed": embed_specs, "sentiment": sentiment_specs, "digits": digits_specs}
+
+
+def model_specs(
+    names: Sequence[str], settings: RepoSettings | None = None, target: Target | str = Target.EMBEDDED
+) -> list[ModelSpec]:
+    """The Triton models of the bundled models `names`: each model's own specs, in `names` order.
+
+    A subset is not validated on its own (an ensemble step may be another model's, e.g. the
+    semantic steps of the ensemble rendering are `embed`'s); `default_specs` validates the whole.
+
+    Raises:
+        ConfigError: an unknown name, naming the choices.
+    """
+    settings = settings or RepoSettings()
+    unknown = sorted(set(names) - set(BUNDLED_MODELS))
+    if unknown:
+        raise ConfigError(f"unknown model {unknown}; choose from {list(BUNDLED_MODELS)}")
+    return [spec for name in names for spec in BUNDLED_MODELS[name](settings, target)]
+
+
 def default_specs(settings: RepoSettings | None = None, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
     """The demo repository: `embed`, the `sentiment` pipeline and the `digits` CNN, validated."""
-    settings = settings or RepoSettings()
-    # digits is tiny: FP32 is both exact and fast, so it is served in FP32 whatever the encoder uses.
-    digits = onnx_classifier_spec(
-        "digits",
-        DIGITS_INPUTS,
-        DIGITS_OUTPUTS,
-        settings,
-        instances=settings.digits_instances,
-        precision="fp32",
-        labels=DIGITS_LABELS,
-    )
-    specs = [
-        *embed_specs(settings, target),
-        *text_classifier_specs("sentiment", SENTIMENT_LABELS, settings, target),
-        digits,
-    ]
+    specs = model_specs(tuple(BUNDLED_MODELS), settings, target)
     validate_repository(specs)
     return specs
 

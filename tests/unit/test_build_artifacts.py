@@ -13,9 +13,9 @@ import pytest
 
 from fastpath_backends.text import TextEncoder
 from triton_fastpath import build
-from triton_fastpath.errors import ExportError
+from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, default_specs, model_specs
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:
@@ -135,12 +135,27 @@ def test_a_variant_repository_replaces_what_was_in_its_folder(fake_build: Path, 
     assert sorted(p.name for p in target.iterdir()) == ["sentiment", "sentiment_fused"]
 
 
-def test_select_models_takes_a_pipeline_with_its_steps() -> None:
-    specs = default_specs(RepoSettings(rendering="ensemble"))
-    assert [s.name for s in build.select_models(specs, ["sentiment"])] == [
-        s.name for s in specs if s.name == "sentiment" or s.name.startswith("sentiment_")
-    ]
-    assert [s.name for s in build.select_models(specs, ["digits"])] == ["digits"]
+def test_each_bundled_model_brings_its_own_triton_models_and_together_they_are_the_repository() -> None:
+    settings = RepoSettings(rendering="ensemble")
+    specs = default_specs(settings)
+    sentiment = [s.name for s in model_specs(["sentiment"], settings)]
+    assert sentiment == [s.name for s in specs if s.name == "sentiment" or s.name.startswith("sentiment_")]
+    assert [s.name for s in model_specs(["digits"], settings)] == ["digits"]
+    assert [s.name for s in model_specs(["embed", "sentiment", "digits"], settings)] == [s.name for s in specs]
+    with pytest.raises(
+        ConfigError, match=r"unknown model \['sentimnet'\]; choose from \['embed', 'sentiment', 'digits'\]"
+    ):
+        model_specs(["sentimnet"], settings)
+
+
+def test_tuning_is_read_only_when_asked(tmp_path: Path) -> None:
+    tuning = tmp_path / "embedded.json"
+    tuning.write_text(json.dumps({"settings": {"encoder_instances": 3}, "measured": {"throughput_rps": 1200.0}}))
+    assert RepoSettings().encoder_instances == FACTORY_TUNABLES["encoder_instances"]
+    assert RepoSettings().measured_rates == ()
+    tuned = RepoSettings.tuned(tuning, rendering="ensemble")
+    assert (tuned.encoder_instances, tuned.measured_rates, tuned.rendering) == (3, (("sentiment", 1200.0),), "ensemble")
+    assert RepoSettings.tuned(tmp_path / "absent.json") == RepoSettings()
 
 
 def test_removing_the_other_rendering_keeps_the_selected_and_user_models(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ from triton_fastpath.tensorrt import as_tensorrt
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]
 # The committed repository is rendered for the default service levels (the tests run on relaxed ones).
-DEFAULT_SPECS = default_specs(RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]))
+DEFAULT_SPECS = default_specs(RepoSettings.tuned(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]))
 
 
 def x_in() -> TensorSpec:

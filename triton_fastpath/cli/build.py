@@ -37,7 +37,7 @@ CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
 
 def parser() -> argparse.ArgumentParser:
-    defaults = RepoSettings()
+    defaults = RepoSettings.tuned()  # the tuned defaults (tuning/embedded.json), shown in --help
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--repository",
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
     container_target = args.target == Target.CONTAINER.value
     repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
-    precision = args.precision or ("fp32" if container_target else RepoSettings().precision)
+    precision = args.precision or ("fp32" if container_target else RepoSettings.tuned().precision)
     try:
         container = ContainerBuild(
             encoder_backend=args.encoder_backend,
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             trt_precision=args.trt_precision,
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
-        settings = RepoSettings(
+        settings = RepoSettings.tuned(
             service_levels_ms=service_levels(args.service_levels),
             rendering=args.rendering,
             precision=precision,

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        settings = RepoSettings(precision=precision, max_length=args.max_length)
+        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length)
         if args.kind == "hf":
             report = import_hf_classifier(
                 args.path,

@@ -98,7 +98,7 @@ def _until_healthy(http_url: str, model: str, healed: Callable[[], bool], since:
 def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = print) -> ScenarioResult:
     """Kill `kind_name`'s victim under load with the watchdog on; the row with time to healthy."""
     kind = KINDS[kind_name]
-    repo = variant_repository(RepoSettings(rendering=kind.rendering), work / "repo")
+    repo = variant_repository(RepoSettings.tuned(rendering=kind.rendering), work / "repo")
     options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
     with triton(repo, work / "logs", **options) as server:
         watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))

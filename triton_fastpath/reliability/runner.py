@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 
 
 def _matrix(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
-    repo = variant_repository(RepoSettings(max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo")
+    repo = variant_repository(RepoSettings.tuned(max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo")
     with triton(repo, work / "matrix-logs") as server:
         return matrix.run_matrix(server.grpc_url, server.metrics_url, progress=progress)
 
