@@ -171,7 +171,8 @@ def export_and_verify(
 ) -> ModelReport:
     """Export `model` to FP32 and INT8 ONNX (unless up to date) and verify both against torch."""
     from triton_fastpath.export import onnx2int8, torch2onnx
-    from triton_fastpath.export.verify import check, compare, run_onnx_batched, run_torch_and_onnx
+    from triton_fastpath.export.onnx_run import run_onnx_batched, run_torch_and_onnx
+    from triton_fastpath.export.verify import check, compare
 
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
@@ -456,7 +457,8 @@ def build_embed(
     import torch
 
     from triton_fastpath.export import torch2onnx
-    from triton_fastpath.export.verify import check, compare, run_torch_and_onnx
+    from triton_fastpath.export.onnx_run import run_torch_and_onnx
+    from triton_fastpath.export.verify import check, compare
     from triton_fastpath.train import MeanPoolEmbedding
 
     backends_importable()

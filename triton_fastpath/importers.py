@@ -144,7 +144,7 @@ def import_hf_classifier(
 def _check_served_text(name, specs, *, files, warmups, texts, labels, settings, target, progress) -> list[Check]:
     """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same tokenization)."""
     from fastpath_backends.text import TextEncoder
-    from triton_fastpath.export.verify import run_onnx_batched
+    from triton_fastpath.export.onnx_run import run_onnx_batched
 
     out_dir = BUILD_DIR / "imported" / name
     encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
@@ -223,7 +223,7 @@ def import_onnx(
         DataError: bad samples, labels or range (named). ExportError: the graph cannot be served
             (no batch axis, unknown label output). VerificationError: a check failed.
     """
-    from triton_fastpath.export.verify import run_onnx_batched
+    from triton_fastpath.export.onnx_run import run_onnx_batched
 
     if precision not in PRECISIONS:
         raise ExportError(f"precision {precision!r}: expected one of {sorted(PRECISIONS)}")
@@ -355,7 +355,7 @@ def _check_int8(
 ) -> list[Check]:
     """Quantize and check INT8 against FP32; the checks (none when quantization itself failed)."""
     from triton_fastpath.export import onnx2int8
-    from triton_fastpath.export.verify import run_onnx_batched
+    from triton_fastpath.export.onnx_run import run_onnx_batched
 
     int8 = fp32.with_name(PRECISIONS["int8"])
     progress(f"{report.name}: quantizing to INT8")

@@ -23,8 +23,10 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 transformers = pytest.importorskip("transformers")
 
+from triton_fastpath.cli import export_onnx  # noqa: E402
 from triton_fastpath.errors import ExportError, VerificationError  # noqa: E402
-from triton_fastpath.export import onnx2int8, torch2onnx, verify  # noqa: E402
+from triton_fastpath.export import inputs as export_inputs  # noqa: E402
+from triton_fastpath.export import onnx2int8, onnx_run, torch2onnx, verify  # noqa: E402
 
 pytestmark = pytest.mark.export
 
@@ -66,8 +68,14 @@ def _env() -> dict[str, str]:
 
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`fastpath export ARGS` in a fresh interpreter."""
     return subprocess.run(
-        [sys.executable, "-m", *args], capture_output=True, text=True, env=_env(), cwd=REPO_ROOT, check=False
+        [sys.executable, "-m", "triton_fastpath.cli", "export", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO_ROOT,
+        check=False,
     )
 
 
@@ -162,7 +170,7 @@ def test_cnn_runs_at_any_batch_size_and_matches_torch(cnn: TinyCNN, cnn_onnx: Pa
         x = np.random.default_rng(batch).standard_normal((batch, 1, 8, 8)).astype(np.float32)
         with torch.no_grad():
             expected = cnn(torch.from_numpy(x)).numpy()
-        got = verify.run_onnx(cnn_onnx, {"x": x})
+        got = onnx_run.run_onnx(cnn_onnx, {"x": x})
         assert got["logits"].shape == (batch, 10)
         np.testing.assert_allclose(got["logits"], expected, atol=1e-4, rtol=0)
 
@@ -175,7 +183,7 @@ def test_bert_matches_torch_at_unseen_shapes(
     bert: torch.nn.Module, bert_onnx: Path, batch: int, seq: int, pad: bool
 ) -> None:
     inputs = _bert_inputs(batch, seq, seed=batch * 100 + seq, pad=pad)
-    expected, got = verify.run_torch_and_onnx(
+    expected, got = onnx_run.run_torch_and_onnx(
         model=bert, onnx_path=bert_onnx, inputs=inputs, output_names=["logits"], batch_size=64
     )
     assert got["logits"].shape == (batch, 2)
@@ -227,7 +235,7 @@ def test_dynamo_failure_falls_back_to_torchscript_exporter(tmp_path: Path) -> No
     x = np.random.default_rng(0).random((5, 4), dtype=np.float32)
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(verify.run_onnx(path, {"x": x})["y"], expected, atol=1e-5)
+    np.testing.assert_allclose(onnx_run.run_onnx(path, {"x": x})["y"], expected, atol=1e-5)
 
 
 def test_export_rejects_dynamic_axis_of_example_size_one(cnn: TinyCNN, tmp_path: Path) -> None:
@@ -261,8 +269,8 @@ def test_bert_int8_is_smaller_runs_and_agrees(bert_onnx: Path, bert_int8: Path) 
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
 
     inputs = _bert_inputs(200, 16, seed=7, pad=True)
-    reference = verify.run_onnx_batched(bert_onnx, inputs)
-    candidate = verify.run_onnx_batched(bert_int8, inputs, batch_size=64)
+    reference = onnx_run.run_onnx_batched(bert_onnx, inputs)
+    candidate = onnx_run.run_onnx_batched(bert_int8, inputs, batch_size=64)
     result = verify.compare(
         reference=reference, candidate=candidate, label_output="logits", max_abs_diff=0.05, min_label_agreement=0.9
     )
@@ -287,7 +295,7 @@ def test_quantize_handles_dynamo_value_info_and_leaves_no_temp_files(bert_onnx: 
     assert set(temp_root.glob("fastpath-int8-*")) == temp_before
     assert hashlib.sha256(bert_onnx.read_bytes()).hexdigest() == digest, "source must not change"
     onnx.checker.check_model(str(out))
-    outputs = verify.run_onnx(out, _bert_inputs(3, 11, seed=1))
+    outputs = onnx_run.run_onnx(out, _bert_inputs(3, 11, seed=1))
     assert outputs["logits"].shape == (3, 2)
 
 
@@ -311,10 +319,10 @@ def test_check_names_thresholds_and_reproduce_command_when_parity_fails(cnn: Tin
     with torch.no_grad():
         perturbed.fc.weight.add_(0.2 * torch.randn_like(perturbed.fc.weight))
     inputs = {"x": np.random.default_rng(3).standard_normal((100, 1, 8, 8)).astype(np.float32)}
-    torch_out, onnx_out = verify.run_torch_and_onnx(
+    torch_out, onnx_out = onnx_run.run_torch_and_onnx(
         model=cnn, onnx_path=cnn_onnx, inputs=inputs, output_names=["logits"], batch_size=32
     )
-    perturbed_out, _ = verify.run_torch_and_onnx(
+    perturbed_out, _ = onnx_run.run_torch_and_onnx(
         model=perturbed, onnx_path=cnn_onnx, inputs=inputs, output_names=["logits"], batch_size=32
     )
     ok = verify.compare(
@@ -385,14 +393,17 @@ def test_compare_is_plain_numpy() -> None:
 
 
 def test_verify_module_does_not_import_torch() -> None:
-    code = "import sys, triton_fastpath.export.verify; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = (
+        "import sys, triton_fastpath.export.verify, triton_fastpath.export.onnx_run; "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     completed = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=REPO_ROOT, check=False)
-    assert completed.returncode == 0, "importing verify must not import torch"
+    assert completed.returncode == 0, "importing verify or onnx_run must not import torch"
 
 
 def test_generate_inputs_reads_the_graph(bert_onnx: Path) -> None:
-    assert verify.infer_vocab_size(bert_onnx, "input_ids") == VOCAB
-    inputs = verify.generate_inputs(bert_onnx, samples=5, sequence_length=9, seed=1)
+    assert export_inputs.infer_vocab_size(bert_onnx, "input_ids") == VOCAB
+    inputs = export_inputs.generate_inputs(bert_onnx, samples=5, sequence_length=9, seed=1)
     assert inputs["input_ids"].shape == (5, 9) and inputs["input_ids"].dtype == np.int64
     assert inputs["input_ids"].min() >= 0 and inputs["input_ids"].max() < VOCAB
     assert (inputs["attention_mask"] == 1).all()
@@ -405,8 +416,8 @@ def test_generate_inputs_reads_the_graph(bert_onnx: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_cli_steps_run_alone(cnn: TinyCNN, bert_onnx: Path, tmp_path: Path) -> None:
-    for module in ("torch2onnx", "onnx2int8", "verify"):
-        completed = _run_cli(f"triton_fastpath.export.{module}", "--help")
+    for step in ("onnx", "int8", "verify"):
+        completed = _run_cli(step, "--help")
         assert completed.returncode == 0, completed.stderr
         assert "usage:" in completed.stdout
 
@@ -414,7 +425,7 @@ def test_cli_steps_run_alone(cnn: TinyCNN, bert_onnx: Path, tmp_path: Path) -> N
     torch.jit.script(cnn).save(str(scripted))
     exported = tmp_path / "cnn.onnx"
     completed = _run_cli(
-        "triton_fastpath.export.torch2onnx",
+        "onnx",
         *("--model", str(scripted), "--output", str(exported)),
         *("--input-shape", "x=2x1x8x8", "--dtype", "float32", "--output-names", "logits"),
     )
@@ -424,35 +435,35 @@ def test_cli_steps_run_alone(cnn: TinyCNN, bert_onnx: Path, tmp_path: Path) -> N
     x = np.random.default_rng(5).standard_normal((5, 1, 8, 8)).astype(np.float32)
     with torch.no_grad():
         expected = cnn(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(verify.run_onnx(exported, {"x": x})["logits"], expected, atol=1e-4)
+    np.testing.assert_allclose(onnx_run.run_onnx(exported, {"x": x})["logits"], expected, atol=1e-4)
 
     quantized = tmp_path / "bert.int8.onnx"
-    completed = _run_cli("triton_fastpath.export.onnx2int8", "--source", str(bert_onnx), "--output", str(quantized))
+    completed = _run_cli("int8", "--source", str(bert_onnx), "--output", str(quantized))
     assert completed.returncode == 0, completed.stderr
     assert quantized.is_file()
 
     same = _run_cli(
-        "triton_fastpath.export.verify",
+        "verify",
         *("--reference", str(bert_onnx), "--candidate", str(bert_onnx), "--samples", "64"),
     )
     assert same.returncode == 0, same.stderr
     assert same.stdout.startswith("PASS")
 
     strict = ["--reference", str(bert_onnx), "--candidate", str(quantized), "--samples", "64"]
-    failed = _run_cli("triton_fastpath.export.verify", *strict, "--max-abs-diff", "1e-7")
+    failed = _run_cli("verify", *strict, "--max-abs-diff", "1e-7")
     assert failed.returncode == 1
     assert "max_abs_diff=1e-07" in failed.stderr
     assert "Reproduce with:" in failed.stderr and "--max-abs-diff 1e-7" in failed.stderr
 
 
 def test_cli_loads_a_pickled_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch2onnx, "configure_cli_logging", lambda verbose: None)  # keep pytest's logging
+    monkeypatch.setattr(export_onnx, "configure_cli_logging", lambda verbose: None)  # keep pytest's logging
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3)).eval()
     pickled = tmp_path / "seq.pt"
     torch.save(model, str(pickled))
     out = tmp_path / "seq.onnx"
-    rc = torch2onnx.main(
+    rc = export_onnx.main(
         ["--model", str(pickled), "--output", str(out), "--input-shape", "input=2x6", "--output-names", "scores"]
     )
     assert rc == 0
@@ -460,4 +471,4 @@ def test_cli_loads_a_pickled_module(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(verify.run_onnx(out, {"input": x})["scores"], expected, atol=1e-5)
+    np.testing.assert_allclose(onnx_run.run_onnx(out, {"input": x})["scores"], expected, atol=1e-5)

