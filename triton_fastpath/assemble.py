@@ -18,11 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath import data as datasets
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE
+from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
 from triton_fastpath.render import ContainerOptions, Target, as_target, python_adapter, write_config
 from triton_fastpath.spec import ModelKind, ModelSpec, validate_repository
-from triton_fastpath.tensorrt import as_tensorrt
+from triton_fastpath.tensorrt import (
+    ParityCase,
+    TensorRTSpec,
+    as_tensorrt,
+    parity_inputs,
+    reference_outputs,
+    write_engine_plan,
+)
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -162,3 +170,37 @@ def assemble(
             _write_if_changed(model_dir / "warmup" / name, warmup_bytes(np.asarray(samples[name])))
         LOGGER.debug("assembled %s", model_dir)
     return written
+
+
+# --- container target: what trt-builder needs -----------------------------------------------------
+
+
+def container_parity_cases(
+    specs: Sequence[ModelSpec], repository: Path, files: dict, max_length: int, batch: int = 32
+) -> dict[str, ParityCase]:
+    """Per TensorRT model: real inputs (held-out texts through the served tokenizer) and onnxruntime outputs."""
+    backends_importable()
+    from fastpath_backends.text import TextEncoder
+
+    texts: list[str] | None = None
+    cases = {}
+    for spec in specs:
+        if not isinstance(spec, TensorRTSpec):
+            continue
+        token_rows = None
+        tokenizer = next(iter(files.get(spec.name.removesuffix("_encoder") + "_tokenizer", [])), None)
+        if tokenizer is not None:
+            if texts is None:
+                texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:batch])
+            encoded = TextEncoder(Path(tokenizer), max_length).encode(texts)
+            token_rows = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+        inputs = parity_inputs(spec, batch=batch, token_rows=token_rows)
+        reference = reference_outputs(Path(repository) / spec.name / "1" / spec.source_onnx, inputs)
+        cases[spec.name] = ParityCase(inputs=inputs, reference=reference)
+    return cases
+
+
+def write_container_engine_plan(specs: Sequence[ModelSpec], repository: Path, files: dict, max_length: int) -> Path:
+    """Write `<repository>/../trt/` (engines.json, build_engines.sh, parity data) for trt-builder."""
+    cases = container_parity_cases(specs, repository, files, max_length)
+    return write_engine_plan(specs, repository.parent, repository_dir=repository.name, trt_dir="trt", parity=cases)

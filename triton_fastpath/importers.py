@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.assemble import assemble
-from triton_fastpath.build import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.import_checks import (
     Check,
@@ -37,6 +36,7 @@ from triton_fastpath.render import Target
 from triton_fastpath.repository import PRECISIONS, RepoSettings, onnx_classifier_spec
 from triton_fastpath.served_check import check_served
 from triton_fastpath.spec import TensorSpec
+from triton_fastpath.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
 
 Progress = Callable[[str], None]
 # Used to check parity when no evaluation file is given: varied length, punctuation, casing.
@@ -93,7 +93,7 @@ def import_hf_classifier(
     replacing the config's id2label. `serve_check`: the pipeline through a real tritonserver, on
     the same texts, against onnxruntime on the same tokenization, before the repository is touched.
     """
-    from triton_fastpath.build import hf_labels
+    from triton_fastpath.steps import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)

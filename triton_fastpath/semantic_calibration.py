@@ -18,6 +18,8 @@ it under the full bound. No such setting: no semantic layer, said plainly.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath.paths import backends_importable
+from triton_fastpath import data as datasets
+from triton_fastpath.errors import ExportError
+from triton_fastpath.paths import BUILD_DIR, backends_importable
+from triton_fastpath.repository import PRECISIONS, RepoSettings
 
 THRESHOLDS = (0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
 MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
@@ -316,4 +321,63 @@ def calibrate(
         seconds=time.monotonic() - started,
         guard_words=tuple(GUARD_WORDS),
         examples=examples,
+    )
+
+
+# --- on the build's own models ------------------------------------------------------------------
+
+
+SEMANTIC_REPORT = "semantic-calibration.json"
+
+
+def measure_semantic(settings: RepoSettings, max_wrong: float, perturbed: int | None = None):
+    """The semantic calibration (`semantic_calibration.calibrate`) on the built sentiment and embed models."""
+    data = datasets.load_sentiment(BUILD_DIR / "data")
+    return calibrate(
+        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
+        embed_dir=BUILD_DIR / "embed",
+        train_texts=data.train.x,
+        heldout_texts=data.test.x,
+        precision_file=PRECISIONS[settings.precision],
+        max_length=settings.max_length,
+        max_wrong_rate=max_wrong,
+        **({} if perturbed is None else {"perturbed": perturbed}),
+    )
+
+
+def calibrate_semantic(
+    settings: RepoSettings, progress: Callable[[str], None], max_wrong: float | None = None
+) -> RepoSettings:
+    """`settings` with the semantic layer calibrated on the built sentiment and embed models, or off.
+
+    The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
+    figures also go into the cache model's config (`semantic_measured_*`).
+    """
+    from triton_fastpath.semantic_calibration import MAX_WRONG_RATE
+
+    if not settings.cache:
+        raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
+    data = datasets.load_sentiment(BUILD_DIR / "data")
+    bound = MAX_WRONG_RATE if max_wrong is None else max_wrong
+    progress(
+        f"semantic cache: calibrating threshold, confidence margin and negation guard on this build "
+        f"({len(data.train)} cached texts, held-out and perturbed queries; wrong hits < {bound:.2%})"
+    )
+    found = measure_semantic(settings, bound)
+    (BUILD_DIR / SEMANTIC_REPORT).write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
+    progress(f"semantic cache: {found.summary()} ({found.seconds:.0f}s; {BUILD_DIR / SEMANTIC_REPORT})")
+    chosen = found.accepted
+    if chosen is None:
+        return dataclasses.replace(settings, semantic_threshold=0.0, semantic_min_margin=0.0, semantic_guard=False)
+    checked = found.checked or {}
+    measured = tuple(
+        (key, f"{checked.get(key, 0):.4f}")
+        for key in ("wrong_rate", "punct_hit_rate", "drop_word_hit_rate", "heldout_hit_rate")
+    )
+    return dataclasses.replace(
+        settings,
+        semantic_threshold=chosen["threshold"],
+        semantic_min_margin=chosen["min_margin"],
+        semantic_guard=chosen["guarded"],
+        semantic_measured=measured,
     )

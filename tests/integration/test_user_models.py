@@ -184,8 +184,8 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
 
 
 def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_path):
-    from triton_fastpath.build import Thresholds
     from triton_fastpath.importers import import_hf_classifier
+    from triton_fastpath.steps import Thresholds
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     impossible = Thresholds(int8_max_abs_diff=0.0)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fastpath_backends.text import TextEncoder
-from triton_fastpath import build
+from triton_fastpath import build, steps
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.render import parse_pbtxt
 from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, default_specs, model_specs
@@ -89,7 +89,7 @@ def fake_build(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyP
         for weight in weights:
             (out_dir / weight).write_bytes(f"{name} {weight}".encode())
         precision = "int8" if name == "sentiment" else "fp32"
-        model_files, model_warmups = build.text_pipeline_files(name, out_dir, encoder, precision)
+        model_files, model_warmups = steps.text_pipeline_files(name, out_dir, encoder, precision)
         files.update(model_files)
         warmups.update(model_warmups)
     digits = root / "digits" / "onnx" / "model.onnx"

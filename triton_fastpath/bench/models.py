@@ -61,7 +61,7 @@ def load_torch_models(build_dir: Path = BUILD_DIR, *, threads: int | None = None
     """
     import torch
 
-    from triton_fastpath.build import load_hf_classifier
+    from triton_fastpath.steps import load_hf_classifier
     from triton_fastpath.train import load_digits_model
 
     needed = [build_dir / "sentiment" / "hf" / "model.safetensors", build_dir / "digits" / "model.pt"]

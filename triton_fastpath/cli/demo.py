@@ -23,11 +23,12 @@ import numpy as np
 from fastpath_client.errors import ClientError
 from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath import data as datasets
-from triton_fastpath.build import build_repository, format_report
+from triton_fastpath.build import build_repository
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.steps import format_report
 
 
 def percentile_ms(latencies_s: list[float], q: float) -> float:

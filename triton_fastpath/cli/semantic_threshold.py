@@ -17,10 +17,9 @@ import json
 import sys
 import time
 
-from triton_fastpath.build import measure_semantic
 from triton_fastpath.paths import BUILD_DIR, ROOT
 from triton_fastpath.repository import RepoSettings
-from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration
+from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration, measure_semantic
 
 KIND_NAMES = {
     "heldout": "held-out",
