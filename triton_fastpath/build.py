@@ -22,19 +22,12 @@ import numpy as np
 
 from triton_fastpath import data as datasets
 from triton_fastpath.assemble import ContainerBuild, assemble, container_specs, write_container_engine_plan
+from triton_fastpath.bundled import default_specs, model_specs
 from triton_fastpath.errors import ExportError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
+from triton_fastpath.pipelines import SEMANTIC_ONNX, SEMANTIC_TOKENIZER, python_hops
 from triton_fastpath.render import Target, as_target
-from triton_fastpath.repository import (
-    PRECISIONS,
-    RENDERINGS,
-    SEMANTIC_ONNX,
-    SEMANTIC_TOKENIZER,
-    RepoSettings,
-    default_specs,
-    model_specs,
-    python_hops,
-)
+from triton_fastpath.repository import PRECISIONS, RENDERINGS, RepoSettings
 from triton_fastpath.semantic_calibration import calibrate_semantic
 from triton_fastpath.spec import ModelSpec
 from triton_fastpath.steps import (

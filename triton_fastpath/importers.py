@@ -32,8 +32,9 @@ from triton_fastpath.import_checks import (
     read_label_names,
 )
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.pipelines import onnx_classifier_spec
 from triton_fastpath.render import Target
-from triton_fastpath.repository import PRECISIONS, RepoSettings, onnx_classifier_spec
+from triton_fastpath.repository import PRECISIONS, RepoSettings
 from triton_fastpath.served_check import check_served
 from triton_fastpath.spec import TensorSpec
 from triton_fastpath.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report

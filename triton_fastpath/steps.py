@@ -23,7 +23,8 @@ import numpy as np
 from triton_fastpath import data as datasets
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.repository import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings, text_classifier_specs
+from triton_fastpath.pipelines import text_classifier_specs
+from triton_fastpath.repository import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
 from triton_fastpath.spec import ModelSpec
 
 LOGGER = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ import jsonschema
 import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.render import python_adapter
-from triton_fastpath.repository import RENDERINGS, RepoSettings, default_specs
+from triton_fastpath.repository import RENDERINGS, RepoSettings
 from triton_fastpath.server import ServerConfig, ServerLayout, to_args_list
 
 SCHEMA = json.loads((ASSETS / "compose-spec.json").read_text())

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from triton_fastpath.assemble import ContainerBuild
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings, default_specs
+from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export

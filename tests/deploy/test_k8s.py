@@ -74,8 +74,8 @@ def triton_container() -> dict:
 
 
 def test_triton_probes_ask_every_top_level_model_for_an_answer_after_a_long_startup_window() -> None:
+    from triton_fastpath.bundled import default_specs
     from triton_fastpath.render import Target, parse_pbtxt, to_pbtxt
-    from triton_fastpath.repository import default_specs
     from triton_fastpath.sdk.codegen import plan_models
 
     triton = triton_container()

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from triton_fastpath.assemble import ContainerBuild, container_specs
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
 from triton_fastpath.tensorrt import (
     OptimizationProfile,

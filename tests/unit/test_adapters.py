@@ -21,8 +21,9 @@ from google.protobuf import json_format
 
 from fastpath_backends.pipeline import TextPipeline
 from fastpath_backends.text import TextEncoder
+from triton_fastpath.bundled import SENTIMENT_LABELS, default_specs
 from triton_fastpath.render import render, to_model_config
-from triton_fastpath.repository import SAMPLE_TEXT, SENTIMENT_LABELS, RepoSettings, default_specs
+from triton_fastpath.repository import SAMPLE_TEXT, RepoSettings
 from triton_fastpath.spec import ModelKind, ModelSpec, TensorSpec
 
 MAX_LENGTH = 16

@@ -13,9 +13,10 @@ import pytest
 
 from fastpath_backends.text import TextEncoder
 from triton_fastpath import build, steps
+from triton_fastpath.bundled import default_specs, model_specs
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, default_specs, model_specs
+from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from google.protobuf import text_format
 
 from triton_fastpath.assemble import assemble
+from triton_fastpath.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.render import (
@@ -26,13 +27,7 @@ from triton_fastpath.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.repository import (
-    DIGITS_LABELS,
-    SENTIMENT_LABELS,
-    SERVICE_LEVEL_PROFILES,
-    RepoSettings,
-    default_specs,
-)
+from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 from triton_fastpath.spec import (
     DynamicBatching,
     EnsembleStep,

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.assemble import ContainerBuild, container_specs
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.pipelines import python_hops
 from triton_fastpath.render import render
 from triton_fastpath.repository import (
     FACTORY_TUNABLES,
@@ -19,10 +21,8 @@ from triton_fastpath.repository import (
     RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
-    default_specs,
     load_measured_rates,
     load_tuning,
-    python_hops,
     service_levels,
     validate_tuning,
 )

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.render import parse_pbtxt, write_config
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.sdk.codegen import (
     class_prefix,
     field_name,

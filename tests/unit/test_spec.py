@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from triton_fastpath.bundled import default_specs
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.repository import RepoSettings, default_specs
+from triton_fastpath.repository import RepoSettings
 from triton_fastpath.spec import (
     DATA_TYPES,
     DynamicBatching,

@@ -1,0 +1,370 @@
+"""The repository's specs: reusable factories for a text classifier and an ONNX classifier.
+
+`text_classifier_specs` gives the models of a text-classification pipeline in either rendering
+(fused, or tokenizer -> cache -> encoder -> postprocess), used for the bundled `sentiment` model
+and for a user's own Hugging Face classifier alike. `onnx_classifier_spec` serves one ONNX graph
+directly (`digits`, or a user's ONNX file). `model_specs` gives each bundled model its own Triton
+models; `default_specs` is the committed demo repository. The settings they read are
+`triton_fastpath.repository.RepoSettings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.render import Target, as_target, python_adapter
+from triton_fastpath.repository import LABELS_FILE, PRECISIONS, RepoSettings
+from triton_fastpath.spec import (
+    EnsembleStep,
+    ModelKind,
+    ModelSpec,
+    TensorSpec,
+    Warmup,
+    WarmupInput,
+)
+
+
+def warmup_of(
+    spec_inputs: Sequence[TensorSpec],
+    max_batch_size: int,
+    *,
+    files: bool,
+    dims: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[Warmup, ...]:
+    """Warm up at batch 1 and at the max batch, with zeros or with the sample files.
+
+    `dims`: the shape of each input's sample row, which fixes the variable (-1) dims of the warmup.
+    """
+    dims = dims or {}
+    inputs = tuple(
+        WarmupInput(
+            t.name,
+            input_data_file=t.name if files else None,
+            dims=tuple(dims[t.name]) if -1 in t.dims and t.name in dims else None,
+        )
+        for t in spec_inputs
+    )
+    sizes = sorted({1, max_batch_size})
+    return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
+
+
+def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
+    """Parameters of the exact cache (L1/L2) and, when on, the semantic layer."""
+    parameters = {
+        "l1_max_entries": str(settings.l1_max_entries),
+        "l1_ttl_s": str(settings.l1_ttl_s),
+        "l2_ttl_s": str(settings.l2_ttl_s),
+        "redis_key_prefix": settings.redis_key_prefix,
+    }
+    if semantic:
+        parameters.update(
+            semantic_threshold=str(settings.semantic_threshold),
+            semantic_min_margin=str(settings.semantic_min_margin),
+            semantic_guard="true" if settings.semantic_guard else "false",
+            semantic_dim=str(EMBED_DIM),
+            semantic_capacity=str(settings.semantic_capacity),
+        )
+        parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic_measured})
+    return parameters
+
+
+def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
+    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container)."""
+    if as_target(target) is Target.EMBEDDED:
+        return {
+            "encoder": "in_process",
+            "onnx_file": encoder.model_file or "",
+            "intra_op_threads": str(settings.onnx_threads),
+        }
+    return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
+
+
+def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
+    """How a fused classifier embeds texts for its semantic layer: the `embed` graph in process
+    (embedded) or the native `embed_encoder` by BLS (container: no onnxruntime for Python there)."""
+    found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
+    if as_target(target) is Target.EMBEDDED:
+        return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
+    return {
+        **found,
+        "semantic_encoder_model": f"{EMBED_NAME}_encoder",
+        "semantic_max_batch_size": str(settings.max_batch_size),
+    }
+
+
+def fused_model(
+    name: str,
+    outputs: Sequence[TensorSpec],
+    parameters: Mapping[str, str],
+    settings: RepoSettings,
+    target: Target | str,
+    *,
+    instances: int | None = None,
+) -> ModelSpec:
+    """`<name>_fused`: the `text_pipeline` Python model doing a whole text pipeline in one process.
+
+    On the container target it calls its encoder by BLS, so it takes no warmup there: Triton loads
+    models concurrently and a failed warmup fails the load, and the encoder may not be loaded yet.
+    """
+    in_process = as_target(target) is Target.EMBEDDED
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    return ModelSpec(
+        name=f"{name}_fused",
+        kind=ModelKind.PYTHON,
+        python_model="text_pipeline",
+        max_batch_size=settings.max_batch_size,
+        inputs=(text,),
+        outputs=tuple(outputs),
+        instance_count=settings.encoder_instances if instances is None else instances,
+        dynamic_batching=settings.batching(name, steps=1 if in_process else 2),
+        warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
+        parameters=dict(parameters),
+    )
+
+
+def wrapper_ensemble(
+    name: str, step: ModelSpec, settings: RepoSettings, labels: Sequence[str] = (), outputs: Sequence[TensorSpec] = ()
+) -> ModelSpec:
+    """The one-step ensemble that gives a fused model the pipeline's name.
+
+    It keeps Triton's response cache safe: Triton 2.51 caches a Python model's error as an empty
+    success, but an ensemble's response only when it succeeded.
+    """
+    return ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=step.max_batch_size,
+        inputs=step.inputs,
+        outputs=tuple(outputs) or step.outputs,
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+        ensemble_steps=(
+            EnsembleStep(
+                step.name,
+                input_map={t.name: t.name for t in step.inputs},
+                output_map={t.name: t.name for t in step.outputs},
+            ),
+        ),
+    )
+
+
+def text_classifier_specs(
+    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
+) -> list[ModelSpec]:
+    """The models of a text-classification pipeline named `name`, in `settings.rendering`.
+
+    The top-level model `<name>` takes `text` and returns `label`, `probability`, `probabilities`
+    (with Triton's `label_filename`) and `truncated` in both renderings:
+    - 'fused': `<name>_fused` (one Python model: tokenize -> L1/L2[/semantic] -> encoder for
+      missed rows -> labels) wrapped by the one-step ensemble `<name>`; on the container target
+      it calls `<name>_encoder` (native backend) by BLS, so that model is added.
+    - 'ensemble': `<name>_tokenizer` -> [`<name>_cache` (BLS to the encoder for missed rows)] ->
+      `<name>_encoder` -> `<name>_postprocess`, as the ensemble `<name>`.
+    The encoder graph returns `probabilities` and `label_index` (softmax and argmax folded in).
+    """
+    if len(labels) < 2:
+        raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
+    length, batch, n_labels = settings.max_length, settings.max_batch_size, len(labels)
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
+    mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
+    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
+    label_index = TensorSpec("label_index", "TYPE_INT64", (1,))
+    label = TensorSpec("label", "TYPE_STRING", (1,))
+    probability = TensorSpec("probability", "TYPE_FP32", (1,))
+    labelled = replace(probabilities, label_filename=LABELS_FILE)
+    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
+    # The batched queues a request passes through, which share the pipeline's queueing budget:
+    # fused, 1 (2 on the container target, whose fused model calls the native encoder);
+    # ensemble, tokenizer -> [cache] -> encoder -> postprocess.
+    if settings.rendering == "fused":
+        queues = 1 if as_target(target) is Target.EMBEDDED else 2
+    else:
+        queues = 4 if settings.cache else 3
+    encoder = ModelSpec(
+        name=f"{name}_encoder",
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[settings.precision],
+        max_batch_size=batch,
+        inputs=(ids, mask),
+        outputs=(probabilities, label_index),
+        instance_count=settings.encoder_instances,
+        onnx_threads=settings.onnx_threads,
+        dynamic_batching=settings.batching(name, queues),
+        warmups=warmup_of((ids, mask), batch, files=True),
+    )
+    semantic = settings.cache and settings.semantic_threshold > 0
+    if settings.rendering == "fused":
+        parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters}
+        parameters.update(encoder_parameters(encoder, settings, target))
+        parameters["cache"] = "true" if settings.cache else "false"
+        if settings.cache:
+            parameters.update(_cache_parameters(settings, semantic))
+        if semantic:
+            parameters.update(_semantic_embedder(settings, target))
+        fused = fused_model(name, (label, probability, probabilities, truncated), parameters, settings, target)
+        wrapper = wrapper_ensemble(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
+        native = [encoder] if as_target(target) is Target.CONTAINER else []
+        return [fused, *native, wrapper]
+    tokenizer = ModelSpec(
+        name=f"{name}_tokenizer",
+        kind=ModelKind.PYTHON,
+        python_model="tokenizer",
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(ids, mask, truncated),
+        instance_count=settings.tokenizer_instances,
+        dynamic_batching=settings.batching(name, queues),
+        warmups=warmup_of((text,), batch, files=True),
+        parameters=tokenizer_parameters,
+    )
+    postprocess = ModelSpec(
+        name=f"{name}_postprocess",
+        kind=ModelKind.PYTHON,
+        python_model="postprocess",
+        max_batch_size=batch,
+        inputs=(probabilities, label_index),
+        outputs=(label, probability),
+        instance_count=settings.postprocess_instances,
+        dynamic_batching=settings.batching(name, queues),
+        warmups=warmup_of((probabilities, label_index), batch, files=False),
+        parameters={"labels": ",".join(labels)},
+    )
+    middle = encoder
+    cache_specs = []
+    embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,), optional=True)
+    if settings.cache:
+        middle = ModelSpec(
+            name=f"{name}_cache",
+            kind=ModelKind.PYTHON,
+            python_model="cache_lookup",
+            max_batch_size=batch,
+            inputs=(ids, mask, embedding) if semantic else (ids, mask),
+            outputs=(probabilities, label_index),
+            instance_count=settings.cache_instances,
+            dynamic_batching=settings.batching(name, queues),
+            # No warmup: it would call the encoder through BLS before that model is surely loaded.
+            parameters={
+                "pipeline": name,
+                "encoder_model": encoder.name,
+                "encoder_max_batch_size": str(batch),
+                **_cache_parameters(settings, semantic),
+            },
+        )
+        cache_specs = [middle]
+    ensemble = ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(label, probability, labelled, truncated),
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+        ensemble_steps=(
+            EnsembleStep(
+                tokenizer.name,
+                input_map={"text": "text"},
+                output_map={"input_ids": "input_ids", "attention_mask": "attention_mask", "truncated": "truncated"},
+            ),
+            *(_embedding_steps() if semantic else ()),
+            EnsembleStep(
+                middle.name,
+                input_map={
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    **({"embedding": "embedding"} if semantic else {}),
+                },
+                output_map={"probabilities": "probabilities", "label_index": "label_index"},
+            ),
+            EnsembleStep(
+                postprocess.name,
+                input_map={"probabilities": "probabilities", "label_index": "label_index"},
+                output_map={"label": "label", "probability": "probability"},
+            ),
+        ),
+    )
+    return [tokenizer, encoder, *cache_specs, postprocess, ensemble]
+
+
+def onnx_classifier_spec(
+    name: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    settings: RepoSettings,
+    *,
+    instances: int = 1,
+    precision: str | None = None,
+    labels: Sequence[str] = (),
+    label_output: str | None = "probabilities",
+    sample_dims: Mapping[str, tuple[int, ...]] | None = None,
+) -> ModelSpec:
+    """A single ONNX model served directly (non-finite floats rejected).
+
+    Warmup with zeros, or, given `sample_dims` (each input's sample-row shape), from sample files
+    (`<model>/warmup/<input>`), which also warms inputs with variable dims. With `labels`, the
+    `label_output` output (its class scores) gets Triton's `label_filename`.
+    """
+    precision = precision or settings.precision
+    if labels:
+        outputs = [replace(t, label_filename=LABELS_FILE) if t.name == label_output else t for t in outputs]
+    return ModelSpec(
+        name=name,
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[precision],
+        max_batch_size=settings.max_batch_size,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        instance_count=instances,
+        onnx_threads=settings.onnx_threads,
+        dynamic_batching=settings.batching(name),
+        warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
+        parameters={"reject_non_finite": "true"},
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+    )
+
+
+EMBED_NAME = "embed"
+EMBED_DIM = 256  # wordllama l2_supercat_256
+# The `embed` files as a fused sentiment model's semantic layer holds them (beside its own).
+SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
+SEMANTIC_ONNX = "semantic.onnx"
+
+
+def _embedding_steps() -> tuple[EnsembleStep, ...]:
+    """The `embed` pipeline as ensemble steps, feeding `embedding` to a semantic cache."""
+    return (
+        EnsembleStep(
+            f"{EMBED_NAME}_tokenizer",
+            input_map={"text": "text"},
+            output_map={"input_ids": "embed_input_ids", "attention_mask": "embed_attention_mask"},
+        ),
+        EnsembleStep(
+            f"{EMBED_NAME}_encoder",
+            input_map={"input_ids": "embed_input_ids", "attention_mask": "embed_attention_mask"},
+            output_map={"embedding": "embedding"},
+        ),
+    )
+
+
+def python_hops(model: str, specs: Mapping[str, ModelSpec], target: Target | str) -> int:
+    """Python models a request to `model` passes through on `target` (ensemble steps and BLS calls).
+
+    Each is its own process and an IPC round trip, so this counts the hot path's Python hops.
+    """
+    spec = specs[model]
+    if spec.kind is ModelKind.ENSEMBLE:
+        return sum(python_hops(step.model_name, specs, target) for step in spec.ensemble_steps)
+    hops = 1 if python_adapter(spec, target) else 0
+    called = spec.parameters.get("encoder_model")
+    return hops + (python_hops(called, specs, target) if called else 0)
+
+
+def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
+    """The same ONNX spec serving the other weights file ('fp32' or 'int8')."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision={precision!r}; expected one of {sorted(PRECISIONS)}")
+    return replace(spec, model_file=PRECISIONS[precision])
