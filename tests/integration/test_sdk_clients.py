@@ -45,7 +45,8 @@ def images() -> np.ndarray:
 
 def test_sentiment_sync_and_async_agree_with_plain_tritonclient(served) -> None:
     texts = np.array([[t.encode()] for t in TEXTS], dtype=object)
-    plain = infer(served.grpc_url, "sentiment", {"text": texts}, ["label", "probabilities", "truncated"])
+    outputs = ["label", "probability", "probabilities", "truncated"]  # all: the response cache keys on inputs only
+    plain = infer(served.grpc_url, "sentiment", {"text": texts}, outputs)
     with SentimentClient(served.grpc_url, timeout_s=30) as sdk:
         got = sdk.classify(TEXTS, priority=1, request_id="sdk-sync")
 
