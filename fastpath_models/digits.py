@@ -124,21 +124,5 @@ class AsyncDigitsClient(AsyncModelClient[DigitsRequest, DigitsResponse]):
         priority: int = 0,
         request_id: str = "",
     ) -> list[DigitsResponse]:
-        """Classify `items` with `digits`: split into requests of at most 64 rows, under one deadline.
-
-        Args:
-            items: one DigitsRequest per row, or just its `pixels` value, or one array with the rows first.
-            timeout_s: deadline of the whole call in seconds (retries included); default: the client's.
-            priority: 0 for the model's default, 1 (highest) to 2.
-            request_id: sent with the request ("<id>/<i>" for each of several).
-
-        Returns:
-            One DigitsResponse per item, in order.
-
-        Raises:
-            InvalidInput: a field cannot be sent as declared (the message names it) or the server rejected it.
-            Timeout: the deadline passed.
-            ModelUnavailable: unknown model, or no server within the deadline (Overloaded: queue full).
-            ServerError: the model failed.
-        """
+        """`DigitsClient.classify`, awaited: the same arguments, result and errors."""
         return await self._run(items, timeout_s=timeout_s, priority=priority, request_id=request_id)

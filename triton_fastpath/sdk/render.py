@@ -160,6 +160,8 @@ Raises:
     Timeout: the deadline passed.
     ModelUnavailable: unknown model, or no server within the deadline (Overloaded: queue full).
     ServerError: the model failed."""
+    if is_async:  # the same contract as the sync method's, documented once there
+        doc = f"`{prefix}Client.{verb}`, awaited: the same arguments, result and errors."
     head = f"    async def {verb}(" if is_async else f"    def {verb}("
     params = [
         "self",
