@@ -5,6 +5,7 @@ and typed dataclasses; everything else (chunking to the max batch size, deadline
 budget, adaptive throttling, shared memory, one error hierarchy) lives here:
 
 - `runtime`: `ModelClient` / `AsyncModelClient`, the base classes of every generated client;
+- `client_base`: what those two share (options, validation, chunking, retry decisions, `ClientStats`);
 - `errors`: the one error hierarchy (`ClientError` and its subclasses);
 - `retry`, `throttle`: when an attempt may be retried, and client-side adaptive throttling;
 - `tensors`: model signatures, validation and row/column conversion;

@@ -20,7 +20,7 @@ from triton_fastpath.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.render import python_adapter
 from triton_fastpath.repository import RENDERINGS, RepoSettings
-from triton_fastpath.server import ServerConfig, ServerLayout, to_args_list
+from triton_fastpath.server_config import ServerConfig, ServerLayout, to_args_list
 
 SCHEMA = json.loads((ASSETS / "compose-spec.json").read_text())
 VALIDATOR = jsonschema.Draft201909Validator(SCHEMA)

@@ -83,10 +83,12 @@ def test_warming_computes_each_unique_text_once_then_finds_all_in_redis(
     assert len(list(store.scan_iter(match="fastpath:*"))) == 20
 
 
-def test_csv_input_reads_the_text_column_with_line_numbers(warm_cache, tmp_path):
+def test_csv_input_reads_the_text_column_with_line_numbers(tmp_path):
+    from triton_fastpath.cache_warm import read_texts
+
     table = tmp_path / "reviews.csv"
     table.write_text('id,text\n1,"a fine, quiet film"\n2,\n3,"two\nlines"\n4,"a fine, quiet film"\n', encoding="utf-8")
-    read = warm_cache.read_texts(table)
+    read = read_texts(table)
     assert [(row.line, row.text) for row in read.rows] == [(2, b"a fine, quiet film"), (4, b"two\nlines")]
     assert (read.texts, read.blank) == (3, 1)
 

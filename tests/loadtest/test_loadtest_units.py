@@ -18,6 +18,7 @@ from loadtests import sla
 from loadtests.payloads import ProcessStream, fresh_items, payload_stream, vary_text
 from loadtests.shapes import SHAPES, users_at
 from tests.loadtest.conftest import ROOT, run_command
+from triton_fastpath import loadtest_data as data
 from triton_fastpath import loadtest_report as report
 from triton_fastpath.prometheus import _parse_time, scrape_config
 
@@ -193,7 +194,7 @@ def _snapshots():
 
 def test_server_figures_are_increases_over_the_window() -> None:
     start, end = _snapshots()
-    rows = report.server_figures(start, end, p99_ms={"sentiment_encoder": 12.5}, max_pending={"sentiment": 3})
+    rows = data.server_figures(start, end, p99_ms={"sentiment_encoder": 12.5}, max_pending={"sentiment": 3})
     assert set(rows) == {"sentiment", "sentiment_encoder", "sentiment_cache"}  # digits took no request
     sentiment, encoder = rows["sentiment"], rows["sentiment_encoder"]
     assert sentiment.requests == 1000 and sentiment.request_ms == pytest.approx(6.0)
@@ -207,10 +208,10 @@ def test_server_figures_are_increases_over_the_window() -> None:
 
 def test_render_markdown_joins_client_and_server_per_model() -> None:
     start, end = _snapshots()
-    server = report.server_figures(start, end)
+    server = data.server_figures(start, end)
     client = {
-        "sentiment": report.ClientRow("sentiment", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
-        "Aggregated": report.ClientRow("Aggregated", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
+        "sentiment": data.ClientRow("sentiment", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
+        "Aggregated": data.ClientRow("Aggregated", 1000, 2, 8.0, 7.0, 12.0, 20.0, 100.0),
     }
     gate = {
         "scenario": "sentiment",
@@ -251,7 +252,7 @@ def test_render_markdown_joins_client_and_server_per_model() -> None:
 
 def test_read_locust_stats_names_the_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="expected locust's --csv output"):
-        report.read_locust_stats(tmp_path / "nothing")
+        data.read_locust_stats(tmp_path / "nothing")
 
 
 # --- command lines and Prometheus config ----------------------------------------------------------

@@ -14,15 +14,12 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.server import (
-    STAMP_NAME,
-    EmbeddedTritonServer,
+from triton_fastpath.server import STAMP_NAME, EmbeddedTritonServer, prepare_layout, read_log_tail
+from triton_fastpath.server_config import (
     ServerConfig,
     ServerLayout,
     build_env,
     check_ports_free,
-    prepare_layout,
-    read_log_tail,
     resolve_ports,
     to_args_list,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from triton_fastpath import watchdog as wd
-from triton_fastpath.server import ServerConfig
+from triton_fastpath.server_config import ServerConfig
 from triton_fastpath.watchdog import GaveUp, Watchdog, WatchdogMetrics, WatchdogPolicy
 
 

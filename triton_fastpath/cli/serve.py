@@ -24,12 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.server import (
-    MODEL_CONTROL_MODES,
-    PROJECT_ROOT,
-    EmbeddedTritonServer,
-    ServerConfig,
-)
+from triton_fastpath.server import PROJECT_ROOT, EmbeddedTritonServer
+from triton_fastpath.server_config import MODEL_CONTROL_MODES, ServerConfig
 
 LOGGER = logging.getLogger(__name__)
 EXIT_USAGE_ERROR = 2

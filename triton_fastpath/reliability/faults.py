@@ -36,7 +36,7 @@ from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.reliability.load import BackgroundLoad
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.server import admin_headers
+from triton_fastpath.server_config import admin_headers
 from triton_fastpath.watchdog import stub_processes
 
 __all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]

@@ -30,7 +30,16 @@ __all__ = ["RUNTIME_DEPENDENCIES", "Distribution", "build_wheel", "stale_files",
 # What the runtime imports, as pip requirements; the ranges are those tested here (requirements.txt).
 RUNTIME_DEPENDENCIES = ("tritonclient[grpc]>=2.50,<3", "numpy>=1.24")
 # The runtime's modules a standalone package carries (not its README, not the untyped test client).
-_RUNTIME_MODULES = ("__init__.py", "errors.py", "retry.py", "runtime.py", "shm.py", "tensors.py", "throttle.py")
+_RUNTIME_MODULES = (
+    "__init__.py",
+    "client_base.py",
+    "errors.py",
+    "retry.py",
+    "runtime.py",
+    "shm.py",
+    "tensors.py",
+    "throttle.py",
+)
 _VERSION = re.compile(r"^\d+(\.\d+)*([abc]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
 
 

@@ -1,0 +1,291 @@
+"""tritonserver settings and their command line: ``ServerConfig`` (validated), ports, argv, env.
+
+``ServerConfig`` is checked on construction (ConfigError naming the field); ``to_args_list`` and
+``build_env`` turn it and a ``ServerLayout`` (the prepared tree) into tritonserver's argv and
+environment, purely; ``resolve_ports`` and ``check_ports_free`` settle its ports before a start;
+``admin_headers`` and ``redact_args`` handle the restricted-protocol secret. The process itself is
+``triton_fastpath.server.EmbeddedTritonServer``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.processes import free_port
+
+MODEL_CONTROL_MODES = ("none", "explicit", "poll")
+# Triton 2.51's `--grpc-restricted-protocol` / `--http-restricted-api` groups (`tritonserver --help`).
+RESTRICTABLE_PROTOCOLS = (
+    "health",
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
+)
+_HEADER_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]*")  # gRPC metadata keys are lower case
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
+REDACTED = "<redacted>"
+PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerLayout:
+    """A prepared tritonserver tree (``root``) and the wheel's shared-library dir."""
+
+    root: Path
+    libs_dir: Path
+
+    @property
+    def binary(self) -> Path:
+        """The tritonserver executable."""
+        return self.root / "bin" / "tritonserver"
+
+    @property
+    def backends_dir(self) -> Path:
+        """Directory for ``--backend-directory`` (holds ``python/`` with the stub)."""
+        return self.root / "backends"
+
+    @property
+    def caches_dir(self) -> Path:
+        """Directory for ``--cache-directory``."""
+        return self.root / "caches"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Validated tritonserver settings; a port of 0 means "pick a free port at start"."""
+
+    model_repository: Path
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    address: str = "127.0.0.1"
+    cache_size_bytes: int = 64 * 1024 * 1024  # 0 disables the response cache
+    log_file: Path | None = None
+    log_verbose: int = 0
+    model_control_mode: str = "none"
+    load_models: tuple[str, ...] = ()
+    strict_readiness: bool = True
+    exit_timeout_s: int = 30
+    metrics_interval_ms: int = 1000
+    summary_latencies: bool = True
+    restricted_protocols: tuple[str, ...] = ("model-repository",)
+    restricted_header: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+    grpc_server_cert: Path | None = None
+    grpc_server_key: Path | None = None
+    extra_args: tuple[str, ...] = ()
+    extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        """Coerce paths and sequences, then validate; raises ConfigError naming the field."""
+        set_ = object.__setattr__
+        set_(self, "model_repository", Path(self.model_repository))
+        set_(self, "log_file", None if self.log_file is None else Path(self.log_file))
+        set_(self, "load_models", tuple(self.load_models))
+        set_(self, "restricted_protocols", tuple(self.restricted_protocols))
+        if self.restricted_header is not None:
+            set_(self, "restricted_header", tuple(self.restricted_header))
+        for name in ("grpc_server_cert", "grpc_server_key"):
+            if getattr(self, name) is not None:
+                set_(self, name, Path(getattr(self, name)))
+        set_(self, "extra_args", tuple(self.extra_args))
+        set_(self, "extra_env", dict(self.extra_env))
+        repo = self.model_repository
+        if not repo.is_dir():
+            state = "is not a directory" if repo.exists() else "does not exist"
+            raise ConfigError(f"model_repository: {repo} {state}; expected an existing directory")
+        for name in PORT_FIELDS:
+            _check_int(name, getattr(self, name), 0, 65535)
+        used = [getattr(self, name) for name in PORT_FIELDS if getattr(self, name)]
+        if len(used) != len(set(used)):
+            got = ", ".join(f"{name}={getattr(self, name)}" for name in PORT_FIELDS)
+            raise ConfigError(f"ports: got {got}; expected distinct ports (0 = free port)")
+        try:
+            ipaddress.IPv4Address(self.address)
+        except ValueError:
+            raise ConfigError(
+                f"address: got {self.address!r}; expected an IPv4 address such "
+                "as 127.0.0.1 (this machine only) or 0.0.0.0 (all)"
+            ) from None
+        _check_int("cache_size_bytes", self.cache_size_bytes, 0)
+        _check_int("log_verbose", self.log_verbose, 0)
+        _check_int("exit_timeout_s", self.exit_timeout_s, 1)
+        _check_int("metrics_interval_ms", self.metrics_interval_ms, 1)
+        if self.model_control_mode not in MODEL_CONTROL_MODES:
+            raise ConfigError(
+                f"model_control_mode: got {self.model_control_mode!r}; expected one of {', '.join(MODEL_CONTROL_MODES)}"
+            )
+        if self.load_models and self.model_control_mode != "explicit":
+            raise ConfigError(
+                f"load_models: got {self.load_models}; expected () unless model_control_mode is 'explicit'"
+            )
+        for name in ("load_models", "extra_args"):
+            if not all(isinstance(item, str) and item for item in getattr(self, name)):
+                raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected a tuple of non-empty strings")
+        self._validate_security()
+
+    def _validate_security(self) -> None:
+        """Check the restricted-protocol header and the gRPC TLS files (ConfigError naming the field)."""
+        unknown = [p for p in self.restricted_protocols if p not in RESTRICTABLE_PROTOCOLS]
+        if unknown or not self.restricted_protocols:
+            raise ConfigError(
+                f"restricted_protocols: got {self.restricted_protocols!r}; expected a non-empty tuple "
+                f"of {', '.join(RESTRICTABLE_PROTOCOLS)}"
+            )
+        header = self.restricted_header
+        if header is not None:
+            # The value is a secret: errors never print it.
+            if len(header) != 2 or not all(isinstance(part, str) for part in header):
+                raise ConfigError("restricted_header: expected a (key, value) pair of strings")
+            key, value = header
+            if not _HEADER_KEY.fullmatch(key):
+                raise ConfigError(
+                    f"restricted_header: key {key!r} is not a valid gRPC metadata key; expected lower-case "
+                    "letters, digits, '-', '_' or '.' (e.g. 'admin-key')"
+                )
+            if not _HEADER_VALUE.fullmatch(value) or len(value) < 16:
+                raise ConfigError(
+                    f"restricted_header: the value of {key!r} must be at least 16 printable ASCII characters "
+                    "without spaces (e.g. secrets.token_urlsafe(32)); the value is not shown"
+                )
+        cert, key_file = self.grpc_server_cert, self.grpc_server_key
+        if (cert is None) != (key_file is None):
+            raise ConfigError(
+                f"grpc_server_cert/grpc_server_key: got {cert}/{key_file}; expected both (TLS) or neither (plain)"
+            )
+        for name in ("grpc_server_cert", "grpc_server_key"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{name}: {path} is not a file; expected a PEM file")
+
+    @property
+    def grpc_tls(self) -> bool:
+        """True when gRPC is served over TLS."""
+        return self.grpc_server_cert is not None
+
+
+def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    """Raise ConfigError unless ``value`` is an int (not a bool) in ``low..high``."""
+    bad = isinstance(value, bool) or not isinstance(value, int)
+    if bad or value < low or (high is not None and value > high):  # type: ignore[operator]
+        expected = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+        raise ConfigError(f"{name}: got {value!r}; expected {expected}")
+
+
+def to_args_list(config: ServerConfig, layout: ServerLayout) -> list[str]:
+    """Return the tritonserver argv (binary first) for ``config``; pure, ports used as given."""
+    options: list[tuple[str, object]] = [
+        ("--model-repository", config.model_repository),
+        ("--backend-directory", layout.backends_dir),
+        ("--cache-directory", layout.caches_dir),
+    ]
+    for proto in ("http", "grpc", "metrics"):
+        options += [(f"--{proto}-address", config.address), (f"--{proto}-port", getattr(config, f"{proto}_port"))]
+    options += [
+        ("--metrics-interval-ms", config.metrics_interval_ms),
+        ("--strict-readiness", str(config.strict_readiness).lower()),
+        ("--exit-timeout-secs", config.exit_timeout_s),
+        ("--log-verbose", config.log_verbose),
+        ("--model-control-mode", config.model_control_mode),
+    ]
+    if config.summary_latencies:
+        options.append(("--metrics-config", "summary_latencies=true"))
+    if config.cache_size_bytes:
+        options.append(("--cache-config", f"local,size={config.cache_size_bytes}"))
+    options += [("--load-model", model) for model in config.load_models]
+    if config.grpc_server_cert is not None:
+        options += [
+            ("--grpc-use-ssl", "true"),
+            ("--grpc-server-cert", config.grpc_server_cert),
+            ("--grpc-server-key", config.grpc_server_key),
+        ]
+    if config.restricted_header is not None:
+        key, value = config.restricted_header
+        restriction = f"{','.join(config.restricted_protocols)}:{key}={value}"
+        options += [("--grpc-restricted-protocol", restriction), ("--http-restricted-api", restriction)]
+    return [str(layout.binary), *(str(item) for option in options for item in option), *config.extra_args]
+
+
+def admin_headers(config: ServerConfig, protocol: str = "grpc") -> dict[str, str]:
+    """Request headers that open the restricted protocols of ``config`` (empty when unrestricted).
+
+    Triton 2.51 expects the key as given on HTTP, and prefixed with ``triton-grpc-protocol-`` on
+    gRPC (its error says so: ``expecting header 'triton-grpc-protocol-<key>'``).
+
+    Args:
+        config: the server's config.
+        protocol: "grpc" or "http".
+    """
+    if protocol not in ("grpc", "http"):
+        raise ValueError(f"protocol: got {protocol!r}; expected 'grpc' or 'http'")
+    if config.restricted_header is None:
+        return {}
+    key, value = config.restricted_header
+    return {f"triton-grpc-protocol-{key}" if protocol == "grpc" else key: value}
+
+
+def redact_args(args: list[str], config: ServerConfig) -> list[str]:
+    """``args`` with the restricted-header secret replaced by ``<redacted>`` (for logs and errors)."""
+    if config.restricted_header is None:
+        return list(args)
+    secret = config.restricted_header[1]
+    return [arg.replace(secret, REDACTED) for arg in args]
+
+
+def build_env(
+    layout: ServerLayout,
+    base_env: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+    python_bin_dir: Path | None = None,
+) -> dict[str, str]:
+    """Return the tritonserver environment: ``base_env`` + ``extra_env``, adjusted; pure.
+
+    The Python-backend stub imports packages from the Python whose ``bin/`` is first on PATH,
+    so ``python_bin_dir`` (default ``Path(sys.executable).parent``, deliberately not resolved
+    so a venv stays a venv) goes first; the wheel's libs dir goes first on LD_LIBRARY_PATH.
+    """
+    env = {**base_env, **(extra_env or {})}
+    bin_dir = str(python_bin_dir or Path(sys.executable).parent)
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir, *path])
+    libs = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(layout.libs_dir), *libs])
+    return env
+
+
+def resolve_ports(config: ServerConfig) -> ServerConfig:
+    """Return a copy of ``config`` with each 0 port replaced by a distinct free port."""
+    ports = {name: getattr(config, name) for name in PORT_FIELDS}
+    for name in PORT_FIELDS:
+        while not ports[name]:
+            candidate = free_port(config.address)
+            ports[name] = 0 if candidate in ports.values() else candidate
+    return dataclasses.replace(config, **ports)
+
+
+def check_ports_free(config: ServerConfig) -> None:
+    """Raise ProcessError naming the port and its CLI flag if a configured port is taken."""
+    for name in PORT_FIELDS:
+        port = getattr(config, name)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT
+            try:
+                sock.bind((config.address, port))
+            except OSError as exc:
+                flag = "--" + name.replace("_", "-")
+                raise ProcessError(
+                    f"{name} {port} is already in use on {config.address}; "
+                    f"pass {flag} 0 for a free port ({exc.strerror})"
+                ) from None
