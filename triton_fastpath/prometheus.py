@@ -17,7 +17,6 @@ import json
 import logging
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -30,7 +29,7 @@ from typing import Any, Self
 
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import ROOT
-from triton_fastpath.processes import free_port
+from triton_fastpath.processes import free_port, stop_process_group
 
 LOGGER = logging.getLogger(__name__)
 
@@ -206,13 +205,8 @@ class PrometheusServer:
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 10 s) and remove its TSDB; idempotent."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_process_group(process, grace_s=10)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.processes import free_port
+from triton_fastpath.processes import free_port, stop_process_group
 
 LOGGER = logging.getLogger(__name__)
 
@@ -83,13 +82,8 @@ class RedisServer:
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 5 s); idempotent."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_process_group(process, grace_s=5)
         if process is not None and process.stdout:
             process.stdout.close()
         if self._dir is not None:

@@ -23,7 +23,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 transformers = pytest.importorskip("transformers")
 
-from triton_fastpath.cli import export_onnx  # noqa: E402
+from triton_fastpath.cli import export_onnx, output  # noqa: E402
 from triton_fastpath.errors import ExportError, VerificationError  # noqa: E402
 from triton_fastpath.export import inputs as export_inputs  # noqa: E402
 from triton_fastpath.export import onnx2int8, onnx_run, torch2onnx, verify  # noqa: E402
@@ -457,7 +457,7 @@ def test_cli_steps_run_alone(cnn: TinyCNN, bert_onnx: Path, tmp_path: Path) -> N
 
 
 def test_cli_loads_a_pickled_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(export_onnx, "configure_cli_logging", lambda verbose: None)  # keep pytest's logging
+    monkeypatch.setattr(output, "configure_cli_logging", lambda verbose: None)  # keep pytest's logging
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3)).eval()
     pickled = tmp_path / "seq.pt"

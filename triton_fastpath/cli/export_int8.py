@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from triton_fastpath.cli.output import configure_cli_logging
-from triton_fastpath.errors import ExportError
+from triton_fastpath.cli.output import run_step
 from triton_fastpath.export.onnx2int8 import DEFAULT_OP_TYPES, quantize
 
 
@@ -33,25 +31,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name; ``None`` reads ``sys.argv``.
-
-    Returns:
-        0 on success, 1 on failure (the reason goes to stderr).
-    """
+    """`fastpath export int8 ARGS`: 0 with the INT8 file's path printed, 1 with the reason on stderr."""
     args = _parser().parse_args(argv)
-    configure_cli_logging(args.verbose)
-    try:
-        path = quantize(
-            source_path=args.source,
-            output_path=args.output,
-            per_channel=args.per_channel,
-            op_types=args.op_types,
-        )
-    except ExportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+    return run_step(
+        lambda: quantize(
+            source_path=args.source, output_path=args.output, per_channel=args.per_channel, op_types=args.op_types
+        ),
+        verbose=args.verbose,
+    )

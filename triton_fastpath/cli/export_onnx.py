@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from triton_fastpath.cli.output import configure_cli_logging
+from triton_fastpath.cli.output import run_step
 from triton_fastpath.errors import ExportError
 from triton_fastpath.export.inputs import make_array
 from triton_fastpath.export.torch2onnx import export
@@ -144,21 +143,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name; ``None`` reads ``sys.argv``.
-
-    Returns:
-        0 on success, 1 on failure (the reason goes to stderr).
-    """
+    """`fastpath export onnx ARGS`: 0 with the ONNX file's path printed, 1 with the reason on stderr."""
     args = _parser().parse_args(argv)
-    configure_cli_logging(args.verbose)
-    try:
-        module = _load_module(args.model)
+
+    def work() -> Path:
         inputs, dynamic = _cli_inputs(args)
-        path = export(
-            model=module,
+        return export(
+            model=_load_module(args.model),
             example_inputs=inputs,
             output_path=args.output,
             output_names=args.output_names,
@@ -166,8 +157,5 @@ def main(argv: list[str] | None = None) -> int:
             opset=args.opset,
             allow_legacy_fallback=not args.no_fallback,
         )
-    except ExportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+
+    return run_step(work, verbose=args.verbose)

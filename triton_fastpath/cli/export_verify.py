@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from triton_fastpath.cli.output import configure_cli_logging
+from triton_fastpath.cli.output import run_step
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.export.inputs import fixed_batch, generate_inputs, onnx_input_specs
 from triton_fastpath.export.onnx_run import DEFAULT_BATCH_SIZE, run_onnx_batched
@@ -119,22 +119,9 @@ def compare_onnx_files(args: argparse.Namespace, reproduce: str) -> ParityResult
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name; ``None`` reads ``sys.argv``.
-
-    Returns:
-        0 when the files agree, 1 when they do not or a file cannot be used.
-    """
+    """`fastpath export verify ARGS`: 0 when the files agree (the verdict printed), 1 when they do not
+    or a file cannot be used (the reason, with the command that reproduces it, on stderr)."""
     args = _parser().parse_args(argv)
-    configure_cli_logging(args.verbose)
     given = sys.argv[1:] if argv is None else argv
     reproduce = shlex.join(["fastpath", "export", "verify", *given])
-    try:
-        result = compare_onnx_files(args, reproduce)
-    except ExportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(result.describe())
-    return 0
+    return run_step(lambda: compare_onnx_files(args, reproduce).describe(), verbose=args.verbose)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Callable
+
+from triton_fastpath.errors import ExportError
 
 
 class _DropNoise(logging.Filter):
@@ -28,3 +32,16 @@ def configure_cli_logging(verbose: bool) -> None:
     # Under ``python -m`` the running module's logger is ``__main__``, not ``triton_fastpath.*``.
     for name in ("triton_fastpath", "__main__"):
         logging.getLogger(name).setLevel(level)
+
+
+def run_step(work: Callable[[], object], *, verbose: bool) -> int:
+    """Run one `fastpath export` step: logging set up, its result printed on stdout (exit 0), or an
+    `ExportError` as one line on stderr (exit 1)."""
+    configure_cli_logging(verbose)
+    try:
+        result = work()
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(result)
+    return 0
