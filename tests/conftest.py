@@ -110,8 +110,8 @@ def served(request: pytest.FixtureRequest):
 
 def sdk_client(client_type, url: str, **options):
     """A generated SDK client for tests of the server: no retries, no client-side throttling, so
-    every answer and every error is the server's own (`triton_fastpath.loadgen.measuring_client`)."""
-    from triton_fastpath.loadgen import measuring_client
+    every answer and every error is the server's own (`triton_fastpath.load.measuring_client`)."""
+    from triton_fastpath.load import measuring_client
 
     return measuring_client(client_type, url, **options)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fastpath_client.errors import ClientError, InvalidInput
 from fastpath_models import SentimentClient
-from triton_fastpath.loadgen import measuring_client, parse_metric, scrape_metrics
+from triton_fastpath.load import measuring_client, parse_metric, scrape_metrics
 
 LOGGER = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from locust import constant, task
 
 from fastpath_models.digits import DigitsClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
-from loadtests.payloads import ProcessStream, held_out_digits, vary_image
+from loadtests.payloads import held_out_digits
+from triton_fastpath.load.streams import ProcessStream, vary_image
 
 _images = ProcessStream(held_out_digits, vary_image)  # one stream per process, shared by its users
 

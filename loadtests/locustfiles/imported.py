@@ -24,7 +24,7 @@ import numpy as np
 from locust import constant, events, task
 
 from loadtests.grpc_user import GrpcUser, TableShape, grpc_target  # noqa: F401
-from loadtests.payloads import process_seed
+from triton_fastpath.load.streams import process_seed
 from triton_fastpath.paths import BUILD_DIR
 
 _loaded: dict = {}

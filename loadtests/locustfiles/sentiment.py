@@ -13,7 +13,8 @@ from locust import constant, task
 
 from fastpath_models.sentiment import SentimentClient
 from loadtests.grpc_user import GrpcUser, TableShape  # noqa: F401
-from loadtests.payloads import ProcessStream, held_out_texts, vary_text
+from loadtests.payloads import held_out_texts
+from triton_fastpath.load.streams import ProcessStream, vary_text
 
 _texts = ProcessStream(held_out_texts, vary_text)  # one stream per process, shared by its users
 

@@ -13,7 +13,7 @@ import pytest
 
 from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
-from triton_fastpath.bench.loadgen import item_stream, metric_models, server_stats
+from triton_fastpath.bench.loadgen import metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
 from triton_fastpath.bench.tuner import TuneConfig, beats, format_frontier, frontier, write_tuning
 from triton_fastpath.errors import ConfigError
@@ -211,17 +211,6 @@ def test_server_stats_gives_per_request_queue_and_compute_from_counter_deltas() 
     assert stats["enc"]["avg_batch"] == pytest.approx(4)
 
 
-def test_item_stream_never_repeats_a_fresh_text_by_accident() -> None:
-    stream = item_stream(["a", "b"], 0.0, seed=0)
-    assert [next(stream) for _ in range(5)] == ["a", "b", "a (pass 1)", "b (pass 1)", "a (pass 2)"]
-
-
-def test_item_stream_repeats_the_requested_share() -> None:
-    stream = item_stream([f"t{i}" for i in range(10_000)], 0.9, seed=1)
-    items = [next(stream) for _ in range(2000)]
-    assert 0.85 < 1 - len(set(items)) / len(items) < 0.95
-
-
 def test_budget_rows_split_the_round_trip() -> None:
     p50 = {"client_serialisation": 0.01, "ensemble": 5.0, "encoder_alone": 2.0}
     server = {
@@ -385,27 +374,6 @@ def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_one_of_them() ->
     )
     smoke = [s.key for s in default_systems(smoke=True)]
     assert "fastapi-ort" in smoke and "fastapi-ort-2w" not in smoke
-
-
-def test_open_and_closed_loops_count_successes_and_failures_with_a_fake_server() -> None:
-    import asyncio
-
-    from triton_fastpath.bench.loadgen import closed_loop, open_loop
-
-    calls = [0]
-
-    async def send(item: str) -> None:
-        calls[0] += 1
-        await asyncio.sleep(0)
-        if calls[0] % 4 == 0:
-            raise RuntimeError("every fourth request fails")
-
-    common = {"warmup_s": 0.05, "window_s": 0.1, "max_windows": 3}
-    windows, error, sent = asyncio.run(open_loop(send, item_stream(["a"], 0.0, 0), rate=300, seed=0, **common))
-    assert windows and sent > 0 and "every fourth" in error
-    assert sum(w.errors for w in windows) > 0 and sum(w.requests for w in windows) > 0
-    windows, error, sent = asyncio.run(closed_loop(send, item_stream(["a"], 0.0, 0), concurrency=3, **common))
-    assert sum(w.errors for w in windows) > 0 and sum(w.requests for w in windows) > sum(w.errors for w in windows)
 
 
 def test_a_candidate_must_win_throughput_without_slowing_a_lone_request() -> None:

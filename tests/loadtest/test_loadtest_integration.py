@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import metric_value
 from tests.loadtest.conftest import run_fastpath
 from tests.loadtest.test_monitoring import KNOWN_METRICS, dashboard_queries, metric_names
-from triton_fastpath.loadgen import scrape_metrics
+from triton_fastpath.load import scrape_metrics
 
 pytestmark = pytest.mark.integration
 

@@ -1,9 +1,10 @@
-"""Pure parts of the load tests: shapes, SLA gates, payloads, report rendering, command lines (no server)."""
+"""Pure parts of the load tests: shapes, SLA gates, report rendering, command lines (no server).
+
+The payload streams are the load engine's: tests/unit/test_load_streams.py."""
 
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import math
 import os
 import re
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from loadtests import sla
-from loadtests.payloads import ProcessStream, fresh_items, payload_stream, vary_text
 from loadtests.shapes import SHAPES, users_at
 from tests.loadtest.conftest import ROOT, run_command
 from triton_fastpath import loadtest_data as data
@@ -130,44 +130,6 @@ def test_served_service_levels_are_the_gates_p99() -> None:
     for profile, path in SLA_PROFILES.items():
         gates = {name: sla.load_gate(name, path).total.p99_ms for name in ("sentiment", "digits")}
         assert dict(SERVICE_LEVEL_PROFILES[profile]) == gates, profile
-
-
-# --- payloads -------------------------------------------------------------------------------------
-
-
-def test_fresh_items_never_repeat_and_vary_after_the_first_round() -> None:
-    stream = fresh_items(["a", "b", "c"], vary_text, seed=1)
-    items = [next(stream) for _ in range(9)]
-    assert len(set(items)) == 9 and sorted(items[:3]) == ["a", "b", "c"] and items[3].endswith("(2)")
-
-
-def test_payload_stream_repeats_about_the_duplicate_ratio() -> None:
-    stream = payload_stream([f"t{i}" for i in range(5000)], vary_text, duplicate_ratio=0.3, seed=7)
-    sent = [next(stream) for _ in range(4000)]
-    repeats = len(sent) - len(set(sent))
-    assert 0.25 < repeats / len(sent) < 0.35
-
-
-def test_default_seeds_differ_between_streams_and_a_given_seed_reproduces() -> None:
-    """Not seeded by the process id (every containerised locust worker is PID 1): two streams differ."""
-    texts = [f"t{i}" for i in range(1000)]
-    first, second = (list(itertools.islice(payload_stream(texts, vary_text, duplicate_ratio=0.3), 50)) for _ in "ab")
-    assert first != second
-    again = [list(itertools.islice(payload_stream(texts, vary_text, duplicate_ratio=0.3, seed=3), 50)) for _ in "ab"]
-    assert again[0] == again[1]
-
-
-def test_process_stream_loads_items_on_first_use_and_keeps_one_stream() -> None:
-    loads = []
-
-    def items() -> list[str]:
-        loads.append(1)
-        return ["a", "b", "c"]
-
-    stream = ProcessStream(items, vary_text, seed=1)
-    assert not loads
-    sent = [stream.next(0.0) for _ in range(6)]
-    assert loads == [1] and len(set(sent)) == 6 and sorted(sent[:3]) == ["a", "b", "c"]
 
 
 # --- report ---------------------------------------------------------------------------------------

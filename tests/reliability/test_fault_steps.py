@@ -23,7 +23,7 @@ def answer(tally: Tally, n: int) -> None:
 
 def test_a_wait_that_is_answered_in_time_leaves_the_verdict_alone() -> None:
     load = fake_load()
-    steps = _Steps(load)
+    steps = _Steps(load.tally)
     feeder = threading.Timer(0.05, answer, (load.tally, 50))  # after the wait has counted where it starts
     feeder.start()
     assert steps.wait(50, "starting the load", timeout_s=10)
@@ -35,7 +35,7 @@ def test_a_wait_that_is_answered_in_time_leaves_the_verdict_alone() -> None:
 def test_a_stalled_load_fails_the_scenario_with_a_note_naming_the_step() -> None:
     load = fake_load()
     answer(load.tally, 10)
-    steps = _Steps(load)
+    steps = _Steps(load.tally)
     assert not steps.wait(5, "restarting redis-server", timeout_s=0.1)
     assert steps.stalled == "no progress for 0.1 s after restarting redis-server (0 of 5 answers expected)"
     passed, note = steps.verdict(True, "must be 0 failed")
@@ -46,7 +46,7 @@ def test_a_stalled_load_fails_the_scenario_with_a_note_naming_the_step() -> None
 
 
 def test_later_waits_fail_at_once_and_the_first_stall_is_kept() -> None:
-    steps = _Steps(fake_load())
+    steps = _Steps(Tally())
     assert not steps.wait(1, "loading v2 beside v1", timeout_s=0.05)
     started = time.monotonic()
     assert not steps.wait(1, "unloading v1", timeout_s=30)
@@ -56,7 +56,7 @@ def test_later_waits_fail_at_once_and_the_first_stall_is_kept() -> None:
 
 def test_some_progress_short_of_the_target_is_reported_as_too_slow() -> None:
     load = fake_load()
-    steps = _Steps(load)
+    steps = _Steps(load.tally)
     threading.Timer(0.02, answer, (load.tally, 3)).start()
     assert not steps.wait(10, "shifting traffic to v2", timeout_s=0.3)
     assert steps.stalled == "too slow: 3 of 10 answers expected within 0.3 s after shifting traffic to v2"
@@ -64,8 +64,8 @@ def test_some_progress_short_of_the_target_is_reported_as_too_slow() -> None:
 
 def test_wait_until_polls_any_count_such_as_failures() -> None:
     load = fake_load()
-    steps = _Steps(load)
+    steps = _Steps(load.tally)
     threading.Timer(0.05, lambda: (load.tally.sent(), load.tally.done(0.001, RuntimeError("stub")))).start()
     assert steps.wait_until(lambda: load.tally.failed, 1, "the SIGKILL", what="failed requests", timeout_s=10)
     assert steps.stalled is None
-    assert not _Steps(fake_load()).wait_until(lambda: 0, 1, "the SIGKILL", what="failed requests", timeout_s=0.05)
+    assert not _Steps(Tally()).wait_until(lambda: 0, 1, "the SIGKILL", what="failed requests", timeout_s=0.05)

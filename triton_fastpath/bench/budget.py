@@ -24,7 +24,7 @@ import numpy as np
 
 from triton_fastpath import data as datasets
 from triton_fastpath.bench.loadgen import metric_models, server_stats
-from triton_fastpath.loadgen import percentiles_ms, scrape_metrics
+from triton_fastpath.load import percentiles_ms, scrape_metrics
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 MODEL = "sentiment"

@@ -1,7 +1,8 @@
 """The load generator process: asyncio, closed loop at each concurrency (or open-loop Poisson rates).
 
 Run by the harness as its own process, so its CPU is not the server's; prints one JSON object per
-load level on stdout (progress on stderr). Measurement follows perf_analyzer: an unmeasured
+load level on stdout (progress on stderr). The loops are the load engine's (`triton_fastpath.load`):
+this module brings the `send` of each protocol. Measurement follows perf_analyzer: an unmeasured
 warm-up, then windows repeated until the last three throughputs agree within 10% (or
 `--max-windows`), percentiles over those three. With `--metrics-url` the Triton metrics are
 scraped around the measured windows, giving each model's server-side queue and compute time.
@@ -17,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import math
-import random
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath.loadgen import Window, duplicate_stream, parse_metric, scrape_metrics, summarize
+from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, scrape_metrics
 
 PROTOCOLS = ("grpc", "http", "naive")
 SERVER_METRICS = {
@@ -53,21 +52,6 @@ def load_items(path: Path, model: str) -> list[Any]:
     if model not in data:
         raise SystemExit(f"{path} has no inputs for model {model!r}; it has {sorted(data)}")
     return data[model]
-
-
-def item_stream(items: Sequence[Any], duplicate_ratio: float, seed: int) -> Iterator[Any]:
-    """Endless requests: the items in a loop, or with `duplicate_ratio` > 0 a share of exact repeats.
-
-    Fresh items never repeat by accident: after one pass, texts get a ` (pass N)` suffix, so a cache
-    only hits on the intended duplicates.
-    """
-
-    def fresh() -> Iterator[Any]:
-        for n in itertools.count():
-            for item in items:
-                yield item if n == 0 or not isinstance(item, str) else f"{item} (pass {n})"
-
-    return duplicate_stream(fresh(), duplicate_ratio, seed=seed) if duplicate_ratio > 0 else fresh()
 
 
 def server_stats(before: str, after: str, models: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -180,97 +164,6 @@ def _meta(metadata: Any, key: str) -> list:
     return metadata[key] if isinstance(metadata, dict) else list(getattr(metadata, key))
 
 
-async def closed_loop(
-    send: Send, stream: Iterator[Any], *, concurrency: int, warmup_s: float, window_s: float, max_windows: int
-) -> tuple[list[Window], str, int]:
-    """`concurrency` tasks, each sending its next request when the last returns; windows until stable."""
-    latencies: list[float] = []
-    failed: list[bool] = []
-    first_error = [""]
-    stop = asyncio.Event()
-
-    async def worker() -> None:
-        while not stop.is_set():
-            item = next(stream)
-            started = time.perf_counter()
-            try:
-                await send(item)
-                bad = False
-            except Exception as exc:  # a failed request is data
-                bad = True
-                first_error[0] = first_error[0] or f"{type(exc).__name__}: {exc}"[:300]
-            latencies.append(time.perf_counter() - started)
-            failed.append(bad)
-
-    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
-    try:
-        return await _windows(latencies, failed, warmup_s, window_s, max_windows), first_error[0], len(latencies)
-    finally:
-        stop.set()
-        await asyncio.wait(tasks, timeout=60)
-
-
-async def open_loop(
-    send: Send, stream: Iterator[Any], *, rate: float, warmup_s: float, window_s: float, max_windows: int, seed: int
-) -> tuple[list[Window], str, int]:
-    """Poisson arrivals at `rate` per second, whatever the server's speed (MLPerf's server scenario)."""
-    latencies: list[float] = []
-    failed: list[bool] = []
-    first_error = [""]
-    stop = asyncio.Event()
-    rng = random.Random(seed)
-    pending: set[asyncio.Task] = set()
-
-    async def one(item: Any) -> None:
-        started = time.perf_counter()
-        try:
-            await send(item)
-            bad = False
-        except Exception as exc:
-            bad = True
-            first_error[0] = first_error[0] or f"{type(exc).__name__}: {exc}"[:300]
-        latencies.append(time.perf_counter() - started)
-        failed.append(bad)
-
-    async def arrivals() -> None:
-        next_at = time.perf_counter()
-        while not stop.is_set():
-            next_at += rng.expovariate(rate)
-            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-            task = asyncio.create_task(one(next(stream)))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-
-    source = asyncio.create_task(arrivals())
-    try:
-        return await _windows(latencies, failed, warmup_s, window_s, max_windows), first_error[0], len(latencies)
-    finally:
-        stop.set()
-        source.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=60)
-
-
-async def _windows(
-    latencies: list[float], failed: list[bool], warmup_s: float, window_s: float, max_windows: int
-) -> list[Window]:
-    from triton_fastpath.loadgen import throughput_stable
-
-    await asyncio.sleep(warmup_s)
-    mark = len(latencies)
-    windows: list[Window] = []
-    while len(windows) < max_windows:
-        started = time.perf_counter()
-        await asyncio.sleep(window_s)
-        end = len(latencies)
-        ok = tuple(t for t, bad in zip(latencies[mark:end], failed[mark:end]) if not bad)
-        windows.append(Window(time.perf_counter() - started, ok, errors=(end - mark) - len(ok)))
-        mark = end
-        if throughput_stable([w.throughput_rps for w in windows]):
-            break
-    return windows
-
-
 async def predict(send: Send, items: Sequence[Any]) -> list[Any]:
     """One request per item, in order: the probabilities each system returns (to compare the models)."""
     return [await send(item) for item in items]
@@ -286,18 +179,18 @@ async def run(args: argparse.Namespace) -> None:
             print(json.dumps({"predictions": await predict(send, items[: args.predict])}), flush=True)
         if args.predict_only:
             return
-        stream = item_stream(items, args.duplicate_ratio, args.seed)
+        # the items in order, then again varied (texts get a round prefix); a share of exact repeats
+        stream = payload_stream(items, duplicate_ratio=args.duplicate_ratio, seed=args.seed, shuffle=False)
         for kind, value in levels:
             before = await asyncio.to_thread(scrape_metrics, args.metrics_url) if args.metrics_url else ""
             started = time.perf_counter()
             common = {"warmup_s": args.warmup_s, "window_s": args.window_s, "max_windows": args.max_windows}
             if kind == "rate":
-                windows, error, sent = await open_loop(send, stream, rate=value, seed=args.seed, **common)
+                result = await open_loop(send, stream.__next__, rate=value, seed=args.seed, **common)
             else:
-                windows, error, sent = await closed_loop(send, stream, concurrency=int(value), **common)
+                result = await closed_loop(send, stream.__next__, concurrency=int(value), **common)
             elapsed = time.perf_counter() - started
-            result = summarize(windows, concurrency=int(value) if kind == "concurrency" else 0, sent=sent)
-            row = {**result.as_dict(), "first_error": error, "mode": kind, "level": value, "elapsed_s": elapsed}
+            row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
             if args.metrics_url:
                 after = await asyncio.to_thread(scrape_metrics, args.metrics_url)
                 row["server"] = server_stats(before, after, metric_models(after))

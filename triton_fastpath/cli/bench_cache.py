@@ -5,7 +5,7 @@ redis-server and, one at a time, embedded tritonservers on re-rendered copies of
 repository (`triton_fastpath.build.variant_repository`, as the integration tests do),
 measures each with a closed loop of single-text gRPC requests, and stops everything.
 
-Measurement (triton_fastpath.loadgen, like perf_analyzer): `--concurrency` client threads, an
+Measurement (the load engine, triton_fastpath.load, like perf_analyzer): `--concurrency` client threads, an
 unmeasured warm-up, then windows of `--window-s` repeated until three consecutive windows'
 throughputs agree within 10% (max / min <= 1.1), at most `--max-windows`; a row that never
 settles is marked unstable. p50/p95/p99 are client-side, over the last three windows.
@@ -55,13 +55,14 @@ from typing import Any
 from fastpath_models import SentimentClient
 from triton_fastpath import data as datasets
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.loadgen import (
+from triton_fastpath.load import (
     LoadResult,
-    duplicate_stream,
     measuring_client,
     parse_metric,
+    payload_stream,
     run_closed_loop,
     scrape_metrics,
+    vary_text,
 )
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 from triton_fastpath.redis_server import RedisServer
@@ -163,15 +164,14 @@ class Options:
 # --- request streams (pure) ---------------------------------------------------------------------
 
 
-def fresh_texts(base: Sequence[str], tag: str) -> Iterator[str]:
-    """Never-repeated texts: each held-out text behind a short tag, the tag's cycle counting up.
-
-    The tag goes first so it always lies inside the 64-token window (a suffix past the window
-    would be cut off and the token ids, hence the cache key, would repeat).
+def texts_stream(base: Sequence[str], tag: str, duplicate_ratio: float = 0.0) -> Iterator[str]:
+    """Held-out texts in order, each behind a short tag (`{tag}{round}: text`, the load engine's
+    `vary_text`), so that no row repeats another's; a `duplicate_ratio` share repeats a text already
+    sent (seeded by the ratio, so the stacks get identical streams).
     """
-    for cycle in itertools.count():
-        for text in base:
-            yield f"{tag}{cycle}: {text}"
+    vary = functools.partial(vary_text, tag=tag)
+    seed = round(duplicate_ratio * 100)
+    return payload_stream(base, vary, duplicate_ratio=duplicate_ratio, seed=seed, shuffle=False)
 
 
 def cycle_texts(pool: Sequence[str]) -> Iterator[str]:
@@ -327,19 +327,19 @@ def plans(stack: Stack, base: Sequence[str], options: Options) -> list[Plan]:
         return Plan(
             "throughput",
             f"{ratio:.0%} duplicates",
-            lambda: duplicate_stream(fresh_texts(base, tag), ratio, seed=round(ratio * 100)),
+            lambda: texts_stream(base, tag, ratio),
             "encoder",
             duplicate_ratio=ratio,
         )
 
     if stack.name == "uncached":
         return [
-            Plan("latency", "uncached (no cache)", lambda: fresh_texts(base, "u"), "encoder"),
+            Plan("latency", "uncached (no cache)", lambda: texts_stream(base, "u"), "encoder"),
             *(duplicates(r) for r in DUPLICATE_RATIOS),
         ]
     if stack.name == "cached":
         return [
-            Plan("latency", "miss (all caches on)", lambda: fresh_texts(base, "m"), "miss"),
+            Plan("latency", "miss (all caches on)", lambda: texts_stream(base, "m"), "miss"),
             Plan(
                 "latency",
                 "response-cache hit",

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,34 +23,24 @@ from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath import data as datasets
 from triton_fastpath.build import build_repository
 from triton_fastpath.errors import FastpathError
+from triton_fastpath.load import percentiles_ms, run_items
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
 from triton_fastpath.steps import format_report
 
 
-def percentile_ms(latencies_s: list[float], q: float) -> float:
-    """The q-th percentile of latencies, in milliseconds."""
-    return float(np.percentile(np.asarray(latencies_s) * 1000, q))
-
-
 def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list, list[float], float]:
-    """Send each item as its own request from `concurrency` threads (one `client_type` client each);
-    returns results, latencies, wall time."""
-    local = threading.local()
-
-    def one(item):
-        if not hasattr(local, "client"):
-            local.client = client_type(url, timeout_s=30)
-        start = time.perf_counter()
-        [result] = local.client.classify([item])
-        return result, time.perf_counter() - start
-
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(one, items[: 2 * concurrency]))  # warm-up: open each thread's channel, not measured
-        started = time.perf_counter()
-        pairs = list(pool.map(one, items))
-    return [r for r, _ in pairs], [t for _, t in pairs], time.perf_counter() - started
+    """Each item as its own request from `concurrency` threads (one `client_type` client each, the load
+    engine's `run_items`), after an unmeasured warm-up of 2 requests per thread; returns results,
+    latencies, wall time."""
+    return run_items(
+        lambda client, item: client.classify([item])[0],
+        items,
+        make_client=lambda: client_type(url, timeout_s=30),
+        concurrency=concurrency,
+        warmup=items[: 2 * concurrency],
+    )
 
 
 def show_examples(client: SentimentClient) -> None:
@@ -159,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         ("digits", n_img, img_acc, img_lat, img_wall),
         ("sentiment, repeated (cached)", n_text, text_acc_again, again_lat, again_wall),
     ):
-        print(
-            f"{name:<30}{n:>9}{acc:>10.2%}{percentile_ms(lat, 50):>9.2f}{percentile_ms(lat, 99):>9.2f}{n / wall:>8.0f}"
-        )
+        found = percentiles_ms(lat, (50.0, 99.0))
+        print(f"{name:<30}{n:>9}{acc:>10.2%}{found[50.0]:>9.2f}{found[99.0]:>9.2f}{n / wall:>8.0f}")
     print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
     return 0
 

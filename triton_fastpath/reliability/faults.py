@@ -1,8 +1,8 @@
 """Fault scenarios under load: Redis restarted, tritonserver restarted, a version rolled out, a stub killed.
 
 Each scenario starts its own servers (127.0.0.1, free ports, always stopped), runs closed-loop
-load through the generated SDK (`BackgroundLoad`), does its fault, and returns a `ScenarioResult`
-that accounts for every request. What must hold:
+load through the generated SDK (`scenario_load`: the load engine's `ClosedLoop`), does its fault,
+and returns a `ScenarioResult` that accounts for every request. What must hold:
 
 - Redis killed and restarted: 0 failed (the cache bypasses L2 while it is down).
 - tritonserver restarted: the SDK retries within the deadline; only requests whose deadline passed
@@ -15,6 +15,7 @@ that accounts for every request. What must hold:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -31,10 +33,10 @@ import tritonclient.grpc as grpcclient
 from fastpath_client.errors import ClientError, ServerError, Timeout
 from fastpath_client.retry import RetryPolicy
 from fastpath_models import DigitsClient, SentimentClient
+from triton_fastpath.load import ClosedLoop
 from triton_fastpath.processes import free_port
 from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.reliability.load import BackgroundLoad
-from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.server_config import admin_headers
 from triton_fastpath.watchdog import stub_processes
@@ -51,6 +53,12 @@ class DeadlinePassed(Exception):
     retries stopped at the deadline (the SDK's note says so)."""
 
 
+def scenario_load(make_client: Callable[[], Any], send: Callable[[Any, int], object]) -> ClosedLoop[int, Tally]:
+    """Four threads of the load engine's closed loop sending request `i` (1, 2, ...) with `send(client, i)`,
+    every request counted in a scenario `Tally` (`load.recorder`): a request hanging at the end is lost."""
+    return ClosedLoop(send, itertools.count(1).__next__, make_client=make_client, concurrency=4, recorder=Tally())
+
+
 class _Steps:
     """The waits of one scenario: each waits for answers after a named step and remembers the first
     one that timed out, so a stalled load fails the scenario with a note naming that step.
@@ -58,13 +66,13 @@ class _Steps:
     After a stall the later waits return False at once (the scenario's verdict is already FAIL).
     """
 
-    def __init__(self, load: BackgroundLoad) -> None:
-        self.load = load
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
         self.stalled: str | None = None
 
     def wait(self, more: int, after: str, *, timeout_s: float = 60.0) -> bool:
         """Wait until `more` further answers arrived after `after` (a step's name); False on timeout."""
-        return self.wait_until(lambda: self.load.tally.ok, self.load.tally.ok + more, after, timeout_s=timeout_s)
+        return self.wait_until(lambda: self.tally.ok, self.tally.ok + more, after, timeout_s=timeout_s)
 
     def wait_until(
         self, count: Callable[[], int], target: int, after: str, *, what: str = "answers", timeout_s: float = 60.0
@@ -111,21 +119,20 @@ def redis_restart(
     try:
         env = {"FASTPATH_REDIS_URL": redis.url, "FASTPATH_REDIS_PASSWORD": password}
         with triton(repository, work / "redis-logs", extra_env=env) as server:
-            load = BackgroundLoad(
+            load = scenario_load(
                 lambda: SentimentClient(server.grpc_url, timeout_s=10),
                 lambda c, i: c.classify([f"a film worth seeing, take {i} of {os.getpid()}"]),
-                concurrency=4,
             )
-            steps = _Steps(load)
+            steps = _Steps(load.recorder)
             with load:
                 steps.wait(200, "starting the load")
-                progress(f"redis: killing redis-server after {load.tally.ok} answers")
+                progress(f"redis: killing redis-server after {load.recorder.ok} answers")
                 redis.kill()
                 time.sleep(seconds_down)
                 redis.start()
                 progress(f"redis: restarted after {seconds_down} s down")
                 steps.wait(300, "restarting redis-server")
-            tally = load.tally
+            tally = load.recorder
     finally:
         redis.stop()
     passed, note = steps.verdict(tally.failed == 0, "must be 0 failed")
@@ -163,18 +170,18 @@ def triton_restart(
             raise
 
     with triton(repository, work / "restart-logs", **ports) as server:
-        load = BackgroundLoad(make, send, concurrency=4)
-        steps = _Steps(load)
+        load = scenario_load(make, send)
+        steps = _Steps(load.recorder)
         with load:
             steps.wait(200, "starting the load")
-            progress(f"triton: stopping tritonserver after {load.tally.ok} answers")
+            progress(f"triton: stopping tritonserver after {load.recorder.ok} answers")
             started = time.monotonic()
             server.stop()
             server.start(ready_timeout_s=180)
             down_s = time.monotonic() - started
             progress(f"triton: back after {down_s:.1f} s")
             steps.wait(300, "restarting tritonserver")
-        tally = load.tally
+        tally = load.recorder
     retries = sum(c.stats.retries for c in clients)
     refused = sum(c.stats.retries_refused for c in clients)
     only_timeouts = set(tally.errors) <= {DeadlinePassed.__name__}
@@ -251,8 +258,8 @@ def rollout(repository: Path, work: Path, *, progress: Progress = print) -> Scen
                 for client in self.values():
                     client.close()
 
-        load = BackgroundLoad(lambda: _Pair(make()), send, concurrency=4)
-        steps = _Steps(load)
+        load = scenario_load(lambda: _Pair(make()), send)
+        steps = _Steps(load.recorder)
         with load:
             steps.wait(200, "starting the load on v1")
             progress("rollout: loading v2 beside v1")
@@ -264,7 +271,7 @@ def rollout(repository: Path, work: Path, *, progress: Progress = print) -> Scen
             progress("rollout: unloading v1")
             admin.load_model("digits", config=_versions_config(repo / "digits", [2]), headers=headers)
             steps.wait(200, "unloading v1")
-        tally = load.tally
+        tally = load.recorder
         ready = [v for v in "12" if admin.is_model_ready("digits", v)]
         admin.close()
     passed, note = steps.verdict(
@@ -298,10 +305,8 @@ def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> Sc
         repository, work / "stub-logs", model_control_mode="explicit", load_models=("digits",), exit_timeout_s=5
     ) as server:
         admin = grpcclient.InferenceServerClient(server.grpc_url)
-        load = BackgroundLoad(
-            lambda: DigitsClient(server.grpc_url, timeout_s=10), lambda c, i: c.classify(_pixels(i)), concurrency=4
-        )
-        steps = _Steps(load)
+        load = scenario_load(lambda: DigitsClient(server.grpc_url, timeout_s=10), lambda c, i: c.classify(_pixels(i)))
+        steps = _Steps(load.recorder)
         with load:
             steps.wait(200, "starting the load")
             stub = find_stub(server.pid, "digits_0_0")
@@ -309,21 +314,21 @@ def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> Sc
             os.kill(stub, signal.SIGKILL)
             # Requests on the dead stub fail as they reach it: poll for the first failure.
             steps.wait_until(
-                lambda: load.tally.failed,
+                lambda: load.recorder.failed,
                 1,
                 "the SIGKILL to the stub",
                 what="failed requests",
                 timeout_s=STUB_FAILURE_TIMEOUT_S,
             )
             ready_while_dead = admin.is_model_ready("digits")
-            failed_while_dead = load.tally.failed
+            failed_while_dead = load.recorder.failed
             progress(f"stub: {failed_while_dead} failed; model ready: {ready_while_dead}; unload + load")
             # A load_model of an unchanged model is a no-op (even with an explicit config): only
             # unload + load starts new stubs; requests in between fail as ModelUnavailable.
             admin.unload_model("digits")
             admin.load_model("digits")
             recovered = steps.wait(200, "unloading and loading digits again")
-        tally = load.tally
+        tally = load.recorder
         admin.close()
     kinds = set(tally.errors)
     named = "not healthy" in tally.messages.get(ServerError.__name__, "")

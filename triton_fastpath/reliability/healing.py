@@ -33,9 +33,9 @@ import numpy as np
 from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath.build import variant_repository
 from triton_fastpath.health import probe_model
-from triton_fastpath.reliability.faults import find_stub
-from triton_fastpath.reliability.load import BackgroundLoad
-from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.load import ClosedLoop
+from triton_fastpath.reliability.faults import find_stub, scenario_load
+from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.repository import RepoSettings
 from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
@@ -65,7 +65,7 @@ KINDS = {
 }
 
 
-def _load(kind: Kind, url: str) -> tuple[BackgroundLoad, list[float]]:
+def _load(kind: Kind, url: str) -> tuple[ClosedLoop[int, Tally], list[float]]:
     """Closed-loop load on the kind's model, and the durations of the calls that failed."""
     failures: list[float] = []
 
@@ -81,7 +81,15 @@ def _load(kind: Kind, url: str) -> tuple[BackgroundLoad, list[float]]:
             raise
 
     make = DigitsClient if kind.model == "digits" else SentimentClient
-    return BackgroundLoad(lambda: make(url, timeout_s=DEADLINE_S), send, concurrency=4), failures
+    return scenario_load(lambda: make(url, timeout_s=DEADLINE_S), send), failures
+
+
+def _wait_for(tally: Tally, answered: int, timeout_s: float) -> bool:
+    """Wait until at least `answered` requests were answered; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while tally.ok < answered and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return tally.ok >= answered
 
 
 def _until_healthy(http_url: str, model: str, healed: Callable[[], bool], since: float, limit_s: float) -> float:
@@ -107,10 +115,10 @@ def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = p
         load, failures = _load(kind, server.grpc_url)
         try:
             with load:
-                answered = load.wait_for(200, timeout_s=60)
+                answered = _wait_for(load.recorder, 200, timeout_s=60)
                 server_kill = kind.victim == "tritonserver"
                 victim = server.pid if server_kill else find_stub(server.pid, kind.victim)
-                progress(f"heal-{kind_name}: SIGKILL to {kind.victim} (pid {victim}) after {load.tally.ok} answers")
+                progress(f"heal-{kind_name}: SIGKILL to {kind.victim} (pid {victim}) after {load.recorder.ok} answers")
                 killed = time.monotonic()
                 os.kill(victim, signal.SIGKILL)
                 time.sleep(0.05)
@@ -121,11 +129,11 @@ def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = p
                 healed = lambda: metrics.server_restarts > 0 or bool(metrics.model_reloads)  # noqa: E731
                 healthy_s = _until_healthy(server.http_url, kind.model, healed, killed, 3 * kind.target_s)
                 progress(f"heal-{kind_name}: healthy again after {healthy_s:.1f} s")
-                after = load.wait_for(load.tally.ok + 200, timeout_s=60)
+                after = _wait_for(load.recorder, load.recorder.ok + 200, timeout_s=60)
         finally:
             watchdog.stop()
             thread.join(timeout=30)
-        tally = load.tally
+        tally = load.recorder
     slowest = max(failures, default=0.0)
     checks = {
         f"healthy again in {healthy_s:.1f} s <= {kind.target_s:.0f} s": healthy_s <= kind.target_s,

@@ -27,7 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from fastpath_client.errors import ClientError, ServerError, map_exception
 from fastpath_models import DigitsClient, EmbedClient, SentimentClient
-from triton_fastpath.loadgen import parse_metric, scrape_metrics
+from triton_fastpath.load import parse_metric, scrape_metrics
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 
 __all__ = ["CASES", "Case", "cases_for", "run_batch_mates", "run_case", "run_matrix"]

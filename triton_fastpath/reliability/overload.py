@@ -4,8 +4,8 @@
    on a shared 2-core machine a Python generator offering 3x capacity takes a core, and without
    the split it starves the server it measures (measured: goodput 0.37x unpinned, 0.90x pinned).
    The generator stands in for clients on other machines; capacity is measured in the same split.
-2. `measure_capacity`: an asyncio closed loop (32 requests in flight, best of 3 windows).
-3. `open_loop`: asyncio arrivals on a Poisson schedule at a fixed rate, whatever the server does
+2. `measure_capacity`: the load engine's asyncio closed loop (32 requests in flight, best of 3 windows).
+3. `open_loop`: the engine's asyncio arrivals on a Poisson schedule at a fixed rate, whatever the server does
    (overload cannot slow the sender down). Every request is counted: answered, failed with a
    counted error (Overloaded, Timeout...), or lost.
 4. `run_overload`, per trial: capacity, a 3x flood (goodput = answers/s over capacity), then a
@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import math
 import os
-import random
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from fastpath_client.retry import RetryBudget, RetryPolicy
-from triton_fastpath.loadgen import percentiles_ms
+from triton_fastpath.load import Arrivals, LoadResult, closed_loop, percentiles_ms, run_arrivals
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 
@@ -172,37 +171,27 @@ def measure_capacity(
 ) -> float:
     """Answers per second of `load.model` under a closed loop of `concurrency` requests in flight.
 
-    After a 1 s warm-up the loop runs `windows` windows of `seconds` and the best one counts: a
-    window slowed by other work on the machine understates capacity, never overstates it.
-    Failed requests do not count as answers.
+    The load engine's asyncio closed loop: after a 1 s warm-up it runs `windows` windows of `seconds`
+    and the best one counts: a window slowed by other work on the machine understates capacity,
+    never overstates it. Failed requests do not count as answers.
     """
     if windows < 1:
         raise ValueError(f"windows: got {windows}; expected >= 1")
 
-    async def closed_loop() -> list[float]:
-        answered = 0
-        policy = RetryPolicy(max_attempts=1)
-        async with load.client_class(url, timeout_s=5, retry_policy=policy) as client:
+    async def closed() -> LoadResult:
+        async with load.client_class(url, timeout_s=5, retry_policy=RetryPolicy(max_attempts=1)) as client:
+            payloads = map(load.payload, itertools.count())
+            return await closed_loop(
+                client.classify,
+                payloads.__next__,
+                concurrency=concurrency,
+                warmup_s=1.0,
+                window_s=seconds,
+                max_windows=windows,
+                stability_windows=windows,  # every window runs: the best counts, not their agreement
+            )
 
-            async def worker(k: int, until: float) -> None:
-                nonlocal answered
-                i = k
-                while time.monotonic() < until:
-                    try:
-                        await client.classify(load.payload(i))
-                        answered += 1
-                    except Exception:  # not an answer; the loop goes on
-                        pass
-                    i += concurrency
-
-            rates = []
-            for window_s in [1.0] + [seconds] * windows:  # the first is the warm-up
-                answered, started = 0, time.monotonic()
-                await asyncio.gather(*(worker(k, started + window_s) for k in range(concurrency)))
-                rates.append(answered / (time.monotonic() - started))
-            return rates[1:]
-
-    capacity = max(asyncio.run(closed_loop()))
+    capacity = max(asyncio.run(closed()).window_throughputs_rps)
     if capacity <= 0:
         raise RuntimeError(f"{load.model}: no request answered while measuring capacity at {url}")
     return capacity
@@ -210,7 +199,11 @@ def measure_capacity(
 
 @dataclass
 class OpenLoopClass:
-    """One class of requests in an open loop: a rate, a priority, and what happened to them."""
+    """One class of requests in an open loop: a rate, a priority, and what happened to them.
+
+    It is the class's recorder in the load engine (`sent` / `done`): its tally, plus the latency of
+    every failed request (how long a rejection took).
+    """
 
     name: str
     rate_rps: float
@@ -222,46 +215,35 @@ class OpenLoopClass:
     attempts: int = field(default=0, init=False)
     requests: int = field(default=0, init=False)
 
+    def sent(self, n: int = 1) -> None:
+        """Count `n` requests as sent."""
+        self.tally.sent(n)
+
+    def done(self, latency_s: float, error: BaseException | None = None) -> None:
+        """Count one request as answered, or failed (its latency kept apart)."""
+        self.tally.done(latency_s, error)
+        if error is not None:
+            self.failure_latencies_s.append(latency_s)
+
 
 def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: float) -> None:
-    """Send each class's Poisson arrivals for `seconds` through one SDK client; wait for the answers."""
+    """Send each class's Poisson arrivals (the load engine's `run_arrivals`) for `seconds` through one
+    SDK client; wait for the answers."""
 
     async def run() -> None:
         budget = RetryBudget()  # shared by every request: retries add at most ~10% in all
         policy = RetryPolicy() if all(c.retries for c in classes) else RetryPolicy(max_attempts=1)
         async with load.client_class(url, timeout_s=5, retry_budget=budget, retry_policy=policy) as client:
-            tasks: set[asyncio.Task] = set()
 
-            async def one(cls: OpenLoopClass, i: int) -> None:
-                started = time.perf_counter()
-                try:
-                    await client.classify(load.payload(i), timeout_s=cls.timeout_s, priority=cls.priority)
-                except Exception as error:  # counted by kind in the tally
-                    cls.tally.done(time.perf_counter() - started, error)
-                    cls.failure_latencies_s.append(time.perf_counter() - started)
-                else:
-                    cls.tally.done(time.perf_counter() - started)
-
-            async def arrivals(cls: OpenLoopClass) -> None:
-                rng = random.Random(cls.name)
-                loop = asyncio.get_running_loop()
-                end = loop.time() + seconds
-                next_at, i = loop.time(), 0
-                while next_at < end:
-                    delay = next_at - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    cls.tally.sent()
-                    i += 1
-                    task = asyncio.create_task(one(cls, i))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-                    next_at += rng.expovariate(cls.rate_rps)
+            def sender(cls: OpenLoopClass) -> Callable[[int], Awaitable[Any]]:
+                return lambda i: client.classify(load.payload(i), timeout_s=cls.timeout_s, priority=cls.priority)
 
             before = (client.stats.requests, client.stats.attempts)
-            await asyncio.gather(*(arrivals(c) for c in classes))
-            if tasks:
-                await asyncio.wait(tasks, timeout=max(c.timeout_s for c in classes) + 10)
+            await run_arrivals(
+                [Arrivals(c.rate_rps, sender(c), c, seed=c.name) for c in classes],
+                seconds=seconds,
+                drain_timeout_s=max(c.timeout_s for c in classes) + 10,
+            )
             for cls in classes:  # one shared client: attempts are reported for all classes together
                 cls.requests = client.stats.requests - before[0]
                 cls.attempts = client.stats.attempts - before[1]

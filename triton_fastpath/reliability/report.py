@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from triton_fastpath.loadgen import percentiles_ms
+from triton_fastpath.load import percentiles_ms
 
 __all__ = ["ScenarioResult", "Tally", "format_table", "results_json"]
 

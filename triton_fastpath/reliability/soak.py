@@ -5,8 +5,8 @@
 
 The server runs as `serve` runs it (explicit model control, the watchdog on) with Redis as the L2
 cache. The capacity of the mixed workload (3 sentiment texts : 1 digits image, 30% repeated
-payloads, so every cache layer works) is measured with a closed loop first; then an open loop
-offers `fraction` of it (Poisson arrivals, through the async SDK) for `duration_s`. Every
+payloads, so every cache layer works) is measured with the load engine's closed loop first; then
+its open loop offers `fraction` of it (Poisson arrivals, through the async SDK) for `duration_s`. Every
 `window_s` it samples the RSS and open file descriptors of tritonserver and of every Python stub,
 Redis's `used_memory`, and the window's client p50/p99 and errors.
 
@@ -24,13 +24,14 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from triton_fastpath.loadgen import percentiles_ms
+from triton_fastpath.load import Arrivals, WindowRecorder, closed_loop, percentiles_ms, run_arrivals
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.watchdog import Watchdog, stub_processes
 
@@ -103,21 +104,6 @@ def open_fds(pid: int) -> int:
         return -1
 
 
-class _Tally:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.sent = self.answered = self.failed = 0
-        self.window: list[float] = []
-        self.window_errors = 0
-        self.first_error = ""
-
-    def take_window(self) -> tuple[list[float], int]:
-        with self.lock:
-            window, errors = self.window, self.window_errors
-            self.window, self.window_errors = [], 0
-            return window, errors
-
-
 def _payloads(seed: int):
     rng = random.Random(seed)
     recent: list = []
@@ -135,65 +121,40 @@ def _payloads(seed: int):
         yield item
 
 
-async def _closed_loop(url: str, seconds: float, concurrency: int = 16) -> float:
+def _sender(text, digits) -> Callable[[tuple[str, Any]], Awaitable[Any]]:
+    """Send one mixed item (`(model, payload)`) with the async SDK clients."""
+    return lambda item: text.classify([item[1]]) if item[0] == "sentiment" else digits.classify(item[1])
+
+
+async def _capacity(url: str, seconds: float, concurrency: int = 16) -> float:
+    """Answers per second of the mixed workload: the load engine's closed loop, one window of `seconds`."""
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
-    done = 0
-    stream = _payloads(1)
-    stop = time.monotonic() + seconds
     async with AsyncSentimentClient(url, timeout_s=10) as text, AsyncDigitsClient(url, timeout_s=10) as digits:
+        result = await closed_loop(
+            _sender(text, digits),
+            _payloads(1).__next__,
+            concurrency=concurrency,
+            warmup_s=0.0,
+            window_s=seconds,
+            max_windows=1,
+            stability_windows=1,
+        )
+    return result.throughput_rps
 
-        async def worker() -> None:
-            nonlocal done
-            while time.monotonic() < stop:
-                model, payload = next(stream)
-                await (text.classify([payload]) if model == "sentiment" else digits.classify(payload))
-                done += 1
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return done / seconds
-
-
-async def _open_loop(url: str, rate: float, seconds: float, tally: _Tally, deadline_s: float) -> None:
+async def _open_loop(url: str, rate: float, seconds: float, recorder: WindowRecorder, deadline_s: float) -> None:
+    """Poisson arrivals of the mixed workload at `rate` (the load engine's `run_arrivals`)."""
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
-    rng = random.Random(2)
     stream = _payloads(3)
-    tasks: set[asyncio.Task] = set()
     async with (
         AsyncSentimentClient(url, timeout_s=deadline_s) as text,
         AsyncDigitsClient(url, timeout_s=deadline_s) as digits,
     ):
-
-        async def one(model: str, payload) -> None:
-            started = time.perf_counter()
-            try:
-                await (text.classify([payload]) if model == "sentiment" else digits.classify(payload))
-            except Exception as error:  # counted; the soak goes on
-                with tally.lock:
-                    tally.failed += 1
-                    tally.window_errors += 1
-                    tally.first_error = tally.first_error or f"{type(error).__name__}: {error}"[:200]
-            else:
-                with tally.lock:
-                    tally.answered += 1
-                    tally.window.append(time.perf_counter() - started)
-
-        loop = asyncio.get_running_loop()
-        end = loop.time() + seconds
-        next_at = loop.time()
-        while next_at < end:
-            delay = next_at - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            with tally.lock:
-                tally.sent += 1
-            task = asyncio.create_task(one(*next(stream)))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            next_at += rng.expovariate(rate)
-        if tasks:
-            await asyncio.wait(tasks, timeout=deadline_s + 10)
+        send = _sender(text, digits)
+        arrivals = Arrivals(rate, lambda _: send(next(stream)), recorder, seed=2)
+        await run_arrivals([arrivals], seconds=seconds, drain_timeout_s=deadline_s + 10)
 
 
 def _redis_mb(redis_url: str, password: str) -> float:
@@ -235,23 +196,25 @@ def run_soak(
             guard = threading.Thread(target=watchdog.run, name="watchdog", daemon=True)
             guard.start()
             try:
-                capacity = asyncio.run(_closed_loop(server.grpc_url, 5.0))
+                capacity = asyncio.run(_capacity(server.grpc_url, 5.0))
                 offered = fraction * capacity
                 progress(
                     f"soak: capacity {capacity:.0f} req/s (mixed); offering {offered:.0f} req/s for {duration_s:.0f} s"
                 )
                 warmup = max(window_s, duration_s / 6) if warmup_s is None else warmup_s
                 result = SoakResult(capacity, offered, duration_s, window_s, warmup)
-                tally = _Tally()
+                recorder = WindowRecorder()
                 runner = threading.Thread(
-                    target=lambda: asyncio.run(_open_loop(server.grpc_url, offered, duration_s, tally, deadline_s)),
+                    target=lambda: asyncio.run(_open_loop(server.grpc_url, offered, duration_s, recorder, deadline_s)),
                     name="soak-load",
                 )
                 started = time.monotonic()
                 runner.start()
                 while runner.is_alive():
+                    window_started = time.monotonic()
                     runner.join(timeout=window_s)
-                    latencies, errors = tally.take_window()
+                    window = recorder.cut(time.monotonic() - window_started)
+                    latencies, errors = window.latencies_s, window.errors
                     pids = process_table(server.pid)
                     quantiles = percentiles_ms(latencies, (50.0, 99.0))
                     sample = Sample(
@@ -273,8 +236,8 @@ def run_soak(
             finally:
                 watchdog.stop()
                 guard.join(timeout=30)
-    result.sent, result.answered, result.failed = tally.sent, tally.answered, tally.failed
-    result.first_error = tally.first_error
+    result.sent, result.answered, result.failed = recorder.requests, recorder.ok, recorder.failed
+    result.first_error = recorder.first_error
     result.checks = verdicts(result)
     return result
 

@@ -1,21 +1,30 @@
-"""The load generator's pure helpers (percentiles, stability, merging windows, metrics parsing),
-and its threads against a fake in-process client (no server, no sockets).
+"""The load engine (`triton_fastpath.load`): its pure parts (percentiles, stability, windows, metrics
+parsing) and its loops, threads and asyncio, against fake in-process clients (no server, no sockets).
+Payload streams: test_load_streams.py. No test asserts a wall-clock time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from triton_fastpath.loadgen import (
+from triton_fastpath.load import (
+    Arrivals,
+    ClosedLoop,
+    StabilityWindows,
     Window,
-    duplicate_stream,
+    WindowRecorder,
+    closed_loop,
+    open_loop,
     parse_metric,
     percentiles_ms,
+    run_arrivals,
     run_closed_loop,
     run_items,
     summarize,
@@ -184,33 +193,153 @@ def test_run_closed_loop_rejects_bad_settings():
         run_closed_loop(lambda c, i: None, lambda: 1, make_client=FakeClient, concurrency=0)
 
 
-def test_run_items_keeps_the_order_of_the_items():
+def test_run_items_keeps_the_order_of_the_items_and_leaves_the_warm_up_out():
+    sent = []
+
+    def call(client, item):
+        sent.append(item)
+        return client.call(item)
+
     results, latencies_s, wall_s = run_items(
-        lambda client, item: client.call(item), ["a", "b", "c", "d"], make_client=FakeClient, concurrency=2
+        call, ["a", "b", "c", "d"], make_client=FakeClient, concurrency=2, warmup=["w1", "w2"]
     )
     assert results == ["A", "B", "C", "D"]
     assert len(latencies_s) == 4 and wall_s >= 0
+    assert sorted(sent[:2]) == ["w1", "w2"] and len(sent) == 6
 
 
-@pytest.mark.parametrize("ratio", [0.0, 0.5, 0.9])
-def test_duplicate_stream_repeats_about_the_ratio_and_only_items_already_sent(ratio):
-    stream = duplicate_stream(iter(range(100_000)), ratio, seed=7)
-    items = list(itertools.islice(stream, 5000))
-    seen: set[int] = set()
-    repeats = 0
-    for item in items:
-        if item in seen:
-            repeats += 1
-        else:
-            assert item == len(seen)  # new items arrive in order, none skipped
-            seen.add(item)
-    assert repeats / len(items) == pytest.approx(ratio, abs=0.03)
+def test_run_closed_loop_raises_when_no_thread_could_build_its_client():
+    def broken_client():
+        raise ConnectionError("no server")
+
+    with pytest.raises(RuntimeError, match=r"could not start.*no server"):
+        run_closed_loop(lambda c, i: None, lambda: 1, make_client=broken_client, concurrency=2, warmup_s=1.0)
 
 
-def test_duplicate_stream_is_reproducible_and_ends_with_its_source():
-    first = list(itertools.islice(duplicate_stream(iter(range(1000)), 0.5, seed=3), 200))
-    again = list(itertools.islice(duplicate_stream(iter(range(1000)), 0.5, seed=3), 200))
-    assert first == again
-    assert list(duplicate_stream(iter([1, 2]), 0.0)) == [1, 2]
-    with pytest.raises(ValueError, match="ratio=1"):
-        next(duplicate_stream(iter([1]), 1.0))
+def test_recorder_windows_hold_what_completed_since_the_last_cut():
+    recorder = WindowRecorder()
+    recorder.sent(3)
+    recorder.done(0.5)  # warm-up: forgotten by mark()
+    recorder.mark()
+    recorder.done(0.010)
+    recorder.done(0.020, RuntimeError("x" * 1000))
+    window = recorder.cut(2.0)
+    assert (window.latencies_s, window.errors, window.throughput_rps) == ((0.010,), 1, 0.5)
+    assert recorder.cut(1.0) == Window(1.0, (), 0)
+    assert (recorder.requests, recorder.completed, recorder.ok, recorder.failed) == (3, 3, 2, 1)
+    assert recorder.first_error.startswith("RuntimeError: xxx") and len(recorder.first_error) == 300
+
+
+def test_stability_windows_stop_when_stable_or_at_max_windows():
+    recorder = WindowRecorder()
+    windows = StabilityWindows(recorder, max_windows=5)
+    windows.start()
+    finished = []
+    for count in (10, 100, 100, 105):
+        for _ in range(count):
+            recorder.done(0.001)
+        finished.append(windows.cut(1.0))
+    assert finished == [False, False, False, True]
+    result = windows.result(concurrency=2)
+    assert result.stable and result.windows_run == 4 and result.requests == 305 and result.sent == 315
+    unstable = StabilityWindows(WindowRecorder(), max_windows=3)
+    assert [unstable.cut(1.0) for _ in range(3)] == [False, False, True]  # zero throughput: never stable
+    assert not unstable.result(concurrency=1).stable
+    with pytest.raises(ValueError, match="max_windows=2"):
+        StabilityWindows(recorder, max_windows=2)
+
+
+class CountingTally:
+    """A scenario's own recorder: only `sent` and `done`, as reliability.report.Tally has them."""
+
+    def __init__(self) -> None:
+        self.requests = self.ok = self.failed = 0
+        self.lock = threading.Lock()
+
+    def sent(self, n: int = 1) -> None:
+        with self.lock:
+            self.requests += n
+
+    def done(self, latency_s: float, error: BaseException | None = None) -> None:
+        with self.lock:
+            self.ok += error is None
+            self.failed += error is not None
+
+
+def test_closed_loop_threads_count_every_request_in_the_callers_recorder_until_stopped():
+    FakeClient.closed = 0
+    numbers = []
+    release = threading.Event()
+
+    def send(client, i):
+        numbers.append(i)
+        if len(numbers) >= 20:
+            release.set()
+        if i % 5 == 0:
+            raise RuntimeError("every fifth fails")
+
+    tally = CountingTally()
+    with ClosedLoop(send, itertools.count(1).__next__, make_client=FakeClient, concurrency=3, recorder=tally) as load:
+        assert release.wait(30)
+    assert load.recorder is tally
+    assert tally.requests == tally.ok + tally.failed == len(numbers) and tally.failed > 0
+    assert sorted(numbers) == list(range(1, len(numbers) + 1))  # each number once
+    assert FakeClient.closed == 3
+
+
+def test_closed_loop_shows_a_request_still_hanging_at_stop_as_sent_and_not_done():
+    hang = threading.Event()
+    tally = CountingTally()
+    load = ClosedLoop(
+        lambda c, i: hang.wait(), itertools.count().__next__, make_client=FakeClient, concurrency=1, recorder=tally
+    )
+    load.join_timeout_s = 0.05
+    load.start()
+    while tally.requests == 0:
+        time.sleep(0.001)
+    load.stop()
+    assert (tally.requests, tally.ok, tally.failed) == (1, 0, 0)
+    hang.set()
+
+
+async def _fails_every_fourth(calls: list[int]) -> None:
+    calls[0] += 1
+    await asyncio.sleep(0)
+    if calls[0] % 4 == 0:
+        raise RuntimeError("every fourth request fails")
+
+
+def test_async_open_and_closed_loops_count_successes_and_failures():
+    calls = [0]
+
+    async def send(item: str) -> None:
+        await _fails_every_fourth(calls)
+
+    common = {"warmup_s": 0.05, "window_s": 0.1, "max_windows": 3, "tolerance": 100.0}
+    result = asyncio.run(open_loop(send, itertools.repeat("a").__next__, rate=300, seed=0, **common))
+    assert result.concurrency == 0 and result.windows_run == 3 and result.sent > 0
+    assert result.errors > 0 and result.requests > 0 and "every fourth" in result.first_error
+    result = asyncio.run(closed_loop(send, itertools.repeat("a").__next__, concurrency=3, **common))
+    assert result.concurrency == 3 and result.stable and result.windows_run == 3
+    assert result.errors > 0 and result.requests > result.errors
+
+
+def test_run_arrivals_counts_each_class_apart_and_waits_for_the_answers():
+    calls = [0]
+
+    async def send(i: int) -> None:
+        await _fails_every_fourth(calls)
+
+    high, low = CountingTally(), CountingTally()
+    asyncio.run(
+        run_arrivals(
+            [Arrivals(200, send, high, seed="high"), Arrivals(400, send, low, seed="low")],
+            seconds=0.2,
+            drain_timeout_s=10,
+        )
+    )
+    for tally in (high, low):
+        assert tally.requests > 0 and tally.requests == tally.ok + tally.failed  # none lost
+    assert high.failed + low.failed > 0
+    with pytest.raises(ValueError, match="rate_rps=0"):
+        asyncio.run(run_arrivals([Arrivals(0, send, high)], seconds=0.1))
