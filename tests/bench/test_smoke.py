@@ -103,3 +103,25 @@ def test_smoke_tuner_writes_a_tuning_file_that_repo_settings_reads(built_reposit
     RepoSettings(**settings)  # valid settings
     measured = json.loads(output.read_text())["measured"]
     assert measured["candidates"] == 2
+
+
+def test_smoke_cache_benchmark_measures_every_layer_and_writes_its_report(
+    built_repository: Path, tmp_path: Path
+) -> None:
+    """`fastpath bench cache --smoke`: every stack served, every row answered without errors, and the
+    layer each hit row is about answered some of its requests (read from Triton's metrics)."""
+    out = tmp_path / "report"
+    _run("bench", "cache", "--smoke", "--skip-build", "--output-dir", str(out), "--json", str(tmp_path / "cache.json"))
+    results = json.loads((tmp_path / "cache.json").read_text())
+    rows = {(row["table"], row["name"]): row for row in results["rows"]}
+    for key, row in rows.items():
+        assert row["errors"] == 0 and row["requests"] > 0, f"{key}: {row['first_error']}"
+    latency = {name for table, name in rows if table == "latency"}
+    assert {"uncached (no cache)", "miss (all caches on)", "L1 hit", "L2 hit", "response-cache hit"} <= latency
+    for (table, name), row in rows.items():
+        if table == "latency" and row["hit_layer"]:
+            assert row["hit_share"] > 0, f"{name}: the {row['hit_layer']} layer answered nothing"
+    throughput = sorted({row["duplicate_ratio"] for (table, _), row in rows.items() if table == "throughput"})
+    assert throughput == [0.0, 0.2, 0.5, 0.9]
+    page = (out / "caching-benchmark.md").read_text()
+    assert "MLPerf" in page and "| uncached (no cache) |" in page

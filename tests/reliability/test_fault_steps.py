@@ -69,3 +69,28 @@ def test_wait_until_polls_any_count_such_as_failures() -> None:
     assert steps.wait_until(lambda: load.tally.failed, 1, "the SIGKILL", what="failed requests", timeout_s=10)
     assert steps.stalled is None
     assert not _Steps(Tally()).wait_until(lambda: 0, 1, "the SIGKILL", what="failed requests", timeout_s=0.05)
+
+
+def _aborted(tmp_path, log_text: str, *, hung: int = 0):
+    from triton_fastpath.reliability.faults import _server_aborted
+
+    log = tmp_path / "tritonserver.log"
+    log.write_text(log_text)
+    tally = Tally()
+    answer(tally, 10)
+    for _ in range(3):  # in flight when the server died: failed, counted
+        tally.sent()
+        tally.done(0.01, RuntimeError("connection refused"))
+    for _ in range(hung):
+        tally.sent()
+    load = SimpleNamespace(recorder=tally, stop=lambda: tally)
+    return _server_aborted(SimpleNamespace(log_path=log), load, progress=lambda message: None)
+
+
+def test_a_stub_kill_that_aborts_tritonserver_is_the_known_outcome_only_with_its_log_line(tmp_path) -> None:
+    from triton_fastpath.reliability.faults import STUB_ABORT
+
+    known = _aborted(tmp_path, f"terminate called after throwing an instance of '{STUB_ABORT}'\nSignal (6)\n")
+    assert known.passed and known.figures["server_aborted"] == 1.0 and STUB_ABORT in known.note
+    assert not _aborted(tmp_path, "Segmentation fault\n").passed  # another crash is a finding, not a pass
+    assert not _aborted(tmp_path, STUB_ABORT, hung=1).passed  # a lost request never passes

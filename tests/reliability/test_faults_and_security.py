@@ -49,6 +49,9 @@ def test_a_killed_python_stub_fails_its_requests_until_the_model_is_reloaded(
 ) -> None:
     result = faults.stub_kill(built_repository, tmp_path)
     check(result)
+    if result.figures.get("server_aborted"):  # the other outcome: the stub died holding the IPC lock
+        assert faults.STUB_ABORT in result.note and result.lost == 0
+        return
     assert "is not healthy" in result.note and set(result.errors) <= {"ServerError", "ModelUnavailable"}
     assert result.figures["ready_while_dead"] == 1.0  # readiness does not see a dead stub
     assert result.figures["recovered"] == 1.0

@@ -15,6 +15,7 @@ import pytest
 
 from triton_fastpath.build import variant_repository
 from triton_fastpath.reliability import overload
+from triton_fastpath.reliability.generator import LoadProcess, OpenLoopClass, pin_process_tree, split_cores, workload
 from triton_fastpath.reliability.servers import triton
 
 pytestmark = pytest.mark.integration
@@ -25,10 +26,10 @@ def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFac
     """The served defaults without caches, on half the cores; the other half is the generator's."""
     work = tmp_path_factory.mktemp("overload")
     repo = variant_repository(overload.overload_settings(), work / "repo")
-    cores = overload.split_cores()
+    cores = split_cores()
     with triton(repo, work / "logs") as server:
         if cores:
-            overload.pin_process_tree(server.pid, cores.server)
+            pin_process_tree(server.pid, cores.server)
         yield server, cores.load if cores else None
 
 
@@ -42,12 +43,12 @@ SHED_AT_LEAST = 0.05
 @pytest.mark.parametrize("model", overload.MODELS)
 def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server, model: str) -> None:
     server, load_cores = overload_server
-    with overload.LoadProcess(server.grpc_url, model, load_cores) as generator:  # as `make reliability` runs it
+    with LoadProcess(server.grpc_url, model, load_cores) as generator:  # as `make reliability` runs it
         capacity = generator.capacity()
-        print(f"{model}: capacity {capacity:.0f} req/s of {overload.workload(model).unit}")
+        print(f"{model}: capacity {capacity:.0f} req/s of {workload(model).unit}")
         for factor in FLOOD_FACTORS:
-            high = overload.OpenLoopClass("high", 0.2 * capacity, priority=1)
-            low = overload.OpenLoopClass("low", factor * capacity, priority=2)
+            high = OpenLoopClass("high", 0.2 * capacity, priority=1)
+            low = OpenLoopClass("low", factor * capacity, priority=2)
             generator.open_loop([high, low], seconds=4.0)
             assert server.is_running(), f"tritonserver died under the flood: see {server.log_path}"
             print(f"{factor}x: low {low.tally.failed}/{low.tally.requests} shed, high {high.tally.ok} answered")

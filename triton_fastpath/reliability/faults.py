@@ -293,12 +293,39 @@ def find_stub(tritonserver_pid: int, instance: str) -> int:
     raise LookupError(f"no triton_python_backend_stub for {instance} among the children of {tritonserver_pid}")
 
 
+STUB_ABORT = "boost::interprocess::lock_exception"  # Triton 2.51's abort when a stub dies holding the IPC lock
+
+
+def _server_aborted(server: Any, load: Any, progress: Progress) -> ScenarioResult:
+    """The other documented outcome of a stub kill: tritonserver itself aborted (Triton 2.51 defect).
+
+    A stub SIGKILLed while it holds the Python backend's interprocess mutex leaves the lock broken;
+    the backend's next lock throws `boost::interprocess::lock_exception` and tritonserver aborts
+    (seen about once in 10 runs on a loaded 2-core machine). No request may be lost: the requests
+    in flight fail with counted errors. Recovery is a restart: `fastpath serve`'s watchdog does it
+    (tests/reliability/test_self_healing.py).
+    """
+    load.stop()
+    log = server.log_path.read_text(errors="replace") if server.log_path else ""
+    known = STUB_ABORT in log
+    progress(f"stub: tritonserver aborted after the stub kill ({'the known' if known else 'an unknown'} abort)")
+    tally = load.recorder
+    return tally.result(
+        "python stub killed under load (documented: fails until reload, or aborts tritonserver)",
+        passed=known and tally.lost == 0,
+        note=f"tritonserver aborted ({STUB_ABORT if known else 'not the known abort: see ' + str(server.log_path)}); "
+        f"{tally.failed} requests failed with counted errors, {tally.lost} lost; a restart recovers it",
+        figures={"server_aborted": 1.0},
+    )
+
+
 def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> ScenarioResult:
     """SIGKILL the stub of `digits` under load; check Triton 2.51's behaviour, then recover by reload.
 
     PASS when: no request is lost; requests after the kill fail only as ServerError naming the
     stub; the model still reports ready meanwhile (readiness does not see it); unload + load
-    brings answers back.
+    brings answers back. Or, the other outcome Triton 2.51 has: tritonserver aborts with its known
+    IPC-lock exception, and no request is lost (`_server_aborted`).
     """
     # A dead stub makes shutdown wait the whole exit timeout: keep it short here.
     with triton(
@@ -320,6 +347,9 @@ def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> Sc
                 what="failed requests",
                 timeout_s=STUB_FAILURE_TIMEOUT_S,
             )
+            time.sleep(0.5)  # a stub that died holding the backend's IPC lock aborts tritonserver: let it show
+            if not server.is_running():
+                return _server_aborted(server, load, progress)
             ready_while_dead = admin.is_model_ready("digits")
             failed_while_dead = load.recorder.failed
             progress(f"stub: {failed_while_dead} failed; model ready: {ready_while_dead}; unload + load")

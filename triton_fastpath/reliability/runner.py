@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from triton_fastpath.build import variant_repository
-from triton_fastpath.reliability import faults, healing, matrix, overload, security
+from triton_fastpath.reliability import faults, generator, healing, matrix, overload, security
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.repository import RepoSettings
@@ -41,18 +41,18 @@ def _security(repository: Path, work: Path, progress: Progress) -> list[Scenario
 def _overload(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
     settings = overload.overload_settings()
     repo = variant_repository(settings, work / "overload-repo")
-    cores = overload.split_cores()
+    cores = generator.split_cores()
     progress(f"overload: {cores.describe() if cores else 'one core: server and load generator share it'}")
     with triton(repo, work / "overload-logs") as server:
         pid = server.pid
         if cores:
-            overload.pin_process_tree(pid, cores.server)
+            generator.pin_process_tree(pid, cores.server)
         rows = []
         for model in overload.MODELS:
             timeouts_us = settings.queue_timeouts_us(model)  # the flood is the lowest priority level
             rows += overload.run_overload(
                 server.grpc_url,
-                overload.workload(model),
+                generator.workload(model),
                 queue_timeout_ms=timeouts_us[max(timeouts_us)] / 1000,
                 cores=cores,
                 server_up=lambda: server.is_running() and server.pid == pid,
