@@ -108,20 +108,13 @@ def served(request: pytest.FixtureRequest):
     return request.getfixturevalue(RENDERING_SERVERS[request.param])
 
 
-def sdk_client(client_type, url: str, **options):
-    """A generated SDK client for tests of the server: no retries, no client-side throttling, so
-    every answer and every error is the server's own (`triton_fastpath.load.measuring_client`)."""
-    from triton_fastpath.load import measuring_client
-
-    return measuring_client(client_type, url, **options)
-
-
 @pytest.fixture()
 def sentiment(served):
     """The generated `SentimentClient` on the server in each rendering."""
     from fastpath_models import SentimentClient
+    from triton_fastpath.load import measuring_client
 
-    with sdk_client(SentimentClient, served.grpc_url) as client:
+    with measuring_client(SentimentClient, served.grpc_url) as client:
         yield client
 
 
@@ -129,8 +122,9 @@ def sentiment(served):
 def digits(served):
     """The generated `DigitsClient` on the server in each rendering."""
     from fastpath_models import DigitsClient
+    from triton_fastpath.load import measuring_client
 
-    with sdk_client(DigitsClient, served.grpc_url) as client:
+    with measuring_client(DigitsClient, served.grpc_url) as client:
         yield client
 
 
@@ -174,11 +168,6 @@ def metric(metrics_url: str, name: str, model: str) -> float:
 
 def metric_value(metrics_url: str, name: str, **labels: str) -> float:
     """A sample from Triton's metrics endpoint whose labels include `labels` (0 when absent)."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    total = 0.0
-    for match in re.finditer(rf"^{re.escape(name)}{{([^}}]*)}} (\S+)$", text, re.MULTILINE):
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-        if all(found.get(k) == v for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
+    from triton_fastpath.load import parse_metric, scrape_metrics
+
+    return parse_metric(scrape_metrics(metrics_url), name, **labels)

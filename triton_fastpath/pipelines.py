@@ -361,10 +361,3 @@ def python_hops(model: str, specs: Mapping[str, ModelSpec], target: Target | str
     hops = 1 if python_adapter(spec, target) else 0
     called = spec.parameters.get("encoder_model")
     return hops + (python_hops(called, specs, target) if called else 0)
-
-
-def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
-    """The same ONNX spec serving the other weights file ('fp32' or 'int8')."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision={precision!r}; expected one of {sorted(PRECISIONS)}")
-    return replace(spec, model_file=PRECISIONS[precision])

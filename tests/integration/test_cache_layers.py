@@ -15,8 +15,9 @@ import pytest
 import redis
 
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric_value, sdk_client, start_server
+from tests.conftest import infer, metric_value, start_server
 from triton_fastpath.build import variant_repository
+from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.repository import RepoSettings
@@ -74,7 +75,7 @@ class Counts:
 def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):
     server, _ = l2_stack
     text = unique("a gorgeous, moving film")
-    with sdk_client(SentimentClient, server.grpc_url) as client:
+    with measuring_client(SentimentClient, server.grpc_url) as client:
         counts = Counts(server)
         first = client.classify([text])[0]
         assert counts.delta()["miss"] == 1
@@ -88,7 +89,7 @@ def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):
 def test_partial_miss_sends_only_the_missed_rows_to_the_encoder(l2_stack):
     server, _ = l2_stack
     known = [unique("a warm comedy"), unique("a cold thriller")]
-    with sdk_client(SentimentClient, server.grpc_url) as client:
+    with measuring_client(SentimentClient, server.grpc_url) as client:
         client.classify(known)
         counts = Counts(server)
         results = client.classify([known[0], unique("brand new text"), known[1]])
@@ -100,7 +101,7 @@ def test_partial_miss_sends_only_the_missed_rows_to_the_encoder(l2_stack):
 def test_entries_expire_after_the_l2_ttl(l2_stack, own_redis):
     server, _ = l2_stack
     text = unique("an instant classic")
-    with sdk_client(SentimentClient, server.grpc_url) as client:
+    with measuring_client(SentimentClient, server.grpc_url) as client:
         client.classify([text])
         keys = redis.Redis.from_url(own_redis.url).keys("fastpath:*")
         ttls_ms = [redis.Redis.from_url(own_redis.url).pttl(k) for k in keys]
@@ -115,7 +116,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     server, repository = l2_stack
     text = unique("a film about films")
     store = redis.Redis.from_url(own_redis.url)
-    with sdk_client(SentimentClient, server.grpc_url) as client:
+    with measuring_client(SentimentClient, server.grpc_url) as client:
         client.classify([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
@@ -127,7 +128,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     v2 = start_server(other, tmp_path, redis_url=own_redis.url)
     try:
         counts = Counts(v2)
-        with sdk_client(SentimentClient, v2.grpc_url) as client:
+        with measuring_client(SentimentClient, v2.grpc_url) as client:
             client.classify([text])
         assert counts.delta()["miss"] == 1 and counts.delta()["l2_hit"] == 0
     finally:
@@ -138,7 +139,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
 
 def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_redis):
     server, _ = l2_stack
-    with sdk_client(SentimentClient, server.grpc_url) as client:
+    with measuring_client(SentimentClient, server.grpc_url) as client:
         client.classify([unique("warm up the connection")])
         counts = Counts(server)
         own_redis.kill()
@@ -162,7 +163,7 @@ def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
     server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
     try:
         text = unique("memorable")
-        with sdk_client(SentimentClient, server.grpc_url) as client:
+        with measuring_client(SentimentClient, server.grpc_url) as client:
             client.classify([text])
             counts = Counts(server)
             client.classify([text])
@@ -175,7 +176,7 @@ def test_response_cache_answers_identical_requests_before_the_ensemble_runs(serv
     text = unique("identical request")
     fused = (served.config.model_repository / "sentiment_fused").exists()
     first_step = "sentiment_fused" if fused else "sentiment_tokenizer"
-    with sdk_client(SentimentClient, served.grpc_url) as client:
+    with measuring_client(SentimentClient, served.grpc_url) as client:
         client.classify([text])
         before = metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
         tokenized = metric_value(served.metrics_url, "nv_inference_count", model=first_step)
@@ -209,7 +210,7 @@ def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_re
     server = start_server(repository, tmp_path)
     try:
         base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
-        with sdk_client(SentimentClient, server.grpc_url) as client:
+        with measuring_client(SentimentClient, server.grpc_url) as client:
             first = client.classify([base + "."])[0]
             counts = Counts(server)
             near = client.classify([base])[0]  # the period dropped: different tokens, cosine ~0.998

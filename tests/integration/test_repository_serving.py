@@ -9,9 +9,10 @@ import pytest
 
 from fastpath_client.errors import InvalidInput, ModelUnavailable
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric, sdk_client, start_server
+from tests.conftest import infer, metric, start_server
 from triton_fastpath import data as datasets
 from triton_fastpath.build import variant_repository
+from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 pytestmark = pytest.mark.integration
@@ -156,7 +157,10 @@ def test_digits_rejects_wrong_dtype_shape_and_non_finite_pixels(served, digits_t
 
 
 def test_unknown_model_is_model_unavailable(served):
-    with pytest.raises(ModelUnavailable), sdk_client(SentimentClient, served.grpc_url, model_name="no_such_model") as c:
+    with (
+        pytest.raises(ModelUnavailable),
+        measuring_client(SentimentClient, served.grpc_url, model_name="no_such_model") as c,
+    ):
         c.classify(["hello"])
 
 
@@ -181,7 +185,7 @@ def test_bad_requests_never_fail_their_batch_mates(slow_batching_server):
     barrier = threading.Barrier(len(texts))
 
     def send(i: int) -> None:
-        with sdk_client(SentimentClient, slow_batching_server.grpc_url) as c:
+        with measuring_client(SentimentClient, slow_batching_server.grpc_url) as c:
             barrier.wait()
             try:
                 results[i] = c.classify([texts[i]])[0]

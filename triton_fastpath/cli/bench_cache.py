@@ -37,7 +37,6 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import os
 import shlex
 import sys
 import tempfile
@@ -47,10 +46,10 @@ from pathlib import Path
 from triton_fastpath import data as datasets
 from triton_fastpath.bench.cache import MLPERF_NOTE, Options, Row, run_stack, semantic_available, stacks
 from triton_fastpath.bench.cache_report import encoder_ms_per_row, machine, write_report
+from triton_fastpath.cli.measuring import add_service_levels, use_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
 from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, SERVICE_LEVELS_ENV
 
 # --- command line -------------------------------------------------------------------------------
 
@@ -79,14 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--from-json", type=Path, help="only re-write the .md and .png from a previous run's JSON (no servers)"
     )
-    parser.add_argument(
-        "--service-levels",
-        choices=sorted(SERVICE_LEVEL_PROFILES),
-        default="none",
-        help="queue timeouts of the stacks (SERVICE_LEVEL_PROFILES). Default: none (5 s): this measures what "
-        "each cache layer costs, not shedding; on a shared 2-core machine the default profile's 50 ms would "
-        "shed some of the priming batches. `fastpath reliability` measures the shedding.",
-    )
+    add_service_levels(parser)
     return parser
 
 
@@ -94,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every row ran (stable or not), 1 on a server or build failure."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    os.environ[SERVICE_LEVELS_ENV] = args.service_levels  # every RepoSettings() here and in the servers' builds
+    use_service_levels(args)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     options = Options(
         concurrency=args.concurrency,

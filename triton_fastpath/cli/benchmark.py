@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
+from triton_fastpath.cli.measuring import add_service_levels, use_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, ROOT
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, SERVICE_LEVELS_ENV
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,21 +58,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model-repository", type=Path, help="with --imported: where it is (default model_repository)")
     p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
-    p.add_argument(
-        "--service-levels",
-        choices=sorted(SERVICE_LEVEL_PROFILES),
-        default="none",
-        help="queue timeouts of our systems (triton_fastpath.repository.SERVICE_LEVEL_PROFILES). Default: none "
-        "(5 s), since the benchmark measures speed, not shedding: with the default profile, on a shared 2-core "
-        "machine, a closed loop of 16 clients sees a few requests shed (Triton 2.51's 500 ms batcher stalls) and "
-        "such a row, having errors, drops out of the headline. `make reliability` measures the shedding.",
-    )
+    add_service_levels(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    os.environ[SERVICE_LEVELS_ENV] = args.service_levels  # every RepoSettings() here and in the servers' builds
+    use_service_levels(args)
     config = BenchConfig.smoke_config() if args.smoke else BenchConfig()
     overrides = {
         "concurrency": tuple(args.concurrency) if args.concurrency else None,

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     container_target = args.target == Target.CONTAINER.value
     repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
-    precision = args.precision or ("fp32" if container_target else RepoSettings.tuned().precision)
+    precision = args.precision or ("fp32" if container_target else RepoSettings().precision)
     try:
         container = ContainerBuild(
             encoder_backend=args.encoder_backend,
