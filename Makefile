@@ -56,7 +56,7 @@ import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifie
 	$(FASTPATH) import onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
 		--labels $(PUBLIC)/labels.txt --precision int8 --repository build/public/repository
 
-generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in fastpath_models/ (ARGS="--check" to verify)
+generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/fastpath_models/ (ARGS="--check" to verify)
 	$(FASTPATH) clients generate $(ARGS)
 
 .PHONY: benchmark tune

@@ -19,7 +19,7 @@ __all__ = ["held_out_digits", "held_out_texts"]
 @functools.cache
 def held_out_texts() -> tuple[str, ...]:
     """The sentiment model's held-out texts (the build's split; the wheel is cached under build/data)."""
-    from triton_fastpath.data import load_sentiment
+    from triton_fastpath.models.data import load_sentiment
     from triton_fastpath.paths import BUILD_DIR
 
     return tuple(load_sentiment(BUILD_DIR / "data").test.x)
@@ -28,6 +28,6 @@ def held_out_texts() -> tuple[str, ...]:
 @functools.cache
 def held_out_digits() -> np.ndarray:
     """The digits model's held-out images, float32 [N, 8, 8]."""
-    from triton_fastpath.data import load_digits_dataset
+    from triton_fastpath.models.data import load_digits_dataset
 
     return np.asarray(load_digits_dataset().test.x, dtype=np.float32)

@@ -16,7 +16,6 @@ How the tree is split: folders group tests by subject, one marker says what they
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -26,30 +25,38 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Queue timeouts are cut from a p99 profile (triton_fastpath.repository.SERVICE_LEVEL_PROFILES). The
+# Queue timeouts are cut from a p99 profile (triton_fastpath.config.settings.SERVICE_LEVEL_PROFILES). The
 # default one (20 ms digits, 50 ms sentiment) is the kit's promise; on a shared 2-core CI machine
 # (server, load and pytest at once) Triton 2.51's batcher now and then stalls 500 ms with requests
 # queued, and even the relaxed profile's timeouts would shed requests that tests count as answered.
-# So the tests serve profile "none" (every model keeps the 5 s fallback), child processes (scripts)
-# included; the overload tests, the rendering tests and the committed configs use the default.
-os.environ.setdefault("FASTPATH_SERVICE_LEVELS", "none")
+# So the repositories tests assemble for serving use profile "none" (every model keeps the 5 s
+# fallback), passed explicitly (`served_settings`); the overload tests, the rendering tests and the
+# committed configs use the default.
+TEST_SERVICE_LEVELS = "none"
+
+
+def served_settings(**overrides):
+    """`RepoSettings` for a repository a test serves: the given settings, service levels "none"."""
+    from triton_fastpath.config.settings import RepoSettings, service_levels
+
+    return RepoSettings(**{"service_levels_ms": service_levels(TEST_SERVICE_LEVELS), **overrides})
 
 
 @pytest.fixture(scope="session")
 def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built models as served in tests: model_repository/ built if needed (`make test` builds it
     first, with visible progress), assembled afresh without service levels (profile "none")."""
-    from triton_fastpath.build import build_repository, variant_repository
-    from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
+    from triton_fastpath.build.repository import build_repository, variant_repository
+    from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
 
     # model_repository/ as committed (default service levels); skips what is up to date
     build_repository(settings=RepoSettings.tuned(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]), progress=print)
-    return variant_repository(RepoSettings(), tmp_path_factory.mktemp("served") / "model_repository")
+    return variant_repository(served_settings(), tmp_path_factory.mktemp("served") / "model_repository")
 
 
 def start_server(repository: Path, log_dir: Path, *, redis_url: str | None = None, ports: tuple = (0, 0, 0)):
     """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the L2 cache."""
-    from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+    from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     config = ServerConfig(
         model_repository=repository,
@@ -65,7 +72,7 @@ def start_server(repository: Path, log_dir: Path, *, redis_url: str | None = Non
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator:
     """A real redis-server on a free 127.0.0.1 port for the whole session."""
-    from triton_fastpath.redis_server import RedisServer
+    from triton_fastpath.serve.redis_server import RedisServer
 
     server = RedisServer().start()
     try:
@@ -87,8 +94,8 @@ def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPa
 @pytest.fixture(scope="session")
 def triton_ensemble(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The same models in the 'ensemble' rendering (one Python model per step), Redis L2 on."""
-    from triton_fastpath.build import variant_repository
-    from triton_fastpath.repository import RepoSettings
+    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.config.settings import RepoSettings
 
     work = tmp_path_factory.mktemp("ensemble")
     repository = variant_repository(RepoSettings(rendering="ensemble"), work / "repository")

@@ -56,7 +56,7 @@ def inference_command(engine: dict, trtexec: str, output_json: str) -> list[str]
     """trtexec argv that runs the plan once on the parity inputs and exports its outputs as JSON.
 
     With several profiles it runs on the last one, `--useProfile=N` (TensorRT 10's trtexec; there
-    `--profile=N` is the build-time profile group, see triton_fastpath/tensorrt.py). Every profile
+    `--profile=N` is the build-time profile group, see triton_fastpath/config/tensorrt.py). Every profile
     accepts batch 1..max, so the parity batch fits any; and trtexec refuses an index the plan does
     not hold ("Selected profile index ... exceeds the number of profiles"), so a plan built with
     fewer profiles than asked fails here instead of failing later in Triton's instance groups.

@@ -9,7 +9,7 @@ A close neighbour is not enough: a hit is served only when the remembered answer
 boundary is a coin flip) and, with guard words, when the query and the neighbour hold the same
 negation and intensifier tokens ("good" vs "not good" are close in a mean-pooled space). The
 threshold, margin and guard are calibrated on every build against the model just built
-(`triton_fastpath.semantic_calibration`), never copied from an earlier measurement.
+(`triton_fastpath.cache.semantic_calibration`), never copied from an earlier measurement.
 """
 
 from __future__ import annotations

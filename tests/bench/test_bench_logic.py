@@ -16,8 +16,8 @@ from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
 from triton_fastpath.bench.loadgen import metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
 from triton_fastpath.bench.tuner import TuneConfig, beats, format_frontier, frontier, write_tuning
+from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
 
 CPUINFO = """processor\t: 0
 model name\t: Test CPU

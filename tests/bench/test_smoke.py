@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.bench.harness import default_systems
-from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings, load_tuning
+from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings, load_tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.bundled import default_specs
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.tensorrt import ParityCase, as_tensorrt, write_engine_plan
+from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ROOT
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.tensorrt import ParityCase, as_tensorrt, write_engine_plan
 
 SCRIPT = ROOT / "deploy" / "trt" / "build_engines.py"
 FAKE_TRTEXEC = """#!{python}

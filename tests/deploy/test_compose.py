@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
-from triton_fastpath.bundled import default_specs
+from triton_fastpath.config.render import python_adapter
+from triton_fastpath.config.settings import RENDERINGS, RepoSettings
+from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
-from triton_fastpath.render import python_adapter
-from triton_fastpath.repository import RENDERINGS, RepoSettings
-from triton_fastpath.server_config import ServerConfig, ServerLayout, to_args_list
+from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, to_args_list
 
 SCHEMA = json.loads((ASSETS / "compose-spec.json").read_text())
 VALIDATOR = jsonschema.Draft201909Validator(SCHEMA)
@@ -214,7 +214,7 @@ def test_image_requirements_are_pinned_to_the_versions_of_requirements_txt(image
 # Import name -> distribution, where they differ.
 DISTRIBUTIONS = {"grpc": "grpcio", "google": "protobuf", "sklearn": "scikit-learn"}
 # Imported only inside functions the locustfiles never call (reason given).
-NOT_REACHED = {"safetensors": "triton_fastpath/data.py read_wordllama: the embed model's build only"}
+NOT_REACHED = {"safetensors": "triton_fastpath/models/data.py read_wordllama: the embed model's build only"}
 
 
 # Imported by a container adapter only on a path the container repository does not take by

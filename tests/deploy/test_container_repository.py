@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.assemble import ContainerBuild
-from triton_fastpath.bundled import default_specs
+from triton_fastpath.build.assemble import ContainerBuild
+from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
-from triton_fastpath.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.export
 
 @pytest.fixture(scope="module")
 def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.build import build_repository
+    from triton_fastpath.build.repository import build_repository
 
     root = tmp_path_factory.mktemp("container")
     settings = RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"])  # as model_repository/
@@ -148,7 +148,7 @@ def test_the_trt_builder_plan_points_at_files_that_exist(container_root: Path) -
 def test_the_sentiment_parity_reference_is_the_real_model_on_real_texts(container_root: Path) -> None:
     """The reference rows are held-out texts through the served tokenizer: probabilities that classify,
     with the graph's own label index (softmax and argmax are folded into the encoder graph)."""
-    from triton_fastpath import data as datasets
+    from triton_fastpath.models import data as datasets
     from triton_fastpath.paths import BUILD_DIR
 
     reference = json.loads((container_root / "trt/parity/sentiment_encoder/reference.json").read_text())

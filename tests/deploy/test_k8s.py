@@ -74,8 +74,8 @@ def triton_container() -> dict:
 
 
 def test_triton_probes_ask_every_top_level_model_for_an_answer_after_a_long_startup_window() -> None:
-    from triton_fastpath.bundled import default_specs
-    from triton_fastpath.render import Target, parse_pbtxt, to_pbtxt
+    from triton_fastpath.config.render import Target, parse_pbtxt, to_pbtxt
+    from triton_fastpath.models.bundled import default_specs
     from triton_fastpath.sdk.codegen import plan_models
 
     triton = triton_container()
@@ -97,11 +97,11 @@ def test_triton_probes_ask_every_top_level_model_for_an_answer_after_a_long_star
 
 def test_the_image_ships_the_probe_the_manifests_call() -> None:
     dockerfile = (ROOT / "deploy" / "triton" / "Dockerfile").read_text()
-    assert "COPY triton_fastpath/health.py /opt/fastpath/health_probe.py" in dockerfile
-    assert "!triton_fastpath/health.py" in (ROOT / "deploy" / "triton" / "Dockerfile.dockerignore").read_text()
+    assert "COPY triton_fastpath/serve/health.py /opt/fastpath/health_probe.py" in dockerfile
+    assert "!triton_fastpath/serve/health.py" in (ROOT / "deploy" / "triton" / "Dockerfile.dockerignore").read_text()
     imports = {
         line.split()[1].split(".")[0]
-        for line in (ROOT / "triton_fastpath" / "health.py").read_text().splitlines()
+        for line in (ROOT / "triton_fastpath" / "serve" / "health.py").read_text().splitlines()
         if line.startswith(("import ", "from "))
     }
     assert imports <= {"__future__", "argparse", "contextlib", "json", "sys", "time", "urllib", "dataclasses"}, imports

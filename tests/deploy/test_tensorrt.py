@@ -10,13 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.assemble import ContainerBuild, container_specs
-from triton_fastpath.bundled import default_specs
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
-from triton_fastpath.tensorrt import (
+from triton_fastpath.build.assemble import ContainerBuild, container_specs
+from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
+from triton_fastpath.config.tensorrt import (
     OptimizationProfile,
     ParityCase,
     TensorRTSpec,
@@ -28,6 +26,8 @@ from triton_fastpath.tensorrt import (
     trtexec_command,
     write_engine_plan,
 )
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.bundled import default_specs
 
 SETTINGS = RepoSettings(max_length=48, max_batch_size=32)
 # The container target: the fused models call the native encoders (`sentiment_encoder`, ...) by BLS.

@@ -15,12 +15,12 @@ import pytest
 import redis
 
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric_value, start_server
-from triton_fastpath.build import variant_repository
+from tests.conftest import infer, metric_value, served_settings, start_server
+from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.repository import RepoSettings
+from triton_fastpath.serve.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 L2_TTL_S = 4
@@ -40,7 +40,7 @@ CACHE_MODEL = {"fused": "sentiment_fused", "ensemble": "sentiment_cache"}
 
 @pytest.fixture(scope="module", params=sorted(CACHE_MODEL))
 def l2_stack(request, built_repository, own_redis, tmp_path_factory):
-    settings = RepoSettings(rendering=request.param, response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
+    settings = served_settings(rendering=request.param, response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
     repository = variant_repository(settings, tmp_path_factory.mktemp("l2") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
     try:
@@ -120,7 +120,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
         client.classify([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
-    settings = RepoSettings(rendering=rendering, response_cache=False, l1_max_entries=0)
+    settings = served_settings(rendering=rendering, response_cache=False, l1_max_entries=0)
     other = variant_repository(settings, tmp_path / "v2")
     identity_file = other / CACHE_MODEL[rendering] / "1" / "cache_identity.json"
     identity = json.loads(identity_file.read_text())
@@ -158,7 +158,7 @@ def test_redis_killed_mid_traffic_fails_no_request_and_l2_resumes(l2_stack, own_
 
 @pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
 def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
-    settings = RepoSettings(rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1)
+    settings = served_settings(rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1)
     repository = variant_repository(settings, tmp_path / "repository")
     server = start_server(repository, tmp_path)  # no FASTPATH_REDIS_URL: L1 only
     try:
@@ -203,7 +203,7 @@ def test_embed_serves_the_same_vectors_as_the_in_process_pooling(served):
 
 @pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
 def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_repository, tmp_path, rendering):
-    settings = RepoSettings(
+    settings = served_settings(
         rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=0.995
     )
     repository = variant_repository(settings, tmp_path / "repository")

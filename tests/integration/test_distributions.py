@@ -110,7 +110,7 @@ def test_the_client_extra_installs_no_torch_and_its_sdk_calls_the_server(triton,
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for package in ("triton_fastpath", "fastpath_client", "fastpath_models", "python_backends", "loadtests"):
+    for package in ("triton_fastpath", "clients", "python_backends", "loadtests"):
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     python = _fresh_venv(tmp_path / "venv")
     _pip(python, f"{source}[client]")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import start_server
+from triton_fastpath.imports.public import known_files, prepare_magika
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.public_models import known_files, prepare_magika
 from triton_fastpath.sdk.codegen import load_labels, load_repository, plan_models
 from triton_fastpath.sdk.render import render_package
 
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.export]
 
 
 def test_magika_from_its_wheel_is_imported_as_int8_and_names_real_files_through_the_sdk(tmp_path):
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     files = prepare_magika(BUILD_DIR / "public" / "magika")
     repository = tmp_path / "repository"

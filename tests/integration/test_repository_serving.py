@@ -9,10 +9,10 @@ import pytest
 
 from fastpath_client.errors import InvalidInput, ModelUnavailable
 from fastpath_models import SentimentClient
-from tests.conftest import infer, metric, start_server
-from triton_fastpath import data as datasets
-from triton_fastpath.build import variant_repository
+from tests.conftest import infer, metric, served_settings, start_server
+from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.load import measuring_client
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 pytestmark = pytest.mark.integration
@@ -33,9 +33,8 @@ def reference_sentiment(texts: list[str]) -> np.ndarray:
     backends_importable()
     from fastpath_backends.onnx_model import OnnxModel
     from fastpath_backends.text import TextEncoder
-    from triton_fastpath.repository import RepoSettings
 
-    settings = RepoSettings()
+    settings = served_settings()
     encoder = TextEncoder(BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json", settings.max_length)
     encoded = encoder.encode(texts)
     model = OnnxModel(BUILD_DIR / "sentiment" / "onnx" / "model.int8.onnx")
@@ -167,9 +166,8 @@ def test_unknown_model_is_model_unavailable(served):
 @pytest.fixture(scope="module", params=["fused", "ensemble"])
 def slow_batching_server(request, built_repository, tmp_path_factory):
     """The same models with a 300 ms batching window, so concurrent requests surely share a batch."""
-    from triton_fastpath.repository import RepoSettings
 
-    settings = RepoSettings(rendering=request.param, max_queue_delay_us=300_000)
+    settings = served_settings(rendering=request.param, max_queue_delay_us=300_000)
     repository = variant_repository(settings, tmp_path_factory.mktemp("slow") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("slow-logs"))
     server.first_step = {"fused": "sentiment_fused", "ensemble": "sentiment_tokenizer"}[request.param]

@@ -21,9 +21,9 @@ from fastpath_models import (
     EmbedClient,
     SentimentClient,
 )
-from tests.conftest import infer, start_server
-from triton_fastpath import data as datasets
-from triton_fastpath.build import variant_repository
+from tests.conftest import infer, served_settings, start_server
+from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.models import data as datasets
 from triton_fastpath.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -170,10 +170,9 @@ def test_a_deadline_shorter_than_anything_is_a_timeout(served) -> None:
 @pytest.fixture(scope="module")
 def slow_server(built_repository, tmp_path_factory):
     """The repository with a 3 s batching window: a lone request waits 3 s for batch-mates."""
-    from triton_fastpath.repository import RepoSettings
 
     target = tmp_path_factory.mktemp("sdk-slow") / "repository"
-    repository = variant_repository(RepoSettings(max_queue_delay_us=3_000_000), target)
+    repository = variant_repository(served_settings(max_queue_delay_us=3_000_000), target)
     server = start_server(repository, tmp_path_factory.mktemp("sdk-slow-logs"))
     try:
         yield server

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from triton_fastpath.bundled import default_specs
+from triton_fastpath.cache.semantic_calibration import SEMANTIC_REPORT, calibrate_semantic
+from triton_fastpath.config.render import render
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.render import render
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.semantic_calibration import SEMANTIC_REPORT, calibrate_semantic
 
 pytestmark = pytest.mark.integration
 

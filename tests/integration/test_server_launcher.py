@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.server import EmbeddedTritonServer
-from triton_fastpath.server_config import ServerConfig, ServerLayout
+from triton_fastpath.serve.server import EmbeddedTritonServer
+from triton_fastpath.serve.server_config import ServerConfig, ServerLayout
 
 pytestmark = [
     pytest.mark.integration,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import infer, start_server
+from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.errors import ExportError, VerificationError
-from triton_fastpath.render import parse_pbtxt
 
 pytestmark = [pytest.mark.integration, pytest.mark.export]
 torch = pytest.importorskip("torch")
@@ -21,7 +21,7 @@ TEXTS = ["a joyful film", "a dull film", "joyful and bright", "dull, grey and sl
 
 def save_tiny_hf_classifier(folder: Path) -> Path:
     """A 1-layer BERT with a WordPiece tokenizer, saved as an ordinary HF model folder."""
-    from triton_fastpath.train import train_wordpiece
+    from triton_fastpath.models.train import train_wordpiece
 
     torch.manual_seed(0)
     tokenizer = train_wordpiece(TEXTS * 5, vocab_size=120)
@@ -44,8 +44,8 @@ def save_tiny_hf_classifier(folder: Path) -> Path:
 
 
 def test_hf_folder_is_exported_verified_and_served(tmp_path):
-    from triton_fastpath.importers import import_hf_classifier
-    from triton_fastpath.repository import RepoSettings
+    from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.imports.importer import import_hf_classifier
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     eval_csv = tmp_path / "eval.csv"
@@ -80,7 +80,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
 
 
 def test_onnx_file_is_imported_and_served(tmp_path):
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, model = export_scorer(tmp_path)
     repository = tmp_path / "repository"
@@ -113,7 +113,7 @@ def export_scorer(tmp_path: Path) -> tuple[Path, torch.nn.Module]:
 
 
 def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     said: list[str] = []
@@ -128,8 +128,8 @@ def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
 
 
 def test_int8_is_refused_with_its_figures_and_the_repository_is_left_as_it_was(tmp_path):
-    from triton_fastpath.import_checks import ImportThresholds
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.checks import ImportThresholds
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -151,7 +151,7 @@ def test_int8_is_refused_with_its_figures_and_the_repository_is_left_as_it_was(t
 
 def test_bad_samples_are_refused_by_name_before_anything_is_written(tmp_path):
     from triton_fastpath.errors import DataError
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -163,7 +163,7 @@ def test_bad_samples_are_refused_by_name_before_anything_is_written(tmp_path):
 
 def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_path):
     from triton_fastpath.export.torch2onnx import export
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     fixed = export(
         model=torch.nn.Linear(4, 2),
@@ -177,15 +177,15 @@ def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_pat
 
 
 def test_a_folder_without_config_json_is_refused(tmp_path):
-    from triton_fastpath.importers import import_hf_classifier
+    from triton_fastpath.imports.importer import import_hf_classifier
 
     with pytest.raises(ExportError, match="not a Hugging Face model folder"):
         import_hf_classifier(tmp_path, name="nothing", repository=tmp_path / "repository")
 
 
 def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_path):
-    from triton_fastpath.importers import import_hf_classifier
-    from triton_fastpath.steps import Thresholds
+    from triton_fastpath.build.steps import Thresholds
+    from triton_fastpath.imports.importer import import_hf_classifier
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     impossible = Thresholds(int8_max_abs_diff=0.0)
@@ -195,7 +195,7 @@ def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_p
 
 def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
     from tests.loadtest.conftest import run_fastpath
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -238,7 +238,7 @@ def test_the_imported_scenario_needs_its_model(tmp_path):
 def test_an_imported_model_gets_a_benchmark_row_against_fastapi_onnxruntime(tmp_path):
     from triton_fastpath.bench.harness import BenchConfig
     from triton_fastpath.bench.imported import run_imported_benchmark
-    from triton_fastpath.importers import import_onnx
+    from triton_fastpath.imports.importer import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"

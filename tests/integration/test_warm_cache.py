@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from triton_fastpath.redis_server import RedisServer
+from triton_fastpath.serve.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ def test_warming_computes_each_unique_text_once_then_finds_all_in_redis(
 
 
 def test_csv_input_reads_the_text_column_with_line_numbers(tmp_path):
-    from triton_fastpath.cache_warm import read_texts
+    from triton_fastpath.cache.warm import read_texts
 
     table = tmp_path / "reviews.csv"
     table.write_text('id,text\n1,"a fine, quiet film"\n2,\n3,"two\nlines"\n4,"a fine, quiet film"\n', encoding="utf-8")

@@ -59,7 +59,7 @@ def run_command(argv: list[str], timeout_s: float = 180, grace_s: float = 30) ->
 @pytest.fixture(scope="module")
 def prometheus(triton) -> Iterator:
     """A real Prometheus (Debian's) scraping the session's tritonserver every second, with our alert rules."""
-    from triton_fastpath.prometheus import PrometheusServer
+    from triton_fastpath.serve.prometheus import PrometheusServer
 
     target = triton.metrics_url.split("://", 1)[1].split("/", 1)[0]
     server = PrometheusServer([target]).start()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.loadtest.conftest import DASHBOARD, MONITORING
-from triton_fastpath.prometheus import scrape_config
+from triton_fastpath.serve.prometheus import scrape_config
 
 KNOWN_METRICS = {
     line.strip()

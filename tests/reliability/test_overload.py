@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.build import variant_repository
+from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.reliability import overload
 from triton_fastpath.reliability.generator import LoadProcess, OpenLoopClass, pin_process_tree, split_cores, workload
 from triton_fastpath.reliability.servers import triton

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.health import main as health_main
+from tests.conftest import served_settings
 from triton_fastpath.reliability import healing
 from triton_fastpath.reliability.faults import find_stub
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.watchdog import GaveUp, Watchdog, WatchdogPolicy
+from triton_fastpath.serve.health import main as health_main
+from triton_fastpath.serve.watchdog import GaveUp, Watchdog, WatchdogPolicy
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("kind", sorted(healing.KINDS))
 def test_a_killed_process_is_healed_under_load_and_no_request_is_lost(built_repository, tmp_path, kind) -> None:
-    result = healing.heal(built_repository, tmp_path, kind)
+    result = healing.heal(built_repository, tmp_path, kind, settings=served_settings())
     assert result.lost == 0, result
     assert set(result.errors) <= {"ServerError", "ModelUnavailable", "Timeout"}, result.errors
     assert result.ok >= 400, result  # 200 answers before the kill and 200 after the healing

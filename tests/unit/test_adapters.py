@@ -21,10 +21,10 @@ from google.protobuf import json_format
 
 from fastpath_backends.pipeline import TextPipeline
 from fastpath_backends.text import TextEncoder
-from triton_fastpath.bundled import SENTIMENT_LABELS, default_specs
-from triton_fastpath.render import render, to_model_config
-from triton_fastpath.repository import SAMPLE_TEXT, RepoSettings
-from triton_fastpath.spec import ModelKind, ModelSpec, TensorSpec
+from triton_fastpath.config.render import render, to_model_config
+from triton_fastpath.config.settings import SAMPLE_TEXT, RepoSettings
+from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
+from triton_fastpath.models.bundled import SENTIMENT_LABELS, default_specs
 
 MAX_LENGTH = 16
 LoadAdapter = Callable[[str], types.ModuleType]

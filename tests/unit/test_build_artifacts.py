@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from fastpath_backends.text import TextEncoder
-from triton_fastpath import build, steps
-from triton_fastpath.bundled import default_specs, model_specs
+from triton_fastpath.build import repository as build
+from triton_fastpath.build import steps
+from triton_fastpath.config.render import parse_pbtxt
+from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
-from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.repository import FACTORY_TUNABLES, RepoSettings
+from triton_fastpath.models.bundled import default_specs, model_specs
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:

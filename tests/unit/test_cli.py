@@ -70,7 +70,7 @@ def test_the_longest_match_wins(recorded) -> None:
     cli.main(["import", "public", "build/public/magika"])
     cli.main(["import", "onnx", "model.onnx", "--name", "m"])
     assert [(module, argv) for module, _, argv in recorded] == [
-        ("triton_fastpath.public_models", ["build/public/magika"]),
+        ("triton_fastpath.imports.public", ["build/public/magika"]),
         ("triton_fastpath.cli.import_model", ["onnx", "model.onnx", "--name", "m"]),
     ]
 

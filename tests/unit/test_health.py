@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from triton_fastpath.health import PROBE_ID, main, probe_request
+from triton_fastpath.serve.health import PROBE_ID, main, probe_request
 
 
 def test_a_text_model_gets_one_row_with_a_fresh_nonce_so_no_cache_answers() -> None:

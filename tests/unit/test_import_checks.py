@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
-from triton_fastpath.import_checks import (
+from triton_fastpath.imports.checks import (
     Check,
     choose_label_output,
     diff_check,
@@ -18,8 +19,7 @@ from triton_fastpath.import_checks import (
     parse_range,
     read_label_names,
 )
-from triton_fastpath.public_models import magika_features
-from triton_fastpath.spec import TensorSpec
+from triton_fastpath.imports.public import magika_features
 
 IMAGE = TensorSpec("image", "TYPE_FP32", (4, 4))
 IDS = TensorSpec("ids", "TYPE_INT32", (-1,))

@@ -12,11 +12,8 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from triton_fastpath.assemble import assemble
-from triton_fastpath.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.paths import DEFAULT_REPOSITORY
-from triton_fastpath.render import (
+from triton_fastpath.build.assemble import assemble
+from triton_fastpath.config.render import (
     ONNX_RUNNER,
     ContainerOptions,
     Target,
@@ -27,8 +24,8 @@ from triton_fastpath.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
-from triton_fastpath.spec import (
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+from triton_fastpath.config.spec import (
     DynamicBatching,
     EnsembleStep,
     ModelKind,
@@ -38,7 +35,10 @@ from triton_fastpath.spec import (
     Warmup,
     WarmupInput,
 )
-from triton_fastpath.tensorrt import as_tensorrt
+from triton_fastpath.config.tensorrt import as_tensorrt
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
+from triton_fastpath.paths import DEFAULT_REPOSITORY
 
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]

@@ -10,23 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.assemble import ContainerBuild, container_specs
-from triton_fastpath.bundled import default_specs
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.pipelines import python_hops
-from triton_fastpath.render import render
-from triton_fastpath.repository import (
+from triton_fastpath.build.assemble import ContainerBuild, container_specs
+from triton_fastpath.config.render import render
+from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     FALLBACK_QUEUE_TIMEOUT_US,
     RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
-    load_measured_rates,
     load_tuning,
     service_levels,
     validate_tuning,
 )
-from triton_fastpath.spec import ModelKind, ModelSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.bundled import default_specs
+from triton_fastpath.models.pipelines import python_hops
 
 TARGETS = ("embedded", "container")
 TOP_LEVEL = ("digits", "embed", "sentiment")
@@ -199,7 +198,7 @@ def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
 # --- queue policy and batch cap from the service level ---------------------------------------------
 
 
-STRICT = SERVICE_LEVEL_PROFILES["default"]  # the tests run with FASTPATH_SERVICE_LEVELS=none
+STRICT = SERVICE_LEVEL_PROFILES["default"]
 
 
 def _batching(name: str, settings: RepoSettings):
@@ -237,36 +236,14 @@ def test_a_queue_timeout_is_never_shorter_than_twice_the_batching_delay() -> Non
     assert settings.queue_timeouts_us("digits") == {1: 600_000, 2: 600_000}
 
 
-def test_service_levels_come_from_a_named_profile_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "relaxed")
-    assert RepoSettings().service_levels_ms == SERVICE_LEVEL_PROFILES["relaxed"]
-    assert service_levels("default") == STRICT  # a named profile wins over the environment
-    monkeypatch.delenv("FASTPATH_SERVICE_LEVELS")
+def test_service_levels_come_from_a_named_profile_never_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "relaxed")  # the old hidden setting: no longer read
     assert RepoSettings().service_levels_ms == STRICT
-    monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "fast")
-    with pytest.raises(ConfigError, match=r"service levels 'fast' \(from \$FASTPATH_SERVICE_LEVELS\): expected one of"):
-        RepoSettings()
-
-
-def test_the_batch_cap_fits_one_instances_batch_into_the_compute_share_of_the_service_level() -> None:
-    settings = RepoSettings(
-        measured_rates=(("sentiment", 2149.0),), encoder_instances=2, preferred_batch_sizes=(), service_levels_ms=STRICT
+    assert (
+        RepoSettings(service_levels_ms=service_levels("relaxed")).service_levels_ms == SERVICE_LEVEL_PROFILES["relaxed"]
     )
-    # 2149/2 rows/s per instance x 25 ms = 26.9 rows -> 16 (a power of two)
-    assert settings.batch_cap("sentiment") == 16
-    assert _batching("sentiment_fused", settings).preferred_batch_sizes == (16,)
-    assert settings.batch_cap("digits") is None  # no measured rate: batches up to max_batch_size
-    assert settings.batch_cap("sentiment", steps=4) is None  # the ensemble's steps are not measured
-    tuned = RepoSettings(measured_rates=(("sentiment", 2149.0),), preferred_batch_sizes=(8,))
-    assert tuned.batch_cap("sentiment") is None  # tuned preferred sizes win
-    fast = RepoSettings(measured_rates=(("sentiment", 1e6),), service_levels_ms=STRICT)
-    assert fast.batch_cap("sentiment") == 64  # at most max_batch_size
-
-
-def test_measured_rates_come_from_the_tuning_file(tmp_path: Path) -> None:
-    path = tmp_path / "tuning.json"
-    path.write_text(json.dumps({"settings": {}, "measured": {"throughput_rps": 1500.0}}))
-    assert load_measured_rates(path) == (("sentiment", 1500.0),)
-    assert load_measured_rates(tmp_path / "missing.json") == ()
-    path.write_text(json.dumps({"settings": {}}))
-    assert load_measured_rates(path) == ()
+    assert service_levels("none") == ()
+    with pytest.raises(ConfigError, match=r"service levels 'fast': expected one of"):
+        service_levels("fast")

@@ -1,5 +1,5 @@
 """The client generator: which models get a client, names, types, rendered code that imports,
-lints and formats clean, and drift (the committed `fastpath_models/` equals a fresh run).
+lints and formats clean, and drift (the committed `clients/fastpath_models/` equals a fresh run).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.bundled import default_specs
-from triton_fastpath.render import parse_pbtxt, write_config
-from triton_fastpath.repository import RepoSettings
+from triton_fastpath.config.render import parse_pbtxt, write_config
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.sdk.codegen import (
     class_prefix,
     field_name,
@@ -29,7 +29,7 @@ from triton_fastpath.sdk.codegen import (
 from triton_fastpath.sdk.render import render_package
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED = ROOT / "fastpath_models"
+GENERATED = ROOT / "clients" / "fastpath_models"
 FASTPATH_GENERATE = [sys.executable, "-m", "triton_fastpath.cli", "clients", "generate"]
 
 LONG = "EMBEDDING_VECTOR_OF_A_VERY_LONG_NAME_THAT_GOES_ON_AND_ON_AND_ON_AND_ON_AND_ON_AND_ON"
@@ -313,7 +313,7 @@ def test_committed_clients_equal_a_fresh_generation(tmp_path: Path) -> None:
     subprocess.run([*FASTPATH_GENERATE, "--output", str(tmp_path)], check=True, capture_output=True)
     fresh = sorted(p.name for p in tmp_path.glob("*.py"))
     committed = sorted(p.name for p in GENERATED.glob("*.py"))
-    assert fresh == committed, "run `make generate-clients` and commit fastpath_models/"
+    assert fresh == committed, "run `make generate-clients` and commit clients/fastpath_models/"
     _, mismatch, errors = filecmp.cmpfiles(tmp_path, GENERATED, fresh, shallow=False)
     assert not mismatch and not errors, f"{mismatch + errors} are stale: run `make generate-clients` and commit them"
 

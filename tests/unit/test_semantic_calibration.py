@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from triton_fastpath.semantic_calibration import (
+from triton_fastpath.cache.semantic_calibration import (
     Neighbours,
     Setting,
     choose,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.server import STAMP_NAME, EmbeddedTritonServer, prepare_layout, read_log_tail
-from triton_fastpath.server_config import (
+from triton_fastpath.serve.server import STAMP_NAME, EmbeddedTritonServer, prepare_layout, read_log_tail
+from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
     build_env,

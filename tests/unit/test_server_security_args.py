@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.server_config import ServerConfig, ServerLayout, admin_headers, redact_args, to_args_list
+from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, admin_headers, redact_args, to_args_list
 
 SECRET = "s3cret-value-0123456789"
 

@@ -1,4 +1,4 @@
-"""Every check of `triton_fastpath.spec`: tensors, queue policies, batching, kinds, warmups,
+"""Every check of `triton_fastpath.config.spec`: tensors, queue policies, batching, kinds, warmups,
 ensemble wiring and repository-wide names. Each error must name the field and what is expected.
 """
 
@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from triton_fastpath.bundled import default_specs
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.spec import (
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.spec import (
     DATA_TYPES,
     DynamicBatching,
     EnsembleStep,
@@ -25,6 +23,8 @@ from triton_fastpath.spec import (
     validate_ensemble,
     validate_repository,
 )
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.bundled import default_specs
 
 # --- builders ----------------------------------------------------------------------------------
 

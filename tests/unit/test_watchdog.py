@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from triton_fastpath import watchdog as wd
-from triton_fastpath.server_config import ServerConfig
-from triton_fastpath.watchdog import GaveUp, Watchdog, WatchdogMetrics, WatchdogPolicy
+from triton_fastpath.serve import watchdog as wd
+from triton_fastpath.serve.server_config import ServerConfig
+from triton_fastpath.serve.watchdog import GaveUp, Watchdog, WatchdogMetrics, WatchdogPolicy
 
 
 class FakeServer:

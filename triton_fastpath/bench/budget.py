@@ -22,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath import data as datasets
 from triton_fastpath.bench.loadgen import metric_models, server_stats
+from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import percentiles_ms, scrape_metrics
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 MODEL = "sentiment"
-STEPS = ("sentiment_tokenizer", "sentiment_encoder", "sentiment_postprocess")  # the ensemble rendering
-ENCODER = "sentiment_encoder"
+MEMBERS = PipelineMembers(MODEL)
+STEPS = (MEMBERS.tokenizer, MEMBERS.encoder, MEMBERS.postprocess)  # the ensemble rendering
+ENCODER = MEMBERS.encoder
 NUMPY_TYPES = {"TYPE_FP32": np.float32, "TYPE_FP16": np.float16, "TYPE_INT64": np.int64, "TYPE_INT32": np.int32}
 
 
@@ -61,8 +63,8 @@ def ensemble_steps(config: Mapping[str, Any]) -> list[str]:
 
 
 def short_name(step: str, model: str = MODEL) -> str:
-    """`sentiment_encoder` -> `encoder`: the step's name without the pipeline's prefix."""
-    return step.removeprefix(f"{model}_")
+    """`sentiment_encoder` -> `encoder`: the step's role in the pipeline (its name when it has none)."""
+    return PipelineMembers(model).role_of(step) or step
 
 
 def input_plan(config: Mapping[str, Any], token_names: Sequence[str]) -> list[tuple[str, str, list[int]]] | None:

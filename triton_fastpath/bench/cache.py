@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fastpath_models import SentimentClient
+from triton_fastpath.config.settings import RepoSettings, service_levels
+from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
     LoadResult,
     measuring_client,
@@ -29,14 +31,13 @@ from triton_fastpath.load import (
     vary_text,
 )
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.serve.redis_server import RedisServer
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
 LOGGER = logging.getLogger(__name__)
 
 MODEL = "sentiment"
-ENCODER_MODEL = f"{MODEL}_encoder"
+ENCODER_MODEL = PipelineMembers(MODEL).encoder
 OUTCOMES = ("l1_hit", "l2_hit", "semantic_hit", "miss")
 METRICS_REFRESH_S = 1.2  # Triton refreshes nv_cache_* once per metrics interval (1 s)
 DUPLICATE_RATIOS = (0.0, 0.2, 0.5, 0.9)
@@ -123,6 +124,7 @@ class Options:
     pool_size: int = 256
     semantic_threshold: float = 0.995
     ready_timeout_s: float = 180.0
+    service_levels: str = "none"  # the p99 profile the stacks' queue timeouts are cut from
 
 
 # --- request streams (pure) ---------------------------------------------------------------------
@@ -156,28 +158,32 @@ def semantic_available() -> bool:
 
 
 def stacks(options: Options) -> list[Stack]:
-    """The server configurations, in the order they run: the tuned defaults (`RepoSettings.tuned()`) with
-    the caches each row is about."""
+    """The server configurations, in the order they run: the tuned defaults (`RepoSettings.tuned()`,
+    with the service levels of `options`) and the caches each row is about."""
+
+    def tuned(**overrides: object) -> RepoSettings:
+        return RepoSettings.tuned(service_levels_ms=service_levels(options.service_levels), **overrides)
+
     found = [
         Stack(
             "uncached",
-            RepoSettings.tuned(response_cache=False, cache=False),
+            tuned(response_cache=False, cache=False),
             False,
             "no cache: every row to the encoder",
         ),
-        Stack("cached", RepoSettings.tuned(), True, "defaults (response cache, L1) + Redis L2"),
+        Stack("cached", tuned(), True, "defaults (response cache, L1) + Redis L2"),
         # One instance holding L1 (the fused model, or the cache model of the ensemble rendering), so
         # every repeat meets the L1 that saw it; each instance has its own L1.
         Stack(
             "l1",
-            RepoSettings.tuned(response_cache=False, cache_instances=1, encoder_instances=1),
+            tuned(response_cache=False, cache_instances=1, encoder_instances=1),
             False,
             "L1 only (1 instance)",
         ),
-        Stack("l2", RepoSettings.tuned(response_cache=False, l1_max_entries=0), True, "L2 only (Redis), L1 off"),
+        Stack("l2", tuned(response_cache=False, l1_max_entries=0), True, "L2 only (Redis), L1 off"),
     ]
     if semantic_available():
-        settings = RepoSettings.tuned(
+        settings = tuned(
             response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=options.semantic_threshold
         )
         found.append(
@@ -354,7 +360,7 @@ def run_stack(
         import redis
 
         redis.Redis.from_url(redis_server.url).flushall()  # each stack starts with an empty L2
-    from triton_fastpath.build import variant_repository
+    from triton_fastpath.build.repository import variant_repository
 
     target = variant_repository(stack.settings, work_dir / stack.name)
     config = ServerConfig(

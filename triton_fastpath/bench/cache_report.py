@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from triton_fastpath.bench.cache import DUPLICATE_RATIOS, MLPERF_NOTE, MODEL, SEMANTIC_MAX_WORDS, Options, Row
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import (
     LoadResult,
 )
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.repository import RepoSettings
 
 LOGGER = logging.getLogger(__name__)
 

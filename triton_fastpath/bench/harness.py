@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath import data as datasets
 from triton_fastpath.bench.loadgen import PROGRESS
 from triton_fastpath.bench.systems import Running, System, start_system
+from triton_fastpath.config.settings import RepoSettings, service_levels
 from triton_fastpath.errors import FastpathError
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, ROOT
-from triton_fastpath.repository import RepoSettings
 
 Progress = Callable[[str], None]
 PREDICT_ITEMS = 32
@@ -48,6 +48,7 @@ class BenchConfig:
         budget_requests: sequential requests for the latency budget.
         smoke: tiny windows (checks that the harness works; its timings mean nothing).
         only: run only these system keys (all when empty).
+        service_levels: the p99 profile our servers' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
     """
 
     concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -61,6 +62,7 @@ class BenchConfig:
     budget_requests: int = 300
     smoke: bool = False
     only: tuple[str, ...] = ()
+    service_levels: str = "none"
 
     @classmethod
     def smoke_config(cls) -> BenchConfig:
@@ -81,7 +83,7 @@ class BenchConfig:
 BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble"}
 
 
-def default_systems(smoke: bool = False) -> list[System]:
+def default_systems(smoke: bool = False, service_levels_profile: str = "none") -> list[System]:
     """The systems of the issue, in run order; baselines both as deployed and at their best setting.
 
     Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead
@@ -89,7 +91,8 @@ def default_systems(smoke: bool = False) -> list[System]:
     rendering (the headline, `report.OURS`) over gRPC and HTTP, the ensemble rendering, FP32, and
     the cached row. In smoke mode one variant of each baseline is enough.
     """
-    uncached = {"cache": False, "response_cache": False}
+    levels = {"service_levels_ms": service_levels(service_levels_profile)}
+    uncached = {"cache": False, "response_cache": False, **levels}
     fused = RepoSettings(precision="int8", rendering="fused", **uncached)
     ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
     fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
@@ -125,7 +128,7 @@ def default_systems(smoke: bool = False) -> list[System]:
             "ours",
             "grpc",
             ("sentiment",),
-            settings=RepoSettings(precision="int8", rendering="fused"),
+            settings=RepoSettings(precision="int8", rendering="fused", **levels),
             cached=True,
         ),
     ]
@@ -230,7 +233,9 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs_file = out_dir / "inputs.json"
     inputs = write_inputs(inputs_file)
-    systems = [s for s in default_systems(config.smoke) if not config.only or s.key in config.only]
+    systems = [
+        s for s in default_systems(config.smoke, config.service_levels) if not config.only or s.key in config.only
+    ]
     if not systems:
         raise FastpathError(
             f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"

@@ -24,11 +24,11 @@ import numpy as np
 
 from triton_fastpath.bench.harness import BenchConfig, run_loadgen
 from triton_fastpath.bench.systems import python_process
+from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.errors import ConfigError, DataError
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.processes import free_port
-from triton_fastpath.render import parse_pbtxt
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
 Progress = Callable[[str], None]
 ROWS = 256

@@ -20,11 +20,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import ROOT
 from triton_fastpath.processes import free_port, stop_process_group
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig, read_log_tail
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig, read_log_tail
 
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 BENCH_MODELS = ("sentiment", "digits")
@@ -133,7 +133,7 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
             )
     elif system.kind == "ours":
         settings = system.settings or RepoSettings()
-        from triton_fastpath.build import variant_repository  # the build kit (torch) only when serving ours
+        from triton_fastpath.build.repository import variant_repository  # the build kit (torch) only when serving ours
 
         # The benchmarked models only, assembled from the files the last build recorded (the weights
         # and tokenizer in build/ that the baselines load): every system serves the same model.

@@ -24,7 +24,7 @@ from typing import Any
 from triton_fastpath.bench.harness import run_loadgen, write_inputs
 from triton_fastpath.bench.report import best_under
 from triton_fastpath.bench.systems import System, start_system
-from triton_fastpath.repository import FACTORY_TUNABLES, TUNING_FILE, RepoSettings
+from triton_fastpath.config.settings import FACTORY_TUNABLES, TUNING_FILE, RepoSettings, service_levels
 
 Progress = Callable[[str], None]
 # The container target cannot be measured here (no GPU, no container engine): its default is
@@ -62,6 +62,7 @@ class TuneConfig:
             of the current best's: a batching delay that buys throughput at high load by making
             every lone request wait is not a win for a millisecond kit (at every load).
         confirm: re-measure the winner against the starting settings before writing it.
+        service_levels: the p99 profile the candidates' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
         space: knobs and their candidate values, searched in order.
     """
 
@@ -73,6 +74,7 @@ class TuneConfig:
     margin: float = 0.05
     low_load_tolerance: float = 0.15
     confirm: bool = True
+    service_levels: str = "none"
     space: dict[str, tuple] = dataclasses.field(default_factory=lambda: dict(SEARCH_SPACE))
 
     @classmethod
@@ -139,7 +141,9 @@ def tune(config: TuneConfig, work_dir: Path, progress: Progress = print) -> dict
     started = time.monotonic()
     inputs = work_dir / "inputs.json"
     write_inputs(inputs)
-    base = RepoSettings(precision="int8", cache=False, response_cache=False)
+    base = RepoSettings(
+        precision="int8", cache=False, response_cache=False, service_levels_ms=service_levels(config.service_levels)
+    )
     seen: dict[str, dict[str, Any]] = {}
 
     def measured(settings: RepoSettings) -> dict[str, Any]:

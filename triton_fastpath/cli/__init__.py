@@ -39,10 +39,12 @@ COMMANDS: tuple[Command, ...] = (
     Command(("build",), f"{_CLI}.build", "train, export (FP32/INT8 ONNX), verify and write model_repository/"),
     Command(("serve",), f"{_CLI}.serve", "serve a model repository with the embedded Triton until Ctrl-C"),
     Command(("demo",), f"{_CLI}.demo", "build, serve, send held-out requests, print accuracy and latency"),
-    Command(("health",), "triton_fastpath.health", "probe every model of a running server by inference (exit 0/1)"),
+    Command(
+        ("health",), "triton_fastpath.serve.health", "probe every model of a running server by inference (exit 0/1)"
+    ),
     # Your own models
     Command(("import",), f"{_CLI}.import_model", "onnx FILE | hf DIR: add your own model to a repository, verified"),
-    Command(("import", "public"), "triton_fastpath.public_models", "fetch Magika's public ONNX model and samples"),
+    Command(("import", "public"), "triton_fastpath.imports.public", "fetch Magika's public ONNX model and samples"),
     Command(("export", "onnx"), f"{_CLI}.export_onnx", "export one bundled model to ONNX (a step)"),
     Command(("export", "int8"), f"{_CLI}.export_int8", "quantize an ONNX model to INT8 (a step)"),
     Command(("export", "verify"), f"{_CLI}.export_verify", "compare an export with its source (a step)"),

@@ -2,7 +2,7 @@
 
 A benchmark, not a test: it prints and writes tables and never asserts a timing. It starts one
 redis-server and, one at a time, embedded tritonservers on re-rendered copies of the built
-repository (`triton_fastpath.build.variant_repository`, as the integration tests do),
+repository (`triton_fastpath.build.repository.variant_repository`, as the integration tests do),
 measures each with a closed loop of single-text gRPC requests, and stops everything.
 
 Measurement (the load engine, triton_fastpath.load, like perf_analyzer): `--concurrency` client threads, an
@@ -43,13 +43,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from triton_fastpath import data as datasets
 from triton_fastpath.bench.cache import MLPERF_NOTE, Options, Row, run_stack, semantic_available, stacks
 from triton_fastpath.bench.cache_report import encoder_ms_per_row, machine, write_report
-from triton_fastpath.cli.measuring import add_service_levels, use_service_levels
+from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
-from triton_fastpath.redis_server import RedisServer
+from triton_fastpath.serve.redis_server import RedisServer
 
 # --- command line -------------------------------------------------------------------------------
 
@@ -86,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every row ran (stable or not), 1 on a server or build failure."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    use_service_levels(args)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     options = Options(
         concurrency=args.concurrency,
@@ -96,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         tolerance=args.tolerance,
         pool_size=args.pool_size,
         semantic_threshold=args.semantic_threshold,
+        service_levels=args.service_levels,
     )
     if args.smoke:
         options = dataclasses.replace(options, warmup_s=0.3, window_s=0.5, max_windows=3, pool_size=32)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         if not args.skip_build:
-            from triton_fastpath.build import build_repository
+            from triton_fastpath.build.repository import build_repository
 
             progress("building the repository (skips what is up to date)")
             build_repository(repository=args.repository, progress=progress)

@@ -22,7 +22,7 @@ import numpy as np
 
 from fastpath_models.digits import DigitsClient
 from triton_fastpath.paths import ROOT
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
 IMAGE_BYTES = 8 * 8 * 4
 

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
-from triton_fastpath.cli.measuring import add_service_levels, use_service_levels
+from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, ROOT
 
@@ -64,13 +64,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    use_service_levels(args)
     config = BenchConfig.smoke_config() if args.smoke else BenchConfig()
     overrides = {
         "concurrency": tuple(args.concurrency) if args.concurrency else None,
         "window_s": args.window_s,
         "sla_p99_ms": args.sla_p99_ms,
         "only": tuple(args.only),
+        "service_levels": args.service_levels,
     }
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
     out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")

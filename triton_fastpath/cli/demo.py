@@ -3,7 +3,7 @@
 Sends held-out Rotten Tomatoes snippets to `sentiment` and held-out images to `digits`, one
 request per example from a few concurrent clients, and prints accuracy measured through the
 server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
-It calls the models the way applications do: through the generated SDKs (`fastpath_models/`).
+It calls the models the way applications do: through the generated SDKs (`clients/fastpath_models/`).
 
     fastpath demo                  # build if needed, 300 requests per model
     fastpath demo --requests 1000 --concurrency 16
@@ -20,14 +20,14 @@ import numpy as np
 
 from fastpath_client.errors import ClientError
 from fastpath_models import DigitsClient, SentimentClient
-from triton_fastpath import data as datasets
-from triton_fastpath.build import build_repository
+from triton_fastpath.build.repository import build_repository
+from triton_fastpath.build.steps import format_report
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.load import percentiles_ms, run_items
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
-from triton_fastpath.redis_server import RedisServer
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
-from triton_fastpath.steps import format_report
+from triton_fastpath.serve.redis_server import RedisServer
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
 
 def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list, list[float], float]:

@@ -5,7 +5,7 @@ model: typed request/response dataclasses, a sync and an asyncio client. Models 
 of an ensemble are skipped unless `--all` is given.
 
 Two outputs:
-- this repository's SDK (`fastpath_models/`, the default): after a model's inputs or outputs change,
+- this repository's SDK (`clients/fastpath_models/`, the default): after a model's inputs or outputs change,
   run it and commit the result; a unit test fails while the committed files are stale. Files that
   no longer correspond to a model are removed.
 - a standalone distribution for an app team (`--package NAME --version V`): a folder with
@@ -13,8 +13,8 @@ Two outputs:
   only `tritonclient[grpc]` and `numpy`; `--wheel DIR` also builds its wheel into DIR.
 
 Examples:
-    fastpath clients generate                        # model_repository/ -> fastpath_models/
-    fastpath clients generate --check                # exit 1 (with a diff) if fastpath_models/ is stale
+    fastpath clients generate                        # model_repository/ -> clients/fastpath_models/
+    fastpath clients generate --check                # exit 1 (with a diff) if clients/fastpath_models/ is stale
     fastpath clients generate --all --output /tmp/sdk
     fastpath clients generate --repository build/public/repository \\
         --package acme_sdk --version 1.0.0 --output dist/acme-sdk --wheel dist/
@@ -35,7 +35,7 @@ from triton_fastpath.sdk.package import Distribution, build_wheel, stale_files, 
 from triton_fastpath.sdk.render import Naming, render_package
 
 LOGGER = logging.getLogger("generate_clients")
-IN_REPOSITORY = ROOT / "fastpath_models"
+IN_REPOSITORY = ROOT / "clients" / "fastpath_models"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.package and not args.version:
         parser.error("--package needs --version (e.g. --version 1.0.0)")
     if args.package and args.check:
-        parser.error("--check compares this repository's SDK (fastpath_models/); it does not go with --package")
+        parser.error("--check compares this repository's SDK (clients/fastpath_models/); it does not go with --package")
     try:
         return _run(args)
     except FastpathError as error:

@@ -28,13 +28,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from triton_fastpath.build.steps import format_report
+from triton_fastpath.config.render import Target
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.import_checks import parse_range
-from triton_fastpath.importers import import_hf_classifier, import_onnx
+from triton_fastpath.imports.checks import parse_range
+from triton_fastpath.imports.importer import import_hf_classifier, import_onnx
 from triton_fastpath.paths import DEFAULT_REPOSITORY
-from triton_fastpath.render import Target
-from triton_fastpath.repository import PRECISIONS, RepoSettings
-from triton_fastpath.steps import format_report
 
 
 def main(argv: list[str] | None = None) -> int:

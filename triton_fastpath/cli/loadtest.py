@@ -199,8 +199,8 @@ def target_server(args: argparse.Namespace, out_dir: Path) -> Iterator[tuple[str
     if args.host:
         yield args.host.split("://", 1)[-1], args.metrics_url
         return
-    from triton_fastpath.redis_server import RedisServer
-    from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+    from triton_fastpath.serve.redis_server import RedisServer
+    from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     with contextlib.ExitStack() as stack:
         env = {}
@@ -230,7 +230,7 @@ def prometheus_for(args: argparse.Namespace, metrics_url: str | None, out_dir: P
             print("[loadtest] no --metrics-url for --host: no Prometheus, no report", flush=True)
         yield None
         return
-    from triton_fastpath.prometheus import PrometheusServer
+    from triton_fastpath.serve.prometheus import PrometheusServer
 
     target = metrics_url.split("://", 1)[-1].split("/", 1)[0]
     with PrometheusServer([target], log_file=out_dir / "prometheus.log") as prom:
@@ -310,7 +310,7 @@ def _main(argv: list[str] | None) -> int:
 
 def write_report(args: argparse.Namespace, out_dir: Path, prometheus_url: str, start: float, end: float) -> int:
     """Write the report; 0, or EXIT_REPORT with the reason printed."""
-    from triton_fastpath.loadtest_report import build_report
+    from triton_fastpath.loadtest.report import build_report
 
     gate = _read_gate(out_dir)
     try:

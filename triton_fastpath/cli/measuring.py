@@ -9,13 +9,12 @@ speed measurement. `fastpath reliability` measures the shedding.
 from __future__ import annotations
 
 import argparse
-import os
 
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, SERVICE_LEVELS_ENV
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES
 
 
 def add_service_levels(parser: argparse.ArgumentParser) -> None:
-    """`--service-levels PROFILE` (default `none`), for `use_service_levels`."""
+    """`--service-levels PROFILE` (default `none`): the benchmark passes it to every server it builds."""
     parser.add_argument(
         "--service-levels",
         choices=sorted(SERVICE_LEVEL_PROFILES),
@@ -24,8 +23,3 @@ def add_service_levels(parser: argparse.ArgumentParser) -> None:
         "benchmark measures speed, not shedding; with the default profile a shared 2-core machine sheds a "
         "few requests in Triton 2.51's batcher stalls. `fastpath reliability` measures the shedding.",
     )
-
-
-def use_service_levels(args: argparse.Namespace) -> None:
-    """Make the chosen profile the one every `RepoSettings()` here, and in the servers' builds, reads."""
-    os.environ[SERVICE_LEVELS_ENV] = args.service_levels

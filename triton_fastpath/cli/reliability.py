@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings, service_levels
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.reliability.report import format_table, results_json
 from triton_fastpath.reliability.runner import SCENARIOS, run_all
@@ -32,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--no-build", action="store_true", help="do not build/refresh the repository first")
+    parser.add_argument(
+        "--service-levels",
+        choices=sorted(SERVICE_LEVEL_PROFILES),
+        default="default",
+        help="the p99 profile of the repositories the matrix and self-healing scenarios assemble (overload "
+        "always uses the default one). Default: %(default)s",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.monotonic()
@@ -40,11 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[reliability {time.monotonic() - started:6.1f}s] {message}", flush=True)
 
     if not args.no_build and args.repository == DEFAULT_REPOSITORY:
-        from triton_fastpath.build import build_repository
+        from triton_fastpath.build.repository import build_repository
 
         build_repository(progress=progress)  # skips what is up to date
     with tempfile.TemporaryDirectory(prefix="fastpath-reliability-") as work:
-        results = run_all(args.repository, Path(work), quick=args.quick, only=args.only, progress=progress)
+        settings = RepoSettings.tuned(service_levels_ms=service_levels(args.service_levels))
+        results = run_all(
+            args.repository, Path(work), quick=args.quick, only=args.only, progress=progress, settings=settings
+        )
     print()
     print(format_table(results, markdown=args.markdown))
     if args.json:

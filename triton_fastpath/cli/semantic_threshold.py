@@ -1,7 +1,7 @@
 """Publish the semantic cache's calibration: wrong-hit and hit rates against the threshold, with and
 without confidence gating and the negation guard, measured on the model in build/.
 
-The measurement is `triton_fastpath.semantic_calibration.calibrate`, the same one
+The measurement is `triton_fastpath.cache.semantic_calibration.calibrate`, the same one
 `fastpath build --semantic` runs on every build to choose the served setting. This script
 writes it up: docs/semantic-threshold.md, docs/semantic-threshold.png and
 build/semantic-calibration.json.
@@ -17,9 +17,15 @@ import json
 import sys
 import time
 
+from triton_fastpath.cache.semantic_calibration import (
+    CHOICE_SAFETY,
+    KINDS,
+    MAX_WRONG_RATE,
+    Calibration,
+    measure_semantic,
+)
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.paths import BUILD_DIR, ROOT
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.semantic_calibration import CHOICE_SAFETY, KINDS, MAX_WRONG_RATE, Calibration, measure_semantic
 
 KIND_NAMES = {
     "heldout": "held-out",

@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.server import PROJECT_ROOT, EmbeddedTritonServer
-from triton_fastpath.server_config import MODEL_CONTROL_MODES, ServerConfig
+from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
+from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig
 
 LOGGER = logging.getLogger(__name__)
 EXIT_USAGE_ERROR = 2
@@ -139,7 +139,7 @@ def serve_metrics(address: str, port: int, render) -> ThreadingHTTPServer:
 
 def start_watchdog(server: EmbeddedTritonServer, max_restarts: int, metrics_port: int, address: str):
     """The watchdog of `server` and its metrics endpoint (started); returns both and the URL."""
-    from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
+    from triton_fastpath.serve.watchdog import Watchdog, WatchdogPolicy
 
     watchdog = Watchdog(server, WatchdogPolicy(max_restarts=max_restarts, max_reloads=max_restarts))
     try:
@@ -152,7 +152,7 @@ def start_watchdog(server: EmbeddedTritonServer, max_restarts: int, metrics_port
 
 def watch_until_signal(watchdog, httpd: ThreadingHTTPServer) -> int:
     """Run the watchdog until SIGINT/SIGTERM (0) or until it gives up (EXIT_GAVE_UP)."""
-    from triton_fastpath.watchdog import GaveUp
+    from triton_fastpath.serve.watchdog import GaveUp
 
     stop, failure = threading.Event(), []
 

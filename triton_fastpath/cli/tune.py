@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 from triton_fastpath.bench.tuner import TuneConfig, format_frontier, tune, write_tuning
+from triton_fastpath.cli.measuring import add_service_levels
+from triton_fastpath.config.settings import TUNING_FILE
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.repository import TUNING_FILE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,13 +38,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None, help=f"tuning file to write (default {TUNING_FILE})")
     p.add_argument("--dry-run", action="store_true", help="print the frontier, write nothing")
     p.add_argument("--work-dir", type=Path, help="repositories and logs (default build/tune/<timestamp>)")
+    add_service_levels(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = TuneConfig.smoke_config() if args.smoke else TuneConfig()
-    config = dataclasses.replace(config, sla_p99_ms=args.sla_p99_ms)
+    config = dataclasses.replace(config, sla_p99_ms=args.sla_p99_ms, service_levels=args.service_levels)
     work_dir = args.work_dir or BUILD_DIR / "tune" / time.strftime("%Y%m%d-%H%M%S")
     started = time.monotonic()
 

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from triton_fastpath.cache_warm import (
+from triton_fastpath.cache.warm import (
     DEFAULT_BATCH_SIZE,
     ReadResult,
     UsageError,
@@ -57,7 +57,7 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summary_hook: Callable) -> WarmSummary:
     """Start tritonserver on the repository with FASTPATH_REDIS_URL, warm through it, stop it."""
     from triton_fastpath.errors import FastpathError
-    from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+    from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     check_redis(args.redis_url)
     try:

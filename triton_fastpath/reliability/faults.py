@@ -35,11 +35,11 @@ from fastpath_client.retry import RetryPolicy
 from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath.load import ClosedLoop
 from triton_fastpath.processes import free_port
-from triton_fastpath.redis_server import RedisServer
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.server_config import admin_headers
-from triton_fastpath.watchdog import stub_processes
+from triton_fastpath.serve.redis_server import RedisServer
+from triton_fastpath.serve.server_config import admin_headers
+from triton_fastpath.serve.watchdog import stub_processes
 
 __all__ = ["redis_restart", "rollout", "stub_kill", "triton_restart"]
 
@@ -206,7 +206,7 @@ def _versions_config(model_dir: Path, versions: list[int]) -> str:
     """The model's config as JSON with a `specific` version policy (for load_model's `config=`)."""
     from google.protobuf import json_format
 
-    from triton_fastpath.render import parse_pbtxt
+    from triton_fastpath.config.render import parse_pbtxt
 
     config = parse_pbtxt((model_dir / "config.pbtxt").read_text())
     config.version_policy.specific.versions[:] = versions

@@ -59,7 +59,7 @@ def _digit_pool() -> np.ndarray:
 
 @functools.cache
 def _text_pool() -> tuple[str, ...]:
-    from triton_fastpath.data import load_sentiment
+    from triton_fastpath.models.data import load_sentiment
     from triton_fastpath.paths import BUILD_DIR
 
     return tuple(load_sentiment(BUILD_DIR / "data").test.x[:512])

@@ -3,7 +3,7 @@
 Each scenario serves the built models as `serve` does (explicit model control, every model
 loaded, the `Watchdog` checking once a second), sends closed-loop load through the generated SDK
 with a 5 s deadline per call, does its kill with a real signal, and measures the time from the
-kill until the model answers the health probe again (`triton_fastpath.health`). What must hold:
+kill until the model answers the health probe again (`triton_fastpath.serve.health`). What must hold:
 
 - 0 lost: every request answered or failed with a clear error;
 - every failure within its deadline (plus 0.5 s of slack for the client's own bookkeeping);
@@ -20,6 +20,7 @@ the onnxruntime runner), `server` (tritonserver itself).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -31,14 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_models import DigitsClient, SentimentClient
-from triton_fastpath.build import variant_repository
-from triton_fastpath.health import probe_model
+from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import ClosedLoop
 from triton_fastpath.reliability.faults import find_stub, scenario_load
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.repository import RepoSettings
-from triton_fastpath.watchdog import Watchdog, WatchdogPolicy
+from triton_fastpath.serve.health import probe_model
+from triton_fastpath.serve.watchdog import Watchdog, WatchdogPolicy
 
 __all__ = ["KINDS", "heal"]
 
@@ -103,10 +104,21 @@ def _until_healthy(http_url: str, model: str, healed: Callable[[], bool], since:
     return float("nan")
 
 
-def heal(repository: Path, work: Path, kind_name: str, *, progress: Progress = print) -> ScenarioResult:
-    """Kill `kind_name`'s victim under load with the watchdog on; the row with time to healthy."""
+def heal(
+    repository: Path,
+    work: Path,
+    kind_name: str,
+    *,
+    settings: RepoSettings | None = None,
+    progress: Progress = print,
+) -> ScenarioResult:
+    """Kill `kind_name`'s victim under load with the watchdog on; the row with time to healthy.
+
+    `settings` (default `RepoSettings.tuned()`) are those of the repository assembled for it.
+    """
     kind = KINDS[kind_name]
-    repo = variant_repository(RepoSettings.tuned(rendering=kind.rendering), work / "repo")
+    base = settings or RepoSettings.tuned()
+    repo = variant_repository(dataclasses.replace(base, rendering=kind.rendering), work / "repo")
     options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
     with triton(repo, work / "logs", **options) as server:
         watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))

@@ -3,7 +3,7 @@
 A `Case` says what to send and what must come back: an answer, or an error of a given class
 whose message matches a pattern that names the problem. `server` cases go through a plain
 tritonclient channel, so the server's own checks answer; `sdk` cases go through the generated
-clients (`fastpath_models/`), whose checks may answer first, as an application would see it.
+clients (`clients/fastpath_models/`), whose checks may answer first, as an application would see it.
 After each case the server must still be live and answer a good request (`healthy`), and
 `run_batch_mates` sends the bad requests together with good ones inside one batching window:
 every good one must be answered.
@@ -27,6 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from fastpath_client.errors import ClientError, ServerError, map_exception
 from fastpath_models import DigitsClient, EmbedClient, SentimentClient
+from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import parse_metric, scrape_metrics
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 
@@ -314,7 +315,8 @@ def run_batch_mates(url: str, metrics_url: str, model: str, *, good_per_bad: int
     metric = "nv_inference_exec_count"
     text = scrape_metrics(metrics_url)
     # The first step that executes the batch: the fused model, or the tokenizer of an ensemble.
-    steps = [f"{model}_fused", f"{model}_tokenizer", model]
+    members = PipelineMembers(model)
+    steps = [members.fused, members.tokenizer, model]
     step = next((s for s in steps if f'{metric}{{model="{s}",' in text), model)
     before = parse_metric(text, metric, model=step)
     threads = [threading.Thread(target=one, args=(job,)) for job in jobs]

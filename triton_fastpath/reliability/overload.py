@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
 from triton_fastpath.load import percentiles_ms
 from triton_fastpath.reliability.generator import (
     CoreSplit,
@@ -36,7 +37,6 @@ from triton_fastpath.reliability.generator import (
     Workload,
 )
 from triton_fastpath.reliability.report import ScenarioResult, Tally
-from triton_fastpath.repository import SERVICE_LEVEL_PROFILES, RepoSettings
 
 __all__ = ["GOODPUT_SHARE", "MODELS", "PRIORITY_KEPT", "Trial", "overload_settings", "run_overload"]
 
@@ -50,7 +50,7 @@ PRIORITY_KEPT = 0.99  # share of priority-1 requests answered beside the flood (
 def overload_settings() -> RepoSettings:
     """The served defaults (rendering, instances, batching, queue policy), without the caches.
 
-    With the default service levels whatever $FASTPATH_SERVICE_LEVELS says: the run shows the
+    Always with the default service levels, whatever the caller serves elsewhere: the run shows the
     kit's promise, and its verdicts are judged against it.
     """
     return RepoSettings.tuned(cache=False, response_cache=False, service_levels_ms=SERVICE_LEVEL_PROFILES["default"])

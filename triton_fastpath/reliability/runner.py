@@ -11,16 +11,17 @@ the outage (its failures must all be counted timeouts).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from triton_fastpath.build import variant_repository
+from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.reliability import faults, generator, healing, matrix, overload, security
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.repository import RepoSettings
 
 __all__ = ["MATRIX_BATCH_WINDOW_US", "SCENARIOS", "run_all"]
 
@@ -28,17 +29,19 @@ MATRIX_BATCH_WINDOW_US = 100_000  # long enough that concurrent requests share a
 Progress = Callable[[str], None]
 
 
-def _matrix(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
-    repo = variant_repository(RepoSettings.tuned(max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo")
+def _matrix(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
+    repo = variant_repository(
+        dataclasses.replace(base, max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo"
+    )
     with triton(repo, work / "matrix-logs") as server:
         return matrix.run_matrix(server.grpc_url, server.metrics_url, progress=progress)
 
 
-def _security(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+def _security(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
     return [security.admin_and_tls(repository, work, secrets.token_urlsafe(32))]
 
 
-def _overload(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
     settings = overload.overload_settings()
     repo = variant_repository(settings, work / "overload-repo")
     cores = generator.split_cores()
@@ -61,20 +64,22 @@ def _overload(repository: Path, work: Path, progress: Progress) -> list[Scenario
         return rows
 
 
-def _short_deadline_restart(repository: Path, work: Path, progress: Progress) -> list[ScenarioResult]:
+def _short_deadline_restart(
+    repository: Path, work: Path, progress: Progress, base: RepoSettings
+) -> list[ScenarioResult]:
     return [faults.triton_restart(repository, work / "short", deadline_s=3.0, progress=progress)]
 
 
-SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress], list[ScenarioResult]]]] = {
+SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress, RepoSettings], list[ScenarioResult]]]] = {
     # name: (in the quick run, function)
     "matrix": (True, _matrix),
     "security": (True, _security),
-    "redis": (True, lambda r, w, p: [faults.redis_restart(r, w, progress=p)]),
-    "restart": (True, lambda r, w, p: [faults.triton_restart(r, w, progress=p)]),
-    "rollout": (True, lambda r, w, p: [faults.rollout(r, w, progress=p)]),
-    "stub": (True, lambda r, w, p: [faults.stub_kill(r, w, progress=p)]),
+    "redis": (True, lambda r, w, p, b: [faults.redis_restart(r, w, progress=p)]),
+    "restart": (True, lambda r, w, p, b: [faults.triton_restart(r, w, progress=p)]),
+    "rollout": (True, lambda r, w, p, b: [faults.rollout(r, w, progress=p)]),
+    "stub": (True, lambda r, w, p, b: [faults.stub_kill(r, w, progress=p)]),
     **{
-        f"heal-{kind}": (True, lambda r, w, p, kind=kind: [healing.heal(r, w, kind, progress=p)])
+        f"heal-{kind}": (True, lambda r, w, p, b, kind=kind: [healing.heal(r, w, kind, settings=b, progress=p)])
         for kind in healing.KINDS
     },
     "restart-short-deadline": (False, _short_deadline_restart),
@@ -89,8 +94,13 @@ def run_all(
     quick: bool = False,
     only: list[str] | None = None,
     progress: Progress = print,
+    settings: RepoSettings | None = None,
 ) -> list[ScenarioResult]:
     """Run the scenarios (`only` these names, else quick or all) and return every row.
+
+    `settings` (default: `RepoSettings.tuned()`) is what the scenarios that assemble their own
+    repository start from (the matrix, self-healing); the others serve `repository` itself, and
+    overload always serves the default service levels (shedding is what it measures).
 
     A scenario that raises becomes one FAIL row naming the exception; the others still run.
     """
@@ -98,12 +108,13 @@ def run_all(
     unknown = sorted(set(names) - set(SCENARIOS))
     if unknown:
         raise ValueError(f"unknown scenarios {unknown}; expected some of {sorted(SCENARIOS)}")
+    base = settings or RepoSettings.tuned()
     results: list[ScenarioResult] = []
     for name in names:
         started = time.monotonic()
         progress(f"[{name}] starting")
         try:
-            rows = SCENARIOS[name][1](repository, work / name, progress)
+            rows = SCENARIOS[name][1](repository, work / name, progress, base)
         except Exception as error:  # one FAIL row: the run goes on and the table shows it
             rows = [ScenarioResult(name, 0, 0, 0, 0, float("nan"), False, f"raised {error!r}")]
         results += rows

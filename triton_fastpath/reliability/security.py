@@ -66,7 +66,7 @@ def admin_and_tls(repository: Path, work: Path, secret: str) -> ScenarioResult:
     PASS when: a client without the key cannot load, unload or list models (PermissionDenied, on
     gRPC and HTTP); with the key it can; a plaintext client is refused; the SDK over TLS is answered.
     """
-    from triton_fastpath.server_config import admin_headers
+    from triton_fastpath.serve.server_config import admin_headers
 
     cert, key = self_signed_certificate(work / "tls")
     tally = Tally()

@@ -1,4 +1,4 @@
-"""Servers for the scenarios (their repositories: `triton_fastpath.build.variant_repository`).
+"""Servers for the scenarios (their repositories: `triton_fastpath.build.repository.variant_repository`).
 
 Side effects live here (file copies, processes); every server binds 127.0.0.1 on free ports and
 is stopped by its context manager, also when a scenario fails.
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
 __all__ = ["triton"]
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from triton_fastpath.load import Arrivals, WindowRecorder, closed_loop, percentiles_ms, run_arrivals
 from triton_fastpath.reliability.servers import triton
-from triton_fastpath.watchdog import Watchdog, stub_processes
+from triton_fastpath.serve.watchdog import Watchdog, stub_processes
 
 Progress = Callable[[str], None]
 SENTIMENT_SHARE = 0.75
@@ -185,7 +185,7 @@ def run_soak(
     """
     import secrets
 
-    from triton_fastpath.redis_server import RedisServer
+    from triton_fastpath.serve.redis_server import RedisServer
 
     password = secrets.token_urlsafe(24)
     with RedisServer(password=password) as redis_server:

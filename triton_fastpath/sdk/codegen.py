@@ -26,7 +26,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2
 
 from fastpath_client.tensors import ModelSignature, TensorField
-from triton_fastpath.render import parse_pbtxt
+from triton_fastpath.config.render import parse_pbtxt
 
 __all__ = [
     "ModelPlan",

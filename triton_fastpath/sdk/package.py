@@ -1,4 +1,4 @@
-"""Write a generated SDK: into this repository (`fastpath_models/`), or as a standalone distribution.
+"""Write a generated SDK: into this repository (`clients/fastpath_models/`), or as a standalone distribution.
 
 A standalone distribution is what an app team installs: a folder with `pyproject.toml` and one
 package named by the user, holding the generated modules and a private copy of the client runtime

@@ -1,4 +1,4 @@
-"""Render the typed client modules of `fastpath_models/` as source text (pure).
+"""Render the typed client modules of `clients/fastpath_models/` as source text (pure).
 
     files = render_package(plan_models(configs), configs, source="model_repository")
     # {"__init__.py": "...", "digits.py": "...", "sentiment.py": "..."}

@@ -108,7 +108,7 @@ class RedisServer:
         self.stop()
 
 
-def _main() -> None:  # pragma: no cover - manual use: python -m triton_fastpath.redis_server
+def _main() -> None:  # pragma: no cover - manual use: python -m triton_fastpath.serve.redis_server
     logging.basicConfig(level=logging.INFO)
     with RedisServer(6379) as server:
         print(f"redis-server on {server.url}; Ctrl-C stops it")

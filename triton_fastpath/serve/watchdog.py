@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.server import EmbeddedTritonServer
-from triton_fastpath.server_config import admin_headers
+from triton_fastpath.serve.server import EmbeddedTritonServer
+from triton_fastpath.serve.server_config import admin_headers
 
 LOGGER = logging.getLogger(__name__)
 STUB = "triton_python_backend_stub"

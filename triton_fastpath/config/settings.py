@@ -1,23 +1,22 @@
 """The repository's settings: every knob the specs read (`RepoSettings`), the tuned defaults that
 `fastpath tune` measured (`RepoSettings.tuned()`), and the service levels that queue timeouts are
-cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.pipelines`.
+cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.paths import ROOT
-from triton_fastpath.spec import (
+from triton_fastpath.config.spec import (
     DynamicBatching,
     QueuePolicy,
 )
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import ROOT
 
 PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
@@ -42,7 +41,7 @@ FACTORY_TUNABLES: dict[str, Any] = {
 # `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
 # it (`RepoSettings.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
 # on 2 cores) cannot hold the default: there, as for the load-test gates, choose the relaxed
-# profile, by `--service-levels relaxed` or FASTPATH_SERVICE_LEVELS=relaxed.
+# profile, by `--service-levels relaxed` (the commands that build or start servers take it).
 SERVICE_LEVELS_MS: tuple[tuple[str, float], ...] = (("sentiment", 50.0), ("digits", 20.0))
 SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
     "default": SERVICE_LEVELS_MS,
@@ -53,7 +52,6 @@ SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
     # requests would be shed where tests count every answer. The overload tests use the default.
     "none": (),
 }
-SERVICE_LEVELS_ENV = "FASTPATH_SERVICE_LEVELS"
 # Share of that p99 a queued request may wait, per priority: the lowest (default) level is shed at
 # half of it, so what it gets answered still arrives within the service level; priority 1 waits
 # longer before it is shed (it is the traffic to keep), and is served first anyway.
@@ -99,17 +97,15 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
     return settings
 
 
-def service_levels(profile: str | None = None) -> tuple[tuple[str, float], ...]:
-    """The `(model, p99 ms)` pairs of `profile`, or of $FASTPATH_SERVICE_LEVELS, or the default profile.
+def service_levels(profile: str = "default") -> tuple[tuple[str, float], ...]:
+    """The `(model, p99 ms)` pairs of the named profile (`SERVICE_LEVEL_PROFILES`).
 
     Raises:
         ConfigError: an unknown profile, naming the choices.
     """
-    name = profile or os.environ.get(SERVICE_LEVELS_ENV) or "default"
-    if name not in SERVICE_LEVEL_PROFILES:
-        where = "" if profile else f" (from ${SERVICE_LEVELS_ENV})"
-        raise ConfigError(f"service levels {name!r}{where}: expected one of {sorted(SERVICE_LEVEL_PROFILES)}")
-    return SERVICE_LEVEL_PROFILES[name]
+    if profile not in SERVICE_LEVEL_PROFILES:
+        raise ConfigError(f"service levels {profile!r}: expected one of {sorted(SERVICE_LEVEL_PROFILES)}")
+    return SERVICE_LEVEL_PROFILES[profile]
 
 
 def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ...]:
@@ -161,8 +157,8 @@ class RepoSettings:
         queue_timeout_us: a request still queued after this long is rejected before it is computed
             (0 = no limit). None (default): cut from the model's service level per priority
             (`queue_timeouts_us`); an explicit value applies to every model and priority.
-        service_levels_ms: the p99 each model promises, `(model, ms)` pairs: the profile named by
-            $FASTPATH_SERVICE_LEVELS, else the default one (`SERVICE_LEVEL_PROFILES`).
+        service_levels_ms: the p99 each model promises, `(model, ms)` pairs; default: the default
+            profile (`SERVICE_LEVEL_PROFILES`; `service_levels(name)` gives another).
         measured_rates: rows/s measured per model with `encoder_instances` instances, `(model,
             rows/s)` pairs (the tuning file's); with a service level they cap the batches formed
             (`batch_cap`) when no `preferred_batch_sizes` are set.
@@ -184,7 +180,7 @@ class RepoSettings:
         semantic_measured: what the build's calibration measured for the chosen setting
             (wrong-hit and hit rates), written into the config for operators to read.
         The three semantic settings are chosen by `make build ARGS="--semantic"`, calibrated on
-        the model just built (`triton_fastpath.semantic_calibration`); setting them by hand skips
+        the model just built (`triton_fastpath.cache.semantic_calibration`); setting them by hand skips
         that measurement.
     """
 
@@ -201,7 +197,7 @@ class RepoSettings:
     preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
     max_queue_size: int = 1024
     queue_timeout_us: int | None = None
-    service_levels_ms: tuple[tuple[str, float], ...] = field(default_factory=service_levels)
+    service_levels_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
     measured_rates: tuple[tuple[str, float], ...] = ()
     priority_levels: int = 2
     response_cache: bool = True

@@ -23,9 +23,9 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, TensorSpec
+from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.spec import ModelKind, ModelSpec, QueuePolicy, TensorSpec
-from triton_fastpath.tensorrt import TensorRTSpec
 
 ONNX_RUNNER = "onnx_runner"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
-from triton_fastpath.spec import TensorSpec
 
 SAMPLE_LABELS_KEY = "labels"
 GENERATED_ROWS = 64

@@ -1,5 +1,5 @@
 """Build the model repository: train the bundled models, run their verified export steps
-(`triton_fastpath.steps`), and assemble the repository from the models' artifacts.
+(`triton_fastpath.build.steps`), and assemble the repository from the models' artifacts.
 
 Each model's build returns a `ModelArtifact` (report, specs, files, warmups); the repository is
 what the artifacts say, nothing re-derived. The files each build recorded (`build/artifacts.json`)
@@ -20,17 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath import data as datasets
-from triton_fastpath.assemble import ContainerBuild, assemble, container_specs, write_container_engine_plan
-from triton_fastpath.bundled import default_specs, model_specs
+from triton_fastpath.models import data as datasets
+from triton_fastpath.build.assemble import ContainerBuild, assemble, container_specs, write_container_engine_plan
+from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.errors import ExportError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
-from triton_fastpath.pipelines import SEMANTIC_ONNX, SEMANTIC_TOKENIZER, python_hops
-from triton_fastpath.render import Target, as_target
-from triton_fastpath.repository import PRECISIONS, RENDERINGS, RepoSettings
-from triton_fastpath.semantic_calibration import calibrate_semantic
-from triton_fastpath.spec import ModelSpec
-from triton_fastpath.steps import (
+from triton_fastpath.models.pipelines import SEMANTIC_ONNX, SEMANTIC_TOKENIZER, python_hops
+from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
+from triton_fastpath.cache.semantic_calibration import calibrate_semantic
+from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.models.bundled import SENTIMENT_NAME
+from triton_fastpath.build.steps import (
     ModelArtifact,
     ModelReport,
     Progress,
@@ -55,13 +57,13 @@ def build_sentiment(
     settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
 ) -> ModelArtifact:
     """Train (if needed), export and verify the bundled sentiment model."""
-    from triton_fastpath.train import train_sentiment
+    from triton_fastpath.models.train import train_sentiment
 
     data = datasets.load_sentiment(BUILD_DIR / "data")
     progress(f"sentiment: Rotten Tomatoes snippets, {len(data.train)} train / {len(data.test)} held-out")
     hf_dir = BUILD_DIR / "sentiment" / "hf"
     params = {"epochs": 4, "max_length": settings.max_length, "seed": 0, "vocab_size": 8000}
-    code = [ROOT / "triton_fastpath" / "train.py", ROOT / "triton_fastpath" / "data.py"]
+    code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
     stamp = BUILD_DIR / "sentiment" / "train_params.json"
     if params_changed(stamp, params) or force or not up_to_date([hf_dir / "model.safetensors"], [*code, stamp]):
         progress("sentiment: training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)")
@@ -91,13 +93,13 @@ def build_digits(
     """Train (if needed), export and verify the digits CNN."""
     import torch
 
-    from triton_fastpath.train import load_digits_model, train_digits
+    from triton_fastpath.models.train import load_digits_model, train_digits
 
     data = datasets.load_digits_dataset()
     weights = BUILD_DIR / "digits" / "model.pt"
     stamp = BUILD_DIR / "digits" / "train_params.json"
     params = {"epochs": 30, "seed": 0}
-    code = [ROOT / "triton_fastpath" / "train.py", ROOT / "triton_fastpath" / "data.py"]
+    code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
     if params_changed(stamp, params) or force or not up_to_date([weights], [*code, stamp]):
         progress(f"digits: training the CNN on {len(data.train)} images")
         train_digits(data, weights, progress=progress, **params)
@@ -135,7 +137,7 @@ def build_embed(
     from triton_fastpath.export import torch2onnx
     from triton_fastpath.export.onnx_run import run_torch_and_onnx
     from triton_fastpath.export.verify import check, compare
-    from triton_fastpath.train import MeanPoolEmbedding
+    from triton_fastpath.models.train import MeanPoolEmbedding
 
     backends_importable()
     from fastpath_backends.semantic import mean_pool
@@ -156,7 +158,7 @@ def build_embed(
     encoded = encoder.encode(texts)
     inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     onnx_file = out_dir / PRECISIONS["fp32"]
-    if force or not up_to_date([onnx_file], [wheel, ROOT / "triton_fastpath" / "train.py"]):
+    if force or not up_to_date([onnx_file], [wheel, ROOT / "triton_fastpath" / "models" / "train.py"]):
         progress(f"embed: exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX")
         torch2onnx.export(
             model=model,
@@ -239,7 +241,8 @@ def build_repository(
     files = {model: entries for a in artifacts for model, entries in a.files.items()}
     warmups = {model: inputs for a in artifacts for model, inputs in a.warmups.items()}
     if settings.semantic_threshold and "semantic" in files:
-        files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
+        fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
+        files[fused] = [*files.get(fused, []), *files["semantic"]]
     write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
     selected = [spec for a in artifacts for spec in a.specs]
     options = None
@@ -255,7 +258,8 @@ def build_repository(
     if removed:
         progress(f"repository: removed {', '.join(removed)} (not part of the {settings.rendering} rendering)")
     assemble(selected, repository, target=target, files=files, warmup_samples=warmups, options=options)
-    hops = {s.name: python_hops(s.name, {x.name: x for x in selected}, target) for s in selected if "_" not in s.name}
+    top_level = [a.name for a in artifacts]  # each bundled model's top-level Triton model has its name
+    hops = {name: python_hops(name, {x.name: x for x in selected}, target) for name in top_level}
     progress(
         f"repository: {len(selected)} models written to {repository} (target: {as_target(target).value}, "
         f"rendering: {settings.rendering}; Python hops per request: "
@@ -351,7 +355,8 @@ def variant_repository(
     """
     files, warmups = read_artifacts()
     if settings.semantic_threshold and "semantic" in files:
-        files["sentiment_fused"] = [*files.get("sentiment_fused", []), *files["semantic"]]
+        fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
+        files[fused] = [*files.get(fused, []), *files["semantic"]]
         if settings.rendering == "ensemble" and "embed" not in only:
             only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
     if settings.cache:  # the cache namespace follows the served weights
@@ -359,7 +364,7 @@ def variant_repository(
             out_dir = BUILD_DIR / name / "onnx"
             if (out_dir / PRECISIONS[settings.precision]).exists():
                 identity = write_cache_identity(name, out_dir, settings.precision)
-                for model in (f"{name}_cache", f"{name}_fused"):
+                for model in (PipelineMembers(name).cache, PipelineMembers(name).fused):
                     files[model] = [e for e in files.get(model, []) if e[1] != identity.name] + [
                         (identity, identity.name)
                     ]

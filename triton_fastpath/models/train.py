@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from triton_fastpath.data import Dataset
 from triton_fastpath.export.heads import ServedClassifier
+from triton_fastpath.models.data import Dataset
 
 LOGGER = logging.getLogger(__name__)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

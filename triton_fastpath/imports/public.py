@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.data import download_wheel
 from triton_fastpath.errors import DataError
+from triton_fastpath.models.data import download_wheel
 from triton_fastpath.paths import ROOT
 
 
@@ -102,7 +102,7 @@ def magika_features(data: bytes, *, beg_size: int, end_size: int, block_size: in
 # Files on any machine running this kit (its own checkout and interpreter), by the label each must get.
 KNOWN_FILES = {
     "python": ("triton_fastpath/*.py",),
-    "markdown": ("README.md", "docs/*.md", "fastpath_client/README.md"),
+    "markdown": ("README.md", "docs/*.md", "clients/fastpath_client/README.md"),
     "yaml": ("deploy/k8s/*.yaml",),
     "json": ("tuning/*.json", "deploy/monitoring/grafana/dashboards/*.json"),
     "png": ("docs/*.png",),

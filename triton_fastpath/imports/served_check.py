@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.import_checks import Check, ImportThresholds, Samples, agreement, diff_check
-from triton_fastpath.render import Target, as_target
-from triton_fastpath.spec import ModelSpec
+from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.imports.checks import Check, ImportThresholds, Samples, agreement, diff_check
 
 SERVED_ROWS = 64
 
@@ -73,7 +73,7 @@ def check_served(
     Returns the checks (max|diff|, label agreement, the label names Triton returns); none for the
     container target, whose server (the NGC image) is not here: that is said, not skipped silently.
     """
-    from triton_fastpath.assemble import assemble
+    from triton_fastpath.build.assemble import assemble
     from triton_fastpath.reliability.servers import triton
 
     spec = next(s for s in specs if s.name == model)

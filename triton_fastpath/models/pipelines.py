@@ -5,7 +5,7 @@
 and for a user's own Hugging Face classifier alike. `onnx_classifier_spec` serves one ONNX graph
 directly (`digits`, or a user's ONNX file). `model_specs` gives each bundled model its own Triton
 models; `default_specs` is the committed demo repository. The settings they read are
-`triton_fastpath.repository.RepoSettings`.
+`triton_fastpath.config.settings.RepoSettings`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.render import Target, as_target, python_adapter
-from triton_fastpath.repository import LABELS_FILE, PRECISIONS, RepoSettings
-from triton_fastpath.spec import (
+from triton_fastpath.config.render import Target, as_target, python_adapter
+from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, RepoSettings
+from triton_fastpath.config.spec import (
     EnsembleStep,
     ModelKind,
     ModelSpec,
+    PipelineMembers,
     TensorSpec,
     Warmup,
     WarmupInput,
 )
+from triton_fastpath.errors import ConfigError
 
 
 def warmup_of(
@@ -89,7 +90,7 @@ def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str
         return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
     return {
         **found,
-        "semantic_encoder_model": f"{EMBED_NAME}_encoder",
+        "semantic_encoder_model": PipelineMembers(EMBED_NAME).encoder,
         "semantic_max_batch_size": str(settings.max_batch_size),
     }
 
@@ -111,7 +112,7 @@ def fused_model(
     in_process = as_target(target) is Target.EMBEDDED
     text = TensorSpec("text", "TYPE_STRING", (1,))
     return ModelSpec(
-        name=f"{name}_fused",
+        name=PipelineMembers(name).fused,
         kind=ModelKind.PYTHON,
         python_model="text_pipeline",
         max_batch_size=settings.max_batch_size,
@@ -185,7 +186,7 @@ def text_classifier_specs(
     else:
         queues = 4 if settings.cache else 3
     encoder = ModelSpec(
-        name=f"{name}_encoder",
+        name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
         model_file=PRECISIONS[settings.precision],
         max_batch_size=batch,
@@ -210,7 +211,7 @@ def text_classifier_specs(
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, wrapper]
     tokenizer = ModelSpec(
-        name=f"{name}_tokenizer",
+        name=PipelineMembers(name).tokenizer,
         kind=ModelKind.PYTHON,
         python_model="tokenizer",
         max_batch_size=batch,
@@ -222,7 +223,7 @@ def text_classifier_specs(
         parameters=tokenizer_parameters,
     )
     postprocess = ModelSpec(
-        name=f"{name}_postprocess",
+        name=PipelineMembers(name).postprocess,
         kind=ModelKind.PYTHON,
         python_model="postprocess",
         max_batch_size=batch,
@@ -238,7 +239,7 @@ def text_classifier_specs(
     embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,), optional=True)
     if settings.cache:
         middle = ModelSpec(
-            name=f"{name}_cache",
+            name=PipelineMembers(name).cache,
             kind=ModelKind.PYTHON,
             python_model="cache_lookup",
             max_batch_size=batch,
@@ -338,12 +339,12 @@ def _embedding_steps() -> tuple[EnsembleStep, ...]:
     """The `embed` pipeline as ensemble steps, feeding `embedding` to a semantic cache."""
     return (
         EnsembleStep(
-            f"{EMBED_NAME}_tokenizer",
+            PipelineMembers(EMBED_NAME).tokenizer,
             input_map={"text": "text"},
             output_map={"input_ids": "embed_input_ids", "attention_mask": "embed_attention_mask"},
         ),
         EnsembleStep(
-            f"{EMBED_NAME}_encoder",
+            PipelineMembers(EMBED_NAME).encoder,
             input_map={"input_ids": "embed_input_ids", "attention_mask": "embed_attention_mask"},
             output_map={"embedding": "embedding"},
         ),

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.assemble import assemble
+from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
+from triton_fastpath.config.render import Target
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError, VerificationError
-from triton_fastpath.import_checks import (
+from triton_fastpath.imports.checks import (
     Check,
     ImportThresholds,
     Samples,
@@ -31,13 +35,9 @@ from triton_fastpath.import_checks import (
     load_samples,
     read_label_names,
 )
+from triton_fastpath.imports.served_check import check_served
+from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.pipelines import onnx_classifier_spec
-from triton_fastpath.render import Target
-from triton_fastpath.repository import PRECISIONS, RepoSettings
-from triton_fastpath.served_check import check_served
-from triton_fastpath.spec import TensorSpec
-from triton_fastpath.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
 
 Progress = Callable[[str], None]
 # Used to check parity when no evaluation file is given: varied length, punctuation, casing.
@@ -94,7 +94,7 @@ def import_hf_classifier(
     replacing the config's id2label. `serve_check`: the pipeline through a real tritonserver, on
     the same texts, against onnxruntime on the same tokenization, before the repository is touched.
     """
-    from triton_fastpath.steps import hf_labels
+    from triton_fastpath.build.steps import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)

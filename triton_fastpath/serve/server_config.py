@@ -4,7 +4,7 @@
 ``build_env`` turn it and a ``ServerLayout`` (the prepared tree) into tritonserver's argv and
 environment, purely; ``resolve_ports`` and ``check_ports_free`` settle its ports before a start;
 ``admin_headers`` and ``redact_args`` handle the restricted-protocol secret. The process itself is
-``triton_fastpath.server.EmbeddedTritonServer``.
+``triton_fastpath.serve.server.EmbeddedTritonServer``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The ``nvidia-pytriton`` wheel ships a real tritonserver. ``prepare_layout`` copies its tree to a
 cache dir and adds the Python-backend stub of the running interpreter; ``EmbeddedTritonServer``
 holds the side effects (ports, process, log), running the command line and environment that
-``triton_fastpath.server_config`` makes of a ``ServerConfig``.
+``triton_fastpath.serve.server_config`` makes of a ``ServerConfig``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import IO, Self
 
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.processes import stop_process_group
-from triton_fastpath.server_config import (
+from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
     build_env,
@@ -40,7 +40,7 @@ from triton_fastpath.server_config import (
 
 LOGGER = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LAYOUT_DIR = PROJECT_ROOT / "build" / "tritonserver"
 DEFAULT_LOG_DIR = PROJECT_ROOT / "build" / "logs"
 LOG_TAIL_LINES = 30

@@ -1,6 +1,6 @@
 """Typed model specs: each model in the repository is described once, here, and checked at birth.
 
-A `ModelSpec` is target-neutral: the renderer (`triton_fastpath.render`) turns it into a
+A `ModelSpec` is target-neutral: the renderer (`triton_fastpath.config.render`) turns it into a
 `config.pbtxt` for the embedded server or for the NGC container. Every check that can be made
 without a server lives in `__post_init__` or in `validate_ensemble`, and every error names the
 field that is wrong and what would be right.
@@ -411,3 +411,44 @@ def validate_repository(specs: Sequence[ModelSpec]) -> dict[str, ModelSpec]:
         if spec.kind is ModelKind.ENSEMBLE:
             validate_ensemble(spec, by_name)
     return by_name
+
+
+@dataclass(frozen=True)
+class PipelineMembers:
+    """The Triton models of one text pipeline, named here once; every other module finds them by role.
+
+    `pipeline` is the top-level model clients call (`sentiment`); each rendering uses some members:
+    fused (`fused` behind the one-step ensemble `pipeline`), ensemble (`tokenizer` -> [`cache`] ->
+    `encoder` -> `postprocess`), and the container's fused model reaches `encoder` by BLS.
+    """
+
+    pipeline: str
+
+    ROLES = ("tokenizer", "encoder", "cache", "postprocess", "fused")
+
+    def __post_init__(self) -> None:
+        _check_name("pipeline", self.pipeline)
+
+    @property
+    def tokenizer(self) -> str:
+        return f"{self.pipeline}_tokenizer"
+
+    @property
+    def encoder(self) -> str:
+        return f"{self.pipeline}_encoder"
+
+    @property
+    def cache(self) -> str:
+        return f"{self.pipeline}_cache"
+
+    @property
+    def postprocess(self) -> str:
+        return f"{self.pipeline}_postprocess"
+
+    @property
+    def fused(self) -> str:
+        return f"{self.pipeline}_fused"
+
+    def role_of(self, model: str) -> str | None:
+        """The role `model` plays in this pipeline (`"encoder"`...), or None when it is not a member."""
+        return next((role for role in self.ROLES if getattr(self, role) == model), None)

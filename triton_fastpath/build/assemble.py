@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath import data as datasets
+from triton_fastpath.models import data as datasets
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
-from triton_fastpath.render import ContainerOptions, Target, as_target, python_adapter, write_config
-from triton_fastpath.spec import ModelKind, ModelSpec, validate_repository
-from triton_fastpath.tensorrt import (
+from triton_fastpath.config.render import ContainerOptions, Target, as_target, python_adapter, write_config
+from triton_fastpath.config.spec import ModelKind, ModelSpec, validate_repository
+from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.config.tensorrt import (
     ParityCase,
     TensorRTSpec,
     as_tensorrt,
@@ -184,11 +185,13 @@ def container_parity_cases(
 
     texts: list[str] | None = None
     cases = {}
+    pipelines = [PipelineMembers(s.name) for s in specs if s.kind is ModelKind.ENSEMBLE]
     for spec in specs:
         if not isinstance(spec, TensorRTSpec):
             continue
         token_rows = None
-        tokenizer = next(iter(files.get(spec.name.removesuffix("_encoder") + "_tokenizer", [])), None)
+        members = next((m for m in pipelines if m.encoder == spec.name), None)
+        tokenizer = next(iter(files.get(members.tokenizer, []))) if members and files.get(members.tokenizer) else None
         if tokenizer is not None:
             if texts is None:
                 texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:batch])

@@ -5,7 +5,7 @@ One path serves the bundled models and a user's own: `export_text_classifier` ta
 Hugging Face sequence-classification folder (the bundled `sentiment` model is trained into one).
 Each export is verified against its source (max abs difference, label agreement, held-out
 accuracy); a missed threshold stops the build with the measured figures and the command that
-reproduces it. A model's build returns a `ModelArtifact`; `triton_fastpath.build` assembles them.
+reproduces it. A model's build returns a `ModelArtifact`; `triton_fastpath.build.repository` assembles them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath import data as datasets
+from triton_fastpath.models import data as datasets
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.pipelines import text_classifier_specs
-from triton_fastpath.repository import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
-from triton_fastpath.spec import ModelSpec
+from triton_fastpath.models.pipelines import text_classifier_specs
+from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
+from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.config.spec import PipelineMembers
 
 LOGGER = logging.getLogger(__name__)
 
@@ -327,18 +328,19 @@ def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tu
     tokenizer = out_dir / "tokenizer.json"
     weights = [out_dir / file for file in PRECISIONS.values() if (out_dir / file).exists()]
     identity = [write_cache_identity(name, out_dir, precision)] if (out_dir / PRECISIONS[precision]).exists() else []
+    members = PipelineMembers(name)
     files = {
-        f"{name}_tokenizer": [tokenizer],
-        f"{name}_encoder": weights,
-        f"{name}_cache": [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
-        f"{name}_fused": [tokenizer, *weights, *identity],
+        members.tokenizer: [tokenizer],
+        members.encoder: weights,
+        members.cache: [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
+        members.fused: [tokenizer, *weights, *identity],
     }
     sample = encoder.encode([SAMPLE_TEXT])
     text = {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)}
     warmups = {
-        f"{name}_tokenizer": text,
-        f"{name}_fused": text,
-        f"{name}_encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
+        members.tokenizer: text,
+        members.fused: text,
+        members.encoder: {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
     }
     return files, warmups
 
@@ -346,7 +348,7 @@ def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tu
 def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
     """What the cache keys of `name` depend on: a retrained model or tokenizer changes the namespace."""
     identity = {
-        "encoder": f"{name}_encoder",
+        "encoder": PipelineMembers(name).encoder,
         "version": "1",
         "weights_sha256": datasets.sha256_file(out_dir / PRECISIONS[precision]),
         "tokenizer_sha256": datasets.sha256_file(out_dir / "tokenizer.json"),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.config.spec import ModelKind, ModelSpec
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.spec import ModelKind, ModelSpec
 
 PLAN_FILE = "model.plan"
 SOURCE_ONNX = "model.onnx"  # TensorRT parses the FP32 graph; the dynamic-INT8 ONNX uses ops it lacks

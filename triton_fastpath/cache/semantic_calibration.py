@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath import data as datasets
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.errors import ExportError
+from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
-from triton_fastpath.repository import PRECISIONS, RepoSettings
 
 THRESHOLDS = (0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
 MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
@@ -353,7 +353,7 @@ def calibrate_semantic(
     The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
     figures also go into the cache model's config (`semantic_measured_*`).
     """
-    from triton_fastpath.semantic_calibration import MAX_WRONG_RATE
+    from triton_fastpath.cache.semantic_calibration import MAX_WRONG_RATE
 
     if not settings.cache:
         raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.spec import (
+    EnsembleStep,
+    ModelKind,
+    ModelSpec,
+    PipelineMembers,
+    TensorSpec,
+    validate_repository,
+)
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.pipelines import (
+from triton_fastpath.models.pipelines import (
     EMBED_DIM,
     EMBED_NAME,
     encoder_parameters,
@@ -18,9 +28,6 @@ from triton_fastpath.pipelines import (
     warmup_of,
     wrapper_ensemble,
 )
-from triton_fastpath.render import Target, as_target
-from triton_fastpath.repository import PRECISIONS, RepoSettings
-from triton_fastpath.spec import EnsembleStep, ModelKind, ModelSpec, TensorSpec, validate_repository
 
 
 def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
@@ -37,7 +44,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
     embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,))
     tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
     encoder = ModelSpec(
-        name=f"{EMBED_NAME}_encoder",
+        name=PipelineMembers(EMBED_NAME).encoder,
         kind=ModelKind.ONNX,
         model_file=PRECISIONS["fp32"],  # a gather and a mean: nothing for INT8 to speed up
         max_batch_size=batch,
@@ -54,7 +61,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, wrapper_ensemble(EMBED_NAME, fused, settings)]
     tokenizer = ModelSpec(
-        name=f"{EMBED_NAME}_tokenizer",
+        name=PipelineMembers(EMBED_NAME).tokenizer,
         kind=ModelKind.PYTHON,
         python_model="tokenizer",
         max_batch_size=batch,
@@ -88,6 +95,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
 DIGITS_INPUTS = (TensorSpec("pixels", "TYPE_FP32", (8, 8)),)
 DIGITS_OUTPUTS = (TensorSpec("probabilities", "TYPE_FP32", (10,)), TensorSpec("label", "TYPE_INT64", (1,)))
 DIGITS_LABELS = tuple(str(d) for d in range(10))
+SENTIMENT_NAME = "sentiment"
 SENTIMENT_LABELS = ("negative", "positive")
 
 
@@ -109,7 +117,7 @@ def digits_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED)
 
 def sentiment_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
     """The `sentiment` pipeline in `settings.rendering`."""
-    return text_classifier_specs("sentiment", SENTIMENT_LABELS, settings, target)
+    return text_classifier_specs(SENTIMENT_NAME, SENTIMENT_LABELS, settings, target)
 
 
 # The bundled models, in build order, each with the Triton models it becomes.

@@ -1,6 +1,6 @@
 """The runtime of the generated SDKs: one channel, deadlines, retries, batching, shared memory.
 
-A generated module (`fastpath_models/<model>.py`) holds only its model's `ModelSignature`, its
+A generated module (`clients/fastpath_models/<model>.py`) holds only its model's `ModelSignature`, its
 request/response dataclasses and two thin subclasses, of `ModelClient` (tritonclient.grpc) and
 of `AsyncModelClient` (tritonclient.grpc.aio). Everything else lives here and in `client_base.py`
 (what both share), once:

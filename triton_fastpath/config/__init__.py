@@ -1,0 +1,11 @@
+"""Configuration: what a model is and how it is written down for Triton.
+
+- `spec`: typed model specs (`ModelSpec`, `TensorSpec`, batching, queue policies), checked at birth;
+- `render`: the renderer, spec -> `config.pbtxt` per target (embedded or NGC container);
+- `settings`: `RepoSettings` (instances, batching, caches, service levels, tuning file), the one
+  typed object every job reads its repository settings from;
+- `tensorrt`: TensorRT optimisation profiles and the engine plan for the container target.
+
+May import: `triton_fastpath.errors`, `triton_fastpath.paths`. Nothing here starts a process or
+touches a model file.
+"""

@@ -1,0 +1,9 @@
+"""Bring your own model: import a user's ONNX file or Hugging Face folder, check it, serve it.
+
+- `importer`: `fastpath import onnx|hf`, from a file or folder to a verified repository entry;
+- `checks`: what is checked before anything is written (names, tensors, labels, samples);
+- `served_check`: the imported model answered through a real server, compared with the source;
+- `public`: public models from pinned registry wheels (Magika).
+
+May import: `config`, `models`, `build`, `export`, `reliability` (the served checks), `errors`, `paths`.
+"""
