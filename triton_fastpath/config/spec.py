@@ -419,35 +419,24 @@ class PipelineMembers:
 
     `pipeline` is the top-level model clients call (`sentiment`); each rendering uses some members:
     fused (`fused` behind the one-step ensemble `pipeline`), ensemble (`tokenizer` -> [`cache`] ->
-    `encoder` -> `postprocess`), and the container's fused model reaches `encoder` by BLS.
+    `encoder` -> `postprocess`), and the container's fused model reaches `encoder` by BLS. A member
+    left empty is named `<pipeline>_<role>`.
     """
 
     pipeline: str
+    tokenizer: str = ""
+    encoder: str = ""
+    cache: str = ""
+    postprocess: str = ""
+    fused: str = ""
 
     ROLES = ("tokenizer", "encoder", "cache", "postprocess", "fused")
 
     def __post_init__(self) -> None:
         _check_name("pipeline", self.pipeline)
-
-    @property
-    def tokenizer(self) -> str:
-        return f"{self.pipeline}_tokenizer"
-
-    @property
-    def encoder(self) -> str:
-        return f"{self.pipeline}_encoder"
-
-    @property
-    def cache(self) -> str:
-        return f"{self.pipeline}_cache"
-
-    @property
-    def postprocess(self) -> str:
-        return f"{self.pipeline}_postprocess"
-
-    @property
-    def fused(self) -> str:
-        return f"{self.pipeline}_fused"
+        for role in self.ROLES:
+            object.__setattr__(self, role, getattr(self, role) or f"{self.pipeline}_{role}")
+            _check_name(f"pipeline {self.pipeline!r}: {role}", getattr(self, role))
 
     def role_of(self, model: str) -> str | None:
         """The role `model` plays in this pipeline (`"encoder"`...), or None when it is not a member."""
