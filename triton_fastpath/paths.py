@@ -11,6 +11,8 @@ ADAPTERS_DIR = BACKENDS_DIR / "models"
 BACKEND_PACKAGE = BACKENDS_DIR / "fastpath_backends"
 DEFAULT_REPOSITORY = ROOT / "model_repository"
 BUILD_DIR = ROOT / "build"
+DOCS_DIR = ROOT / "docs"
+RESULTS_DIR = DOCS_DIR / "results"  # measured figures the measuring jobs publish (--publish)
 
 
 def backends_importable() -> None:

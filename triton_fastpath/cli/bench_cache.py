@@ -48,7 +48,7 @@ from triton_fastpath.bench.cache_report import encoder_ms_per_row, machine, writ
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, RESULTS_DIR
 from triton_fastpath.serve.redis_server import RedisServer
 
 # --- command line -------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--smoke", action="store_true", help="tiny windows, outputs under build/bench/smoke/: checks the harness only"
     )
     parser.add_argument(
-        "--output-dir", type=Path, help="where the .md/.png go (default: docs/, smoke: build/bench/smoke)"
+        "--output-dir", type=Path, help="where the .md/.png go (default: docs/results/, smoke: build/bench/smoke)"
     )
     parser.add_argument("--json", type=Path, help="JSON results (default: build/bench/cache.json)")
     parser.add_argument(
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.smoke:
         options = dataclasses.replace(options, warmup_s=0.3, window_s=0.5, max_windows=3, pool_size=32)
-    out_dir = args.output_dir or (BUILD_DIR / "bench" / "smoke" if args.smoke else ROOT / "docs")
+    out_dir = args.output_dir or (BUILD_DIR / "bench" / "smoke" if args.smoke else RESULTS_DIR)
     json_path = args.json or (out_dir / "cache.json" if args.smoke else BUILD_DIR / "bench" / "cache.json")
     started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()

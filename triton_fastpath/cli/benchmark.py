@@ -32,7 +32,7 @@ from pathlib import Path
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.paths import BUILD_DIR, ROOT
+from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +50,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-s", type=float, help=f"measurement window (default {defaults.window_s})")
     p.add_argument("--sla-p99-ms", type=float, help=f"headline p99 bound (default {defaults.sla_p99_ms})")
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
-    p.add_argument("--publish", action="store_true", help="also copy the outputs to docs/benchmark.{md,png,json}")
+    p.add_argument(
+        "--publish", action="store_true", help="also copy the outputs to docs/results/benchmark.{md,png,json}"
+    )
     p.add_argument(
         "--imported",
         metavar="NAME",
@@ -97,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     print((out / "table.md").read_text())
     if args.publish:
         for suffix, name in (("md", "table.md"), ("png", "curves.png"), ("json", "results.json")):
-            shutil.copy2(out / name, ROOT / "docs" / f"benchmark.{suffix}")
-        print("copied to docs/benchmark.{md,png,json}")
+            shutil.copy2(out / name, RESULTS_DIR / f"benchmark.{suffix}")
+        print("copied to docs/results/benchmark.{md,png,json}")
     print(f"outputs: {out}")
     return 0
 

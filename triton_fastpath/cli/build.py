@@ -110,9 +110,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--semantic",
         action="store_true",
-        help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and negation "
-        "guard measured against the model just built (docs/semantic-threshold.md); it stays off, with the measured "
-        "figures printed, when no setting keeps wrong hits under --semantic-max-wrong",
+        help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and "
+        "negation guard measured against the model just built (docs/results/semantic-threshold.md); it stays "
+        "off, with the measured figures printed, when no setting keeps wrong hits under --semantic-max-wrong",
     )
     p.add_argument(
         "--semantic-max-wrong",

@@ -3,7 +3,7 @@ without confidence gating and the negation guard, measured on the model in build
 
 The measurement is `triton_fastpath.cache.semantic_calibration.calibrate`, the same one
 `fastpath build --semantic` runs on every build to choose the served setting. This script
-writes it up: docs/semantic-threshold.md, docs/semantic-threshold.png and
+writes it up: docs/results/semantic-threshold.md, docs/results/semantic-threshold.png and
 build/semantic-calibration.json.
 
     fastpath cache threshold [--perturbed 5000] [--max-wrong 0.005]
@@ -25,7 +25,7 @@ from triton_fastpath.cache.semantic_calibration import (
     measure_semantic,
 )
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.paths import BUILD_DIR, ROOT
+from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 
 KIND_NAMES = {
     "heldout": "held-out",
@@ -124,10 +124,12 @@ def write_outputs(found: Calibration, command: str) -> None:
         for e in found.examples:
             clean = [str(e[k]).replace("|", "/")[:140] for k in ("query", "cached")]
             lines.append(f"| {KIND_NAMES[e['kind']]} | {clean[0]} | {clean[1]} | {e['cosine']:.4f} |")
-    (ROOT / "docs" / "semantic-threshold.md").write_text("\n".join(lines) + "\n")
+    (RESULTS_DIR / "semantic-threshold.md").write_text("\n".join(lines) + "\n")
     (BUILD_DIR / "semantic-calibration.json").write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
     plot(found, margin)
-    print("wrote docs/semantic-threshold.md, docs/semantic-threshold.png, build/semantic-calibration.json")
+    print(
+        "wrote docs/results/semantic-threshold.md, docs/results/semantic-threshold.png, build/semantic-calibration.json"
+    )
 
 
 def plot(found: Calibration, margin: float) -> None:
@@ -163,7 +165,7 @@ def plot(found: Calibration, margin: float) -> None:
         axis.legend(fontsize=7)
         axis.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(ROOT / "docs" / "semantic-threshold.png", dpi=110)
+    fig.savefig(RESULTS_DIR / "semantic-threshold.png", dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ Samples the RSS and open file descriptors of tritonserver and every Python stub,
 client p50/p99 per window; judges RSS growth after warm-up (<= 5%), p99 per window (<= 1.5x the
 first), errors and lost requests (0); writes soak.{json,md,png} (RSS and p99 over time).
 
-    fastpath soak --minutes 30 --publish    # the published run (docs/soak.*)
+    fastpath soak --minutes 30 --publish    # the published run (docs/results/soak.*)
     fastpath soak --minutes 1 --window-s 10 # a quick look
 
 Exit code 0 when every verdict passed, 1 otherwise (the report says which).
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, RESULTS_DIR
 from triton_fastpath.reliability.soak import format_report, run_soak, write_outputs
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=0.7, help="share of measured capacity (default %(default)s)")
     parser.add_argument("--model-repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
     parser.add_argument("--out", type=Path, help="output folder (default build/soak/<timestamp>)")
-    parser.add_argument("--publish", action="store_true", help="also copy soak.{md,png,json} to docs/")
+    parser.add_argument("--publish", action="store_true", help="also copy soak.{md,png,json} to docs/results/")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.window_s <= 0 or not 0 < args.fraction <= 1:
         parser.error("--minutes and --window-s must be > 0 and --fraction in (0, 1]")
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_report(result))
     if args.publish:
         for path in files:
-            shutil.copy2(path, ROOT / "docs" / path.name)
-        print("copied to docs/soak.{json,md,png}")
+            shutil.copy2(path, RESULTS_DIR / path.name)
+        print("copied to docs/results/soak.{json,md,png}")
     print(f"outputs: {out}")
     return 0 if result.passed else 1
 

@@ -101,11 +101,11 @@ def magika_features(data: bytes, *, beg_size: int, end_size: int, block_size: in
 
 # Files on any machine running this kit (its own checkout and interpreter), by the label each must get.
 KNOWN_FILES = {
-    "python": ("triton_fastpath/*.py",),
+    "python": ("triton_fastpath/*/*.py",),
     "markdown": ("README.md", "docs/*.md", "clients/fastpath_client/README.md"),
     "yaml": ("deploy/k8s/*.yaml",),
     "json": ("tuning/*.json", "deploy/monitoring/grafana/dashboards/*.json"),
-    "png": ("docs/*.png",),
+    "png": ("docs/results/*.png",),
 }
 PER_LABEL = 8
 
