@@ -45,7 +45,7 @@ class TritonPythonModel:
             return self._vocabulary.token_id(word)
 
         self._vocabulary = None
-        # off unless the build calibrated it: docs/semantic-threshold.md
+        # off unless the build calibrated it: docs/results/semantic-threshold.md
         self.semantic, self.guard_ids = index_from_parameters(params, token_id)
         self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
 

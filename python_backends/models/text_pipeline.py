@@ -61,7 +61,7 @@ class TritonPythonModel:
             tiers = tiered_cache_from_parameters(params, os.environ)
             cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
             index, guard_ids = index_from_parameters(params, tokenizer.token_id)
-            if index is not None:  # off unless the build calibrated it: docs/semantic-threshold.md
+            if index is not None:  # off unless the build calibrated it: docs/results/semantic-threshold.md
                 embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
                 if "semantic_encoder_model" in params:  # the container's native embed encoder
                     rows = int(params["semantic_max_batch_size"])

@@ -16,7 +16,7 @@
     --precision int8    serve INT8, only if it passes its checks (refused with the figures otherwise)
 
 Every check prints its measured figure, its bound and PASS/FAIL. Nothing is downloaded: the folder
-or file must be local. Example (a public file-type classifier, see the README):
+or file must be local. Example (a public file-type classifier, see docs/bring-your-own-model.md):
 
     fastpath import onnx build/public/magika/model.onnx --name filetype \\
         --samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8

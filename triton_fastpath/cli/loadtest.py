@@ -104,7 +104,7 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         f"--sla-file={args.sla_file or SLA_PROFILES[args.sla_profile]}",
         # Let each user finish its call when the run ends instead of cancelling it mid-flight: a
         # cancelled call is a request the server ran but nobody counted, and cancellations under
-        # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; README, Limits).
+        # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; docs/reliability.md, "Honest limits").
         f"--stop-timeout={args.request_timeout_s:g}",
     ]
     if args.scenario == "imported":

@@ -48,7 +48,7 @@ SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
     "relaxed": (("sentiment", 500.0), ("digits", 250.0)),
     # No service level: every model keeps FALLBACK_QUEUE_TIMEOUT_US. The test suite serves this on
     # a shared 2-core machine, where Triton 2.51's batcher now and then sleeps its 500 ms idle wait
-    # with requests queued (README, Limits): longer than even the relaxed queue timeouts, so those
+    # with requests queued (docs/known-issues.md): longer than even the relaxed queue timeouts, so those
     # requests would be shed where tests count every answer. The overload tests use the default.
     "none": (),
 }
@@ -153,7 +153,8 @@ class RepoSettings:
         max_queue_size: requests queued per model and priority before new ones are rejected: a
             memory bound, not the shedding mechanism. In Triton 2.51, rejecting at a full queue
             stalls the batcher: at 3x offered load on `digits` with a 32-request queue the server
-            used 0.2 of its core and answered 0.1x capacity (README, Overload). Timeouts shed.
+            used 0.2 of its core and answered 0.1x capacity (docs/reliability.md, "Overload keeps its
+            goodput"). Timeouts shed.
         queue_timeout_us: a request still queued after this long is rejected before it is computed
             (0 = no limit). None (default): cut from the model's service level per priority
             (`queue_timeouts_us`); an explicit value applies to every model and priority.

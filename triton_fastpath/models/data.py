@@ -118,7 +118,7 @@ WORDLLAMA_TOKENIZER = "wordllama/tokenizers/l2_supercat_tokenizer_config.json"
 def fetch_wordllama_wheel(cache_dir: Path) -> Path:
     """The wordllama wheel, downloaded once and checked (never installed: its loader reaches for the network).
 
-    Its static embeddings (32000x256, fp16) use the Llama 2 vocabulary; see the README's licence note.
+    Its static embeddings (32000x256, fp16) use the Llama 2 vocabulary; see docs/caching.md, "Licence note".
     """
     return download_wheel(
         f"wordllama=={WORDLLAMA_VERSION}",
