@@ -713,8 +713,10 @@ void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_
     return;
   }
   if (good.size() == 1) {
-    good[0]->code = TRITONSERVER_ERROR_INTERNAL;
-    good[0]->error = error;
+    // Run alone and still failing: Triton already checked the shapes against the configuration,
+    // so what onnxruntime refuses is this request's content (e.g. inputs whose lengths disagree).
+    good[0]->code = TRITONSERVER_ERROR_INVALID_ARG;
+    good[0]->error = "this request cannot run: " + error;
     return;
   }
   Log(TRITONSERVER_LOG_WARN, __LINE__, s->name + ": a batch of " + std::to_string(good.size()) +
