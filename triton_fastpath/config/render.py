@@ -6,7 +6,9 @@ time; `to_pbtxt` prints it. `write_config` is the only function here that touche
 
 Targets:
     embedded: the tritonserver inside nvidia-pytriton (Python backend only): ONNX models are
-        served by the `onnx_runner` Python model, everything runs on KIND_CPU.
+        served by the kit's own C++ backend `fastpath_ort` where the spec says `native` (the
+        build places `libtriton_fastpath_ort.so` in the model folder), else by the `onnx_runner`
+        Python model; everything runs on KIND_CPU.
     container: the NGC image: ONNX on the native `onnxruntime_onnx` platform (thread counts and
         graph-optimization level from `ContainerOptions`) and TensorRT plans on `tensorrt_plan`
         (one GPU instance group per optimization profile), both on KIND_GPU; Python models stay
@@ -28,6 +30,7 @@ from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
 
 ONNX_RUNNER = "onnx_runner"
+NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
@@ -75,9 +78,14 @@ def python_adapter(spec: ModelSpec, target: Target) -> str | None:
     """Name of the adapter in `python_backends/models/` that serves `spec` on `target`, if any."""
     if spec.kind is ModelKind.PYTHON:
         return spec.python_model
-    if spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED:
+    if spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED and not spec.native:
         return ONNX_RUNNER
     return None
+
+
+def native_backend(spec: ModelSpec, target: Target | str) -> bool:
+    """Whether `spec` is served by the kit's native backend `fastpath_ort` on `target`."""
+    return spec.native and spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED
 
 
 def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | None = None) -> dict[str, Any]:
@@ -110,6 +118,8 @@ def _set_platform(config: dict[str, Any], spec: ModelSpec, target: Target) -> No
         config["platform"] = "ensemble"
     elif python_adapter(spec, target):
         config["backend"] = "python"
+    elif native_backend(spec, target):
+        config["backend"] = NATIVE_BACKEND
     elif spec.kind is ModelKind.ONNX:
         config["platform"] = "onnxruntime_onnx"
         config["default_model_filename"] = spec.model_file
