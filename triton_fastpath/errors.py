@@ -29,3 +29,8 @@ class ProcessError(FastpathError):
     """A process the kit runs (tritonserver, redis-server, prometheus) could not be started, became
     unhealthy, or its port is taken. (Not the SDK's `fastpath_client.errors.ServerError`: that is a
     server's answer to one request.)"""
+
+
+class NativeBuildError(FastpathError):
+    """The native backend (native/fastpath_ort) could not be compiled or placed: names the missing
+    compiler or file. Callers that can fall back render the Python backend instead."""

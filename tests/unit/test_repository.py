@@ -30,11 +30,15 @@ from triton_fastpath.models.pipelines import python_hops
 TARGETS = ("embedded", "container")
 TOP_LEVEL = ("digits", "embed", "sentiment")
 # Python models on each top-level model's request path (ensemble steps and BLS calls).
-HOPS = {
-    ("fused", "embedded"): {"sentiment": 1, "embed": 1, "digits": 1},  # digits: onnxruntime in a Python model
+HOPS = {  # with the native backend (the default): ONNX models on the embedded target cost no hop
+    ("fused", "embedded"): {"sentiment": 1, "embed": 1, "digits": 0},
     ("fused", "container"): {"sentiment": 1, "embed": 1, "digits": 0},  # native encoders, called by BLS
-    ("ensemble", "embedded"): {"sentiment": 4, "embed": 2, "digits": 1},  # tokenizer, cache, encoder, postprocess
+    ("ensemble", "embedded"): {"sentiment": 3, "embed": 1, "digits": 0},  # tokenizer, cache, postprocess
     ("ensemble", "container"): {"sentiment": 3, "embed": 1, "digits": 0},
+}
+HOPS_WITHOUT_NATIVE = {  # embedded, --no-native: onnxruntime in a Python model
+    "fused": {"sentiment": 1, "embed": 1, "digits": 1},
+    "ensemble": {"sentiment": 4, "embed": 2, "digits": 1},  # tokenizer, cache, encoder, postprocess
 }
 
 
@@ -60,6 +64,13 @@ def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
     assert {name: python_hops(name, specs, target) for name in TOP_LEVEL} == HOPS[rendering, target]
 
 
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_without_the_native_backend_each_onnx_model_is_a_python_hop(rendering: str) -> None:
+    specs = specs_by_name(rendering, "embedded", native=False)
+    hops = {name: python_hops(name, specs, "embedded") for name in TOP_LEVEL}
+    assert hops == HOPS_WITHOUT_NATIVE[rendering]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_fused_rendering_has_at_most_one_python_hop_per_request(target: str) -> None:
     for cache in (True, False):
@@ -70,10 +81,12 @@ def test_the_fused_rendering_has_at_most_one_python_hop_per_request(target: str)
 
 def test_python_hops_count_the_bls_encoder_of_the_cache_step_and_not_a_skipped_cache() -> None:
     with_cache = specs_by_name("ensemble", "embedded")
-    assert python_hops("sentiment_cache", with_cache, "embedded") == 2  # itself + the encoder it calls
-    assert python_hops("sentiment_encoder", with_cache, "embedded") == 1  # onnx_runner on the embedded target
+    assert python_hops("sentiment_cache", with_cache, "embedded") == 1  # itself; its encoder is native
+    assert python_hops("sentiment_encoder", with_cache, "embedded") == 0  # fastpath_ort on the embedded target
     assert python_hops("sentiment_encoder", with_cache, "container") == 0
-    without = specs_by_name("ensemble", "embedded", cache=False)
+    python_encoder = specs_by_name("ensemble", "embedded", native=False)
+    assert python_hops("sentiment_cache", python_encoder, "embedded") == 2  # itself + the encoder it calls
+    without = specs_by_name("ensemble", "embedded", cache=False, native=False)
     assert python_hops("sentiment", without, "embedded") == 3
 
 

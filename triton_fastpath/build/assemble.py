@@ -3,11 +3,14 @@
 This module owns the repository's file writes. Given validated specs and the files each model
 needs in its version folder, it writes `<model>/config.pbtxt`, copies the adapter as
 `<model>/1/model.py` with the `fastpath_backends` package beside it, and writes warmup samples
-to `<model>/warmup/`. Files that are already identical are left alone.
+to `<model>/warmup/`; a model served by the native backend gets `libtriton_fastpath_ort.so` (and a
+link to onnxruntime) in its folder instead of an adapter. Files that are already identical are
+left alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import logging
 import shutil
@@ -21,9 +24,17 @@ import numpy as np
 from triton_fastpath.models import data as datasets
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
-from triton_fastpath.config.render import ContainerOptions, Target, as_target, python_adapter, write_config
+from triton_fastpath.config.render import (
+    ContainerOptions,
+    Target,
+    as_target,
+    native_backend,
+    python_adapter,
+    write_config,
+)
 from triton_fastpath.config.spec import ModelKind, ModelSpec, validate_repository
 from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.native import build as native_build
 from triton_fastpath.config.tensorrt import (
     ParityCase,
     TensorRTSpec,
@@ -119,6 +130,17 @@ def install_adapter(spec: ModelSpec, target: Target, version_dir: Path) -> None:
         _copy_if_changed(module, package_target / module.name)
 
 
+def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tuple[list[ModelSpec], Path | None]:
+    """The native backend for the specs that ask for it, built (or reused) now; where it cannot be
+    built (no compiler...), the same specs served by the Python backend, with a warning saying why."""
+    if not any(native_backend(spec, target) for spec in specs):
+        return list(specs), None
+    library = native_build.backend_or_none()
+    if library is None:
+        return [dataclasses.replace(spec, native=False) if spec.native else spec for spec in specs], None
+    return list(specs), library
+
+
 def assemble(
     specs: Sequence[ModelSpec],
     repository: Path,
@@ -144,6 +166,7 @@ def assemble(
     """
     target = as_target(target)
     validate_repository(specs)
+    specs, native_library = with_native_backend(specs, target)
     files = files or {}
     warmup_samples = warmup_samples or {}
     written = []
@@ -158,6 +181,10 @@ def assemble(
         version_dir = model_dir / VERSION
         version_dir.mkdir(parents=True, exist_ok=True)
         install_adapter(spec, target, version_dir)
+        if native_library is not None and native_backend(spec, target):
+            native_build.place_backend(model_dir, native_library)
+        else:
+            native_build.remove_backend(model_dir)
         for entry in files.get(spec.name, ()):
             source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
             if not source.exists():

@@ -21,7 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.models import data as datasets
-from triton_fastpath.build.assemble import ContainerBuild, assemble, container_specs, write_container_engine_plan
+from triton_fastpath.build.assemble import (
+    ContainerBuild,
+    assemble,
+    container_specs,
+    with_native_backend,
+    write_container_engine_plan,
+)
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.errors import ExportError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
@@ -254,6 +260,14 @@ def build_repository(
                 files[spec.name] = [
                     e for e in files[spec.name] if not str(e[0] if isinstance(e, tuple) else e).endswith(".onnx")
                 ]
+    wanted_native = sorted(s.name for s in selected if s.native and as_target(target) is Target.EMBEDDED)
+    selected, library = with_native_backend(selected, target)
+    if wanted_native:
+        progress(
+            f"native backend: {', '.join(wanted_native)} served by fastpath_ort ({library})"
+            if library
+            else "native backend: not built (see the warning above); ONNX models use the Python backend"
+        )
     removed = remove_other_renderings(Path(repository), selected, settings)
     if removed:
         progress(f"repository: removed {', '.join(removed)} (not part of the {settings.rendering} rendering)")

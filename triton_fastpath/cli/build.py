@@ -108,6 +108,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-cache", action="store_true", help="no L1/Redis L2 cache: every row goes to the encoder")
     p.add_argument(
+        "--no-native",
+        action="store_true",
+        help="embedded target: serve ONNX models through the Python backend instead of the kit's C++ "
+        "onnxruntime backend fastpath_ort (used by default where g++ can build it; docs/native-backend.md)",
+    )
+    p.add_argument(
         "--semantic",
         action="store_true",
         help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and "
@@ -183,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             max_queue_delay_us=args.max_queue_delay_us,
             response_cache=not args.no_response_cache,
             cache=not args.no_cache,
+            native=not args.no_native,
         )
         reports = build_repository(
             repository=repository,

@@ -6,7 +6,9 @@ time; `to_pbtxt` prints it. `write_config` is the only function here that touche
 
 Targets:
     embedded: the tritonserver inside nvidia-pytriton (Python backend only): ONNX models are
-        served by the `onnx_runner` Python model, everything runs on KIND_CPU.
+        served by the kit's own C++ backend `fastpath_ort` where the spec says `native` (the
+        build places `libtriton_fastpath_ort.so` in the model folder), else by the `onnx_runner`
+        Python model; everything runs on KIND_CPU.
     container: the NGC image: ONNX on the native `onnxruntime_onnx` platform (thread counts and
         graph-optimization level from `ContainerOptions`) and TensorRT plans on `tensorrt_plan`
         (one GPU instance group per optimization profile), both on KIND_GPU; Python models stay
@@ -28,6 +30,7 @@ from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
 
 ONNX_RUNNER = "onnx_runner"
+NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
@@ -75,9 +78,14 @@ def python_adapter(spec: ModelSpec, target: Target) -> str | None:
     """Name of the adapter in `python_backends/models/` that serves `spec` on `target`, if any."""
     if spec.kind is ModelKind.PYTHON:
         return spec.python_model
-    if spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED:
+    if spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED and not spec.native:
         return ONNX_RUNNER
     return None
+
+
+def native_backend(spec: ModelSpec, target: Target | str) -> bool:
+    """Whether `spec` is served by the kit's native backend `fastpath_ort` on `target`."""
+    return spec.native and spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED
 
 
 def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | None = None) -> dict[str, Any]:
@@ -96,11 +104,12 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     _set_ensemble(config, spec)
     _set_parameters(config, spec, target, options)
     _set_optimization(config, spec, target, options)
-    if spec.response_cache and not python_adapter(spec, target):
-        # Not on Python-backend models: Triton 2.51's response cache stores a Python model's
-        # *error* answer as an empty success, so the same bad request sent again "succeeds" with
-        # no outputs (found by the reliability matrix). Ensembles in front of Python steps and
-        # native backends are not affected; a Python-served model is rendered uncached.
+    if spec.response_cache and not python_adapter(spec, target) and not native_backend(spec, target):
+        # Not on models of the Python or the kit's native backend: Triton 2.51's dynamic batcher
+        # inserts every response into the response cache, errors included, so the same bad request
+        # sent again "succeeds" with no outputs (found by the reliability matrix for Python models;
+        # tests/integration/test_native_backend.py shows it for fastpath_ort too). Ensembles cache
+        # only their successful top-level answers; such a model is rendered uncached.
         config["response_cache"] = {"enable": True}
     return config
 
@@ -110,6 +119,8 @@ def _set_platform(config: dict[str, Any], spec: ModelSpec, target: Target) -> No
         config["platform"] = "ensemble"
     elif python_adapter(spec, target):
         config["backend"] = "python"
+    elif native_backend(spec, target):
+        config["backend"] = NATIVE_BACKEND
     elif spec.kind is ModelKind.ONNX:
         config["platform"] = "onnxruntime_onnx"
         config["default_model_filename"] = spec.model_file

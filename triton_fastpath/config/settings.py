@@ -180,6 +180,11 @@ class RepoSettings:
         semantic_capacity: remembered embeddings per cache instance.
         semantic_measured: what the build's calibration measured for the chosen setting
             (wrong-hit and hit rates), written into the config for operators to read.
+        native: on the embedded target, serve ONNX models (digits, imported ONNX models, the
+            ensemble rendering's encoders) with the kit's C++ onnxruntime backend `fastpath_ort`
+            instead of a Python model (no Python process on their path). The build compiles it
+            (g++) and falls back to the Python backend, saying why, where it cannot;
+            `fastpath build --no-native` turns it off.
         The three semantic settings are chosen by `make build ARGS="--semantic"`, calibrated on
         the model just built (`triton_fastpath.cache.semantic_calibration`); setting them by hand skips
         that measurement.
@@ -213,6 +218,7 @@ class RepoSettings:
     semantic_guard: bool = False
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
+    native: bool = True
 
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:

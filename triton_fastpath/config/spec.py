@@ -200,6 +200,9 @@ class ModelSpec:
         onnx_threads: onnxruntime intra-op threads per instance.
         labels: class names in output order, written to the `label_filename` of the outputs
             that name one (Triton's classification extension: `class_count` on a request).
+        native: an onnx model on the embedded target is served by the kit's C++ backend
+            `fastpath_ort` (native/fastpath_ort) instead of the `onnx_runner` Python model; the
+            container target and other kinds ignore it (the NGC image has its own onnxruntime backend).
     """
 
     name: str
@@ -218,6 +221,7 @@ class ModelSpec:
     python_model: str | None = None
     onnx_threads: int = 1
     labels: tuple[str, ...] = ()
+    native: bool = False
 
     def __post_init__(self) -> None:
         _check_name("model name", self.name)

@@ -51,6 +51,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         inputs=(ids, mask),
         outputs=(embedding,),
         onnx_threads=settings.onnx_threads,
+        native=settings.native,
         dynamic_batching=settings.batching(EMBED_NAME),
         warmups=warmup_of((ids, mask), batch, files=True),
     )

@@ -194,6 +194,7 @@ def text_classifier_specs(
         outputs=(probabilities, label_index),
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
+        native=settings.native,
         dynamic_batching=settings.batching(name, queues),
         warmups=warmup_of((ids, mask), batch, files=True),
     )
@@ -320,6 +321,7 @@ def onnx_classifier_spec(
         outputs=tuple(outputs),
         instance_count=instances,
         onnx_threads=settings.onnx_threads,
+        native=settings.native,
         dynamic_batching=settings.batching(name),
         warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         parameters={"reject_non_finite": "true"},

@@ -1,0 +1,185 @@
+// Model configuration -> ModelSettings (see config.h for the parameters).
+#include "config.h"
+
+#include <cstdlib>
+
+namespace fastpath {
+namespace {
+
+struct TypeRow {
+  const char* config;
+  TRITONSERVER_DataType triton;
+  ONNXTensorElementDataType onnx;
+  size_t size;
+};
+
+constexpr TypeRow kTypes[] = {
+    {"TYPE_BOOL", TRITONSERVER_TYPE_BOOL, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, 1},
+    {"TYPE_UINT8", TRITONSERVER_TYPE_UINT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, 1},
+    {"TYPE_UINT16", TRITONSERVER_TYPE_UINT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, 2},
+    {"TYPE_UINT32", TRITONSERVER_TYPE_UINT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, 4},
+    {"TYPE_UINT64", TRITONSERVER_TYPE_UINT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, 8},
+    {"TYPE_INT8", TRITONSERVER_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, 1},
+    {"TYPE_INT16", TRITONSERVER_TYPE_INT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, 2},
+    {"TYPE_INT32", TRITONSERVER_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, 4},
+    {"TYPE_INT64", TRITONSERVER_TYPE_INT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, 8},
+    {"TYPE_FP16", TRITONSERVER_TYPE_FP16, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, 2},
+    {"TYPE_FP32", TRITONSERVER_TYPE_FP32, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 4},
+    {"TYPE_FP64", TRITONSERVER_TYPE_FP64, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, 8},
+    {"TYPE_STRING", TRITONSERVER_TYPE_BYTES, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, 0},
+};
+
+std::string ParseTensors(const Json& config, const char* field, std::vector<TensorSpec>* out) {
+  const Json* list = config.Find(field);
+  if (list == nullptr) return "";
+  if (list->kind != Json::Kind::kArray) return std::string("'") + field + "' is not a list";
+  for (const Json& item : list->items) {
+    TensorSpec spec;
+    const Json* name = item.Find("name");
+    if (name == nullptr || name->AsString().empty()) return std::string(field) + " without a name";
+    spec.name = name->AsString();
+    const std::string where = std::string(field) + " '" + spec.name + "'";
+    const Json* type = item.Find("data_type");
+    std::string type_name = type ? type->AsString() : "";
+    if (!ConfigTypeToTriton(type_name, &spec.triton_type, &spec.onnx_type, &spec.element_size)) {
+      return where + ": data_type '" + type_name +
+             "' is not served by fastpath_ort (BOOL, U/INT8-64, FP16, FP32, FP64, STRING are)";
+    }
+    const Json* dims = item.Find("dims");
+    if (dims == nullptr || dims->kind != Json::Kind::kArray) return where + ": no dims";
+    for (const Json& dim : dims->items) {
+      int64_t value = 0;
+      if (!dim.AsInt64(&value) || value == 0 || value < -1) {
+        return where + ": dims must be positive or -1, got '" + dim.AsString() + "'";
+      }
+      spec.dims.push_back(value);
+      spec.ragged = spec.ragged || value == -1;
+    }
+    const Json* reshape = item.Find("reshape");
+    if (reshape != nullptr && reshape->kind == Json::Kind::kObject) {
+      const Json* shape = reshape->Find("shape");
+      if (shape != nullptr && !shape->items.empty()) return where + ": reshape is not supported";
+    }
+    const Json* shape_tensor = item.Find("is_shape_tensor");
+    if (shape_tensor != nullptr && shape_tensor->boolean) {
+      return where + ": shape tensors are not supported";
+    }
+    const Json* optional = item.Find("optional");
+    if (optional != nullptr && optional->boolean) {
+      return where + ": optional inputs are not supported (the graph needs every input)";
+    }
+    out->push_back(std::move(spec));
+  }
+  return "";
+}
+
+bool ParseBool(const std::string& text, bool* out) {
+  if (text == "true" || text == "1" || text == "True" || text == "yes") *out = true;
+  else if (text == "false" || text == "0" || text == "False" || text == "no") *out = false;
+  else return false;
+  return true;
+}
+
+bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+std::string ApplyParameter(const std::string& key, const std::string& value, ModelSettings* s) {
+  const std::string bad = "parameter '" + key + "' = '" + value + "': ";
+  int64_t number = 0;
+  if (key == "onnx_file") {
+    if (value.empty()) return bad + "give a file name";
+    s->onnx_file = value;
+  } else if (key == "intra_op_threads" || key == "inter_op_threads") {
+    if (!ParseInt(value, 0, 256, &number)) return bad + "expected an integer 0..256 (0: onnxruntime's default)";
+    (key == "intra_op_threads" ? s->intra_op_threads : s->inter_op_threads) = static_cast<int>(number);
+  } else if (key == "graph_optimization_level") {
+    if (value == "disable" || value == "0") s->graph_optimization_level = ORT_DISABLE_ALL;
+    else if (value == "basic" || value == "1") s->graph_optimization_level = ORT_ENABLE_BASIC;
+    else if (value == "extended" || value == "2") s->graph_optimization_level = ORT_ENABLE_EXTENDED;
+    else if (value == "all" || value == "99") s->graph_optimization_level = ORT_ENABLE_ALL;
+    else return bad + "expected disable, basic, extended or all";
+  } else if (key == "reject_non_finite" || key == "validate_utf8") {
+    bool flag = false;
+    if (!ParseBool(value, &flag)) return bad + "expected true or false";
+    (key == "reject_non_finite" ? s->reject_non_finite : s->validate_utf8) = flag;
+  } else if (key == "max_sequence_length") {
+    if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
+    s->max_sequence_length = number;
+  } else if (key == "onnxruntime_library") {
+    s->onnxruntime_library = value;
+  } else if (key == "custom_op_library") {
+    s->custom_op_library = value;
+  } else if (key == "python_library") {
+    s->python_library = value;
+  }
+  // Other keys belong to someone else (the kit's own bookkeeping); they are ignored.
+  return "";
+}
+
+}  // namespace
+
+bool TensorSpec::is_float() const {
+  return triton_type == TRITONSERVER_TYPE_FP16 || triton_type == TRITONSERVER_TYPE_FP32 ||
+         triton_type == TRITONSERVER_TYPE_FP64;
+}
+
+bool ConfigTypeToTriton(const std::string& config_type, TRITONSERVER_DataType* triton,
+                        ONNXTensorElementDataType* onnx, size_t* element_size) {
+  for (const TypeRow& row : kTypes) {
+    if (config_type == row.config) {
+      *triton = row.triton;
+      *onnx = row.onnx;
+      *element_size = row.size;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* OnnxTypeName(ONNXTensorElementDataType type) {
+  for (const TypeRow& row : kTypes) {
+    if (row.onnx == type) return row.config + 5;  // without "TYPE_"
+  }
+  return "an unsupported ONNX type";
+}
+
+const char* TritonTypeName(TRITONSERVER_DataType type) {
+  if (type == TRITONSERVER_TYPE_BYTES) return "BYTES";
+  if (type == TRITONSERVER_TYPE_BF16) return "BF16";
+  for (const TypeRow& row : kTypes) {
+    if (row.triton == type) return row.config + 5;
+  }
+  return "INVALID";
+}
+
+std::string ParseModelSettings(const Json& config, ModelSettings* out) {
+  *out = ModelSettings();
+  if (config.kind != Json::Kind::kObject) return "model configuration is not a JSON object";
+  const Json* max_batch = config.Find("max_batch_size");
+  if (max_batch != nullptr && !max_batch->AsInt64(&out->max_batch_size)) {
+    return "max_batch_size is not an integer";
+  }
+  if (out->max_batch_size < 0) return "max_batch_size must be >= 0";
+  std::string error = ParseTensors(config, "input", &out->inputs);
+  if (error.empty()) error = ParseTensors(config, "output", &out->outputs);
+  if (!error.empty()) return error;
+  if (out->inputs.empty()) return "the configuration declares no input";
+  if (out->outputs.empty()) return "the configuration declares no output";
+  const Json* parameters = config.Find("parameters");
+  if (parameters != nullptr && parameters->kind == Json::Kind::kObject) {
+    for (const auto& member : parameters->members) {
+      const Json* value = member.second.Find("string_value");
+      error = ApplyParameter(member.first, value ? value->AsString() : "", out);
+      if (!error.empty()) return error;
+    }
+  }
+  return "";
+}
+
+}  // namespace fastpath

@@ -1,0 +1,69 @@
+// What the backend takes from a model's configuration: typed inputs and outputs, batching, and
+// its own parameters. Pure: no Triton or onnxruntime calls, so it is easy to reason about.
+//
+// Parameters (config.pbtxt `parameters { key: ... value { string_value: ... } }`, all optional):
+//   onnx_file                 the graph in the version folder (default "model.onnx")
+//   intra_op_threads          onnxruntime threads inside one operator (default 1)
+//   inter_op_threads          threads across operators (default 1)
+//   graph_optimization_level  disable | basic | extended | all, or 0/1/2/99 (default all)
+//   reject_non_finite         true: a float input holding NaN or Inf fails its request (default)
+//   max_sequence_length       longest row along a variable (-1) axis; longer fails (default 0: none)
+//   onnxruntime_library       path of libonnxruntime.so.1.x (default: found next to this backend)
+//   custom_op_library         a custom-op library to register on the session (default none)
+//   python_library            loaded RTLD_GLOBAL before custom_op_library, for op libraries that
+//                             are Python extension modules (default "libpython3.11.so.1.0";
+//                             "" loads nothing)
+//   validate_utf8             true: a BYTES input element that is not UTF-8 fails its request
+//                             (default)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "json.h"
+#include "ort_api.h"
+#include "triton_api.h"
+
+namespace fastpath {
+
+struct TensorSpec {
+  std::string name;
+  TRITONSERVER_DataType triton_type = TRITONSERVER_TYPE_INVALID;
+  ONNXTensorElementDataType onnx_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t element_size = 0;     // 0 for BYTES (TYPE_STRING)
+  std::vector<int64_t> dims;   // without the batch dimension; -1 = variable
+  bool ragged = false;         // any -1 in dims: such axes are padded per batch
+
+  bool is_string() const { return triton_type == TRITONSERVER_TYPE_BYTES; }
+  bool is_float() const;
+};
+
+struct ModelSettings {
+  int64_t max_batch_size = 0;  // 0: requests carry no batch dimension and run one by one
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::string onnx_file = "model.onnx";
+  int intra_op_threads = 1;
+  int inter_op_threads = 1;
+  GraphOptimizationLevel graph_optimization_level = ORT_ENABLE_ALL;
+  bool reject_non_finite = true;
+  int64_t max_sequence_length = 0;
+  std::string onnxruntime_library;
+  std::string custom_op_library;
+  std::string python_library = "libpython3.11.so.1.0";
+  bool validate_utf8 = true;
+
+  bool batched() const { return max_batch_size > 0; }
+};
+
+// Fills `out` from the model configuration JSON. Returns "" or an error naming the field.
+std::string ParseModelSettings(const Json& config, ModelSettings* out);
+
+// "TYPE_FP32" -> FP32 etc.; false for types this backend does not serve (BF16, unknown).
+bool ConfigTypeToTriton(const std::string& config_type, TRITONSERVER_DataType* triton,
+                        ONNXTensorElementDataType* onnx, size_t* element_size);
+const char* OnnxTypeName(ONNXTensorElementDataType type);
+const char* TritonTypeName(TRITONSERVER_DataType type);
+
+}  // namespace fastpath
