@@ -17,7 +17,7 @@ from fastpath_backends.batch import split_rows
 from fastpath_backends.cache import LookupStats, TieredCache, cached_rows, row_keys
 from fastpath_backends.classify import label_rows
 from fastpath_backends.semantic import SemanticIndex, guard_signatures
-from fastpath_backends.text import TextEncoder
+from fastpath_backends.text import TextEncoder, trim_padding
 
 # (input_ids, attention_mask) -> one value row per text: probabilities [N, C] or embeddings [N, D]
 RunEncoder = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -95,7 +95,7 @@ class TextPipeline:
                     guards = guard_signatures(ids, mask, self.semantic.guard_ids)
             values, stats = cached_rows(
                 keys,
-                lambda rows: self.run_encoder(ids[rows], mask[rows]),
+                lambda rows: self.run_encoder(*trim_padding(ids[rows], mask[rows])),
                 self.cache.tiers,
                 index,
                 vectors,

@@ -15,7 +15,10 @@ class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
         self.name = args["model_name"]
-        self.encoder = TextEncoder(version_dir(args) / params["tokenizer_file"], int(params["max_length"]))
+        # Fixed length: the ensemble hands these ids to an encoder model whose config dims are fixed.
+        self.encoder = TextEncoder(
+            version_dir(args) / params["tokenizer_file"], int(params["max_length"]), padding="max_length"
+        )
         self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
 
     def execute(self, requests):

@@ -141,7 +141,7 @@ def test_tokenizer_adapter_fails_only_the_request_with_an_empty_text(
     assert len(responses) == 3
     assert_invalid(responses[1], pb_utils, r"^sentiment_tokenizer: text\[0\] is empty or whitespace only")
 
-    expected = TextEncoder(tokenizer_file, MAX_LENGTH).encode([t.decode() for t in good_texts])
+    expected = TextEncoder(tokenizer_file, MAX_LENGTH, padding="max_length").encode([t.decode() for t in good_texts])
     first, third = assert_ok(responses[0]), assert_ok(responses[2])
     assert sorted(first) == ["attention_mask", "input_ids", "truncated"]
     assert first["input_ids"].shape == (1, MAX_LENGTH)

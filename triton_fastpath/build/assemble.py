@@ -195,7 +195,7 @@ def container_parity_cases(
         if tokenizer is not None:
             if texts is None:
                 texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:batch])
-            encoded = TextEncoder(Path(tokenizer), max_length).encode(texts)
+            encoded = TextEncoder(Path(tokenizer), max_length, padding="max_length").encode(texts)
             token_rows = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
         inputs = parity_inputs(spec, batch=batch, token_rows=token_rows)
         reference = reference_outputs(Path(repository) / spec.name / "1" / spec.source_onnx, inputs)

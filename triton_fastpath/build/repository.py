@@ -151,7 +151,7 @@ def build_embed(
     tokenizer_file = out_dir / "tokenizer.json"
     if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
         tokenizer_file.write_text(tokenizer_json)
-    encoder = TextEncoder(tokenizer_file, settings.max_length)
+    encoder = TextEncoder(tokenizer_file, settings.max_length, padding="max_length")  # warmup dims
     skip = tuple(i for i in (encoder.token_id("<s>"),) if i is not None)
     model = MeanPoolEmbedding(table, skip_ids=skip).eval()
     texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])

@@ -72,14 +72,24 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
 
 
 def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
-    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container)."""
+    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container).
+
+    In process, a batch is padded to its longest text (natural length: the encoder's sequence axis
+    is dynamic); through BLS to the native encoder, whose config has fixed dims, to `max_length`.
+    """
     if as_target(target) is Target.EMBEDDED:
         return {
             "encoder": "in_process",
             "onnx_file": encoder.model_file or "",
             "intra_op_threads": str(settings.onnx_threads),
+            "padding": "longest",
         }
-    return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
+    return {
+        "encoder": "bls",
+        "encoder_model": encoder.name,
+        "encoder_max_batch_size": str(encoder.max_batch_size),
+        "padding": "max_length",
+    }
 
 
 def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
