@@ -65,6 +65,24 @@ def concat_rows(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]]:
     return (np.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]), counts
 
 
+def pad_rows(arrays: Sequence[np.ndarray], pad_value: int = 0) -> tuple[np.ndarray, list[int]]:
+    """`concat_rows` for rows of different lengths (token rows at natural length): each request's
+    array is right-padded along its last axis to the longest, then stacked.
+
+    Token ids padded with 0 next to an attention mask padded with 0: the encoder ignores the
+    padded positions, so a row's outputs do not depend on its batch-mates' lengths.
+    """
+    longest = max(a.shape[-1] for a in arrays)
+    if all(a.shape[-1] == longest for a in arrays):
+        return concat_rows(arrays)
+    padded = [
+        a if a.shape[-1] == longest else np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, longest - a.shape[-1])],
+                                               constant_values=pad_value)
+        for a in arrays
+    ]
+    return concat_rows(padded)
+
+
 def split_rows(array: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
     """Undo `concat_rows`: split a batched output back into per-request arrays."""
     return np.split(array, np.cumsum(counts)[:-1], axis=0) if len(counts) > 1 else [array]

@@ -21,7 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.models import data as datasets
-from triton_fastpath.build.assemble import ContainerBuild, assemble, container_specs, write_container_engine_plan
+from triton_fastpath.build.assemble import (
+    ContainerBuild,
+    assemble,
+    container_specs,
+    token_sequence_lengths,
+    write_container_engine_plan,
+)
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.errors import ExportError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
@@ -248,7 +254,9 @@ def build_repository(
     options = None
     if as_target(target) is Target.CONTAINER:
         container = container or ContainerBuild()
-        selected, options = container_specs(selected, container), container.options
+        held_out = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:1000])
+        lengths = token_sequence_lengths(selected, files, settings.max_length, held_out)
+        selected, options = container_specs(selected, container, lengths), container.options
         for spec in selected:  # fused models reach their encoder by BLS there: no weights to carry
             if spec.parameters.get("encoder") == "bls" and spec.name in files:
                 files[spec.name] = [

@@ -18,7 +18,7 @@ import numpy as np
 
 from triton_fastpath.build.assemble import assemble
 from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
-from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError, VerificationError
@@ -148,10 +148,8 @@ def _check_served_text(name, specs, *, files, warmups, texts, labels, settings, 
     from triton_fastpath.export.onnx_run import run_onnx_batched
 
     out_dir = BUILD_DIR / "imported" / name
-    # The same padding as the served rendering: natural length in process, fixed for an encoder model.
-    in_process = settings.rendering == "fused" and as_target(target) is Target.EMBEDDED
-    padding = "longest" if in_process else "max_length"
-    encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length, padding=padding).encode(list(texts))
+    # Natural length, as every rendering serves it (a batch padded to its longest text).
+    encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
     feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     expected = {"probabilities": run_onnx_batched(out_dir / PRECISIONS[settings.precision], feeds)["probabilities"]}
     rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, labels, "the evaluation texts")

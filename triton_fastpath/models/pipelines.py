@@ -27,6 +27,20 @@ from triton_fastpath.config.spec import (
 from triton_fastpath.errors import ConfigError
 
 
+def token_inputs() -> tuple[TensorSpec, TensorSpec]:
+    """`input_ids` and `attention_mask` at each text's natural length: the sequence axis is -1 and
+    ragged (the requests of a batch differ in length; a Python step pads them to the longest)."""
+    return (
+        TensorSpec("input_ids", "TYPE_INT64", (-1,), ragged=True),
+        TensorSpec("attention_mask", "TYPE_INT64", (-1,), ragged=True),
+    )
+
+
+def token_warmup_dims(max_length: int) -> dict[str, tuple[int, ...]]:
+    """Warm token inputs at the longest length served (the sample files hold `max_length` tokens)."""
+    return {"input_ids": (max_length,), "attention_mask": (max_length,)}
+
+
 def warmup_of(
     spec_inputs: Sequence[TensorSpec],
     max_batch_size: int,
@@ -74,22 +88,16 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
 def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
     """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container).
 
-    In process, a batch is padded to its longest text (natural length: the encoder's sequence axis
-    is dynamic); through BLS to the native encoder, whose config has fixed dims, to `max_length`.
+    Either way a batch goes to the encoder padded to its longest text (natural length): the
+    encoder's sequence axis is dynamic in every rendering.
     """
     if as_target(target) is Target.EMBEDDED:
         return {
             "encoder": "in_process",
             "onnx_file": encoder.model_file or "",
             "intra_op_threads": str(settings.onnx_threads),
-            "padding": "longest",
         }
-    return {
-        "encoder": "bls",
-        "encoder_model": encoder.name,
-        "encoder_max_batch_size": str(encoder.max_batch_size),
-        "padding": "max_length",
-    }
+    return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
 
 def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
@@ -179,8 +187,7 @@ def text_classifier_specs(
         raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
     length, batch, n_labels = settings.max_length, settings.max_batch_size, len(labels)
     text = TensorSpec("text", "TYPE_STRING", (1,))
-    ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
-    mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
+    ids, mask = token_inputs()
     truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
     probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
     label_index = TensorSpec("label_index", "TYPE_INT64", (1,))
@@ -205,7 +212,7 @@ def text_classifier_specs(
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(name, queues),
-        warmups=warmup_of((ids, mask), batch, files=True),
+        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
     )
     semantic = settings.cache and settings.semantic_threshold > 0
     if settings.rendering == "fused":
