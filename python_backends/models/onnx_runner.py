@@ -9,7 +9,7 @@ import json
 
 import triton_python_backend_utils as pb_utils
 
-from fastpath_backends.batch import concat_rows, pad_rows, run_isolated, split_rows
+from fastpath_backends.batch import concat_rows, pad_rows, run_by_length, run_isolated, split_rows
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
 from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
@@ -23,6 +23,9 @@ class TritonPythonModel:
         self.input_names = [i["name"] for i in config["input"]]
         # token rows at natural length: a batch's requests differ in length and are padded here
         self.ragged = {i["name"] for i in config["input"] if i.get("allow_ragged_batch")}
+        # a text encoder's batch runs in length buckets (only the two token inputs, both ragged)
+        tokens = self.ragged == set(self.input_names) == {"input_ids", "attention_mask"}
+        self.bucket_rows = int(params.get("length_bucket_rows", "0")) if tokens else 0
         self.output_names = [o["name"] for o in config["output"]]
         self.reject_non_finite = params.get("reject_non_finite", "false").lower() == "true"
         path = version_dir(args) / params.get("onnx_file", "model.onnx")
@@ -45,6 +48,14 @@ class TritonPythonModel:
         for name in self.input_names:
             join = pad_rows if name in self.ragged else concat_rows
             stacked[name], counts = join([b[name] for b in batches])
-        outputs = self.model.run(stacked, self.output_names)
+        if self.bucket_rows:
+            outputs = run_by_length(
+                lambda ids, mask: self.model.run({"input_ids": ids, "attention_mask": mask}, self.output_names),
+                stacked["input_ids"],
+                stacked["attention_mask"],
+                self.bucket_rows,
+            )
+        else:
+            outputs = self.model.run(stacked, self.output_names)
         split = {name: split_rows(value, counts) for name, value in outputs.items()}
         return [{name: split[name][i] for name in self.output_names} for i in range(len(batches))]

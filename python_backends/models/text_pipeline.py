@@ -75,6 +75,7 @@ class TritonPythonModel:
             labels=parse_labels(params["labels"]) if classify else (),
             cache=cache,
             semantic=semantic,
+            bucket_rows=int(params.get("length_bucket_rows", "0")),
         )
 
     def execute(self, requests):

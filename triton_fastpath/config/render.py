@@ -31,6 +31,8 @@ ONNX_RUNNER = "onnx_runner"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
+# Rows per length bucket where a Python model runs an encoder in process (fastpath_backends.batch.run_by_length).
+LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
             parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
         else:
+            parameters.pop(LENGTH_BUCKET_PARAMETER, None)  # the Python runner's; native backends batch as given
             parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
             parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:

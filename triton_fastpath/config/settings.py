@@ -138,7 +138,13 @@ class RepoSettings:
             encoder by BLS for missed rows only. 'ensemble': one model per step (the classic
             layout). Clients cannot tell them apart: same tensors, errors, metrics, SDK.
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
-        max_length: tokens per text, fixed so requests of different lengths batch together.
+        max_length: the most tokens per text (longer texts are truncated, and say so in `truncated`);
+            each text is encoded at its natural length up to it.
+        length_bucket_rows: where an encoder runs on the CPU in a Python model (embedded target),
+            a batch is sorted by length and run this many rows at a time, each bucket padded only
+            to its own longest row (0: the whole batch padded to its longest). Measured on the INT8
+            sentiment encoder, batches of 32 held-out texts: 0.64 ms/text padded to the batch's
+            longest, 0.48-0.50 ms/text in buckets of 2-8 rows.
         max_batch_size: largest batch each model accepts.
         tokenizer_instances / encoder_instances / postprocess_instances / digits_instances:
             CPU instances per model (the fused model runs `encoder_instances`: it is the
@@ -187,6 +193,7 @@ class RepoSettings:
     rendering: str = FACTORY_TUNABLES["rendering"]
     precision: str = "int8"
     max_length: int = 64
+    length_bucket_rows: int = 4
     max_batch_size: int = 64
     tokenizer_instances: int = FACTORY_TUNABLES["tokenizer_instances"]
     encoder_instances: int = FACTORY_TUNABLES["encoder_instances"]
@@ -228,6 +235,8 @@ class RepoSettings:
             raise ConfigError(f"rendering={self.rendering!r}; expected one of {RENDERINGS}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
+        if self.length_bucket_rows < 0:
+            raise ConfigError(f"length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
         if not 8 <= self.max_length <= 512:
             raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
         if not 0.0 <= self.semantic_min_margin <= 1.0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
@@ -54,6 +54,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(EMBED_NAME),
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
     if settings.rendering == "fused":
         parameters = {"task": "embed", "cache": "false", "pipeline": EMBED_NAME, **tokenizer_parameters}

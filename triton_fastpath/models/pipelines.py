@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from triton_fastpath.config.render import Target, as_target, python_adapter
+from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
 from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
@@ -96,6 +96,7 @@ def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Targe
             "encoder": "in_process",
             "onnx_file": encoder.model_file or "",
             "intra_op_threads": str(settings.onnx_threads),
+            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
         }
     return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
@@ -213,6 +214,7 @@ def text_classifier_specs(
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(name, queues),
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
     semantic = settings.cache and settings.semantic_threshold > 0
     if settings.rendering == "fused":
