@@ -359,3 +359,36 @@ def test_run_by_length_returns_rows_in_order_and_cuts_each_bucket_to_its_longest
         assert widths == [4]  # one run over the whole batch, padded to its longest
     else:
         assert len(widths) == -(-len(lengths) // bucket_rows)
+
+
+# --- admission control (overload shed at dispatch, not in Triton's queue) -----------------------
+
+
+def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -> None:
+    from fastpath_backends.admission import Admission, request_priority
+
+    admission = Admission({1: 0.040, 2: 0.025})
+    admission.observe(rows=10, seconds=0.010)  # 1 ms a row
+    keep = admission.admit([10, 10, 10, 10, 10], [2, 0, 1, 2, 1])
+    # priority 1 (rows 2 and 4) go first: 10 + 20 ms; then lowest level: 30 ms > 25 -> shed
+    assert keep == [False, False, True, False, True]
+    assert admission.shed == 3
+    assert Admission({1: 0.001}).admit([64], [0]) == [True]  # a lone request is always computed
+    assert request_priority('{"fastpath_priority": 1}') == 1
+    assert request_priority(None) == request_priority("not json") == request_priority("{}") == 0
+
+
+def test_admission_sheds_nothing_at_normal_load() -> None:
+    from fastpath_backends.admission import Admission
+
+    admission = Admission({1: 0.040, 2: 0.025})
+    admission.observe(rows=32, seconds=0.016)  # 0.5 ms a row: 32 concurrent single texts
+    assert all(admission.admit([1] * 32, [0] * 32))
+
+
+def test_admission_from_parameters_reads_budgets_per_level() -> None:
+    from fastpath_backends.admission import admission_from_parameters
+
+    admission = admission_from_parameters({"admission_budget_ms_1": "40", "admission_budget_ms_2": "25", "x": "1"})
+    assert admission is not None and admission.budgets_s == {1: 0.04, 2: 0.025}
+    assert admission_from_parameters({"priority_levels": "2"}) is None

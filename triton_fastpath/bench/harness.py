@@ -62,7 +62,7 @@ class BenchConfig:
     budget_requests: int = 300
     smoke: bool = False
     only: tuple[str, ...] = ()
-    service_levels: str = "none"
+    service_levels: str = "default"
 
     @classmethod
     def smoke_config(cls) -> BenchConfig:
@@ -83,7 +83,7 @@ class BenchConfig:
 BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble"}
 
 
-def default_systems(smoke: bool = False, service_levels_profile: str = "none") -> list[System]:
+def default_systems(smoke: bool = False, service_levels_profile: str = "default") -> list[System]:
     """The systems of the issue, in run order; baselines both as deployed and at their best setting.
 
     Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead

@@ -33,6 +33,7 @@ ONNX_RUNNER = "onnx_runner"
 ORT_GRAPH_LEVELS = (-1, 1, 2)
 # Rows per length bucket where a Python model runs an encoder in process (fastpath_backends.batch.run_by_length).
 LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
+PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,8 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
             parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
         else:
-            parameters.pop(LENGTH_BUCKET_PARAMETER, None)  # the Python runner's; native backends batch as given
+            # the Python runner's length buckets and admission; native backends batch as given
+            parameters = {k: v for k, v in parameters.items() if not k.startswith(PYTHON_RUNNER_ONLY)}
             parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
             parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:

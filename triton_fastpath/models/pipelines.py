@@ -130,17 +130,20 @@ def fused_model(
     """
     in_process = as_target(target) is Target.EMBEDDED
     text = TensorSpec("text", "TYPE_STRING", (1,))
+    steps = 1 if in_process else 2
     return ModelSpec(
         name=PipelineMembers(name).fused,
         kind=ModelKind.PYTHON,
         python_model="text_pipeline",
-        max_batch_size=settings.max_batch_size,
+        # Its batcher may hand it ADMISSION_BATCH_FACTOR client batches at once: under overload one
+        # dispatch takes the whole queue and admission sheds the surplus before any compute.
+        max_batch_size=ADMISSION_BATCH_FACTOR * settings.max_batch_size,
         inputs=(text,),
         outputs=tuple(outputs),
         instance_count=settings.encoder_instances if instances is None else instances,
-        dynamic_batching=settings.batching(name, steps=1 if in_process else 2),
+        dynamic_batching=settings.batching(name, steps=steps),
         warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
-        parameters=dict(parameters),
+        parameters={**parameters, **settings.admission_parameters(name, steps)},
     )
 
 
@@ -155,7 +158,7 @@ def wrapper_ensemble(
     return ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
-        max_batch_size=step.max_batch_size,
+        max_batch_size=settings.max_batch_size,
         inputs=step.inputs,
         outputs=tuple(outputs) or step.outputs,
         response_cache=settings.response_cache,
@@ -341,13 +344,15 @@ def onnx_classifier_spec(
         onnx_threads=settings.onnx_threads,
         dynamic_batching=settings.batching(name),
         warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
-        parameters={"reject_non_finite": "true"},
+        # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
+        parameters={"reject_non_finite": "true", **settings.admission_parameters(name)},
         response_cache=settings.response_cache,
         labels=tuple(labels),
     )
 
 
 EMBED_NAME = "embed"
+ADMISSION_BATCH_FACTOR = 4
 EMBED_DIM = 256  # wordllama l2_supercat_256
 # The `embed` files as a fused sentiment model's semantic layer holds them (beside its own).
 SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
