@@ -12,8 +12,11 @@ served batchers therefore have no queue policy, and the model decides per batch 
 - requests are ordered by priority (1 first), then arrival; each is admitted while the batch's
   estimated compute up to and including it (rows x the instance's measured seconds per row) stays
   within its priority's budget (a share of the model's p99 service level); the rest are answered
-  at once with an overload error, before any compute. The first request is always computed, so a
-  lone request is never shed however slow the machine.
+  at once with an overload error, before any compute. The first `min_rows` rows are always
+  computed (a batch the size of normal load is never shed, however slow the machine is for a
+  moment: measured on the shared 2-core machine, a time-only rule shed requests at concurrency 4).
+- the cost of a row is learned from batches of at least `LEARN_FROM_ROWS` rows (a single row's
+  time is mostly fixed per-call cost), falling fast and rising slowly (a hiccup is not a trend).
 
 At normal load a batch holds far less than a budget's worth of rows, so nothing is shed; under
 overload the batcher hands over every queued request (up to max_batch_size) and the surplus is
@@ -27,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 PRIORITY_PARAMETER = "fastpath_priority"
+LEARN_FROM_ROWS = 4
 OVERLOADED = "overloaded: the batch holds more work than fits the service level; retry with backoff"
 
 
@@ -52,11 +56,14 @@ class Admission:
     Args:
         budgets_s: seconds of compute a request of each level may wait behind in one batch
             (level 1 highest); the largest level is the lowest priority, which 0 maps to.
-        smoothing: weight of the newest measurement in the cost estimate.
+        min_rows: rows always computed per batch, whatever the estimate.
+        falling / rising: weight of a new measurement below / above the current cost estimate.
     """
 
     budgets_s: Mapping[int, float]
-    smoothing: float = 0.2
+    min_rows: int = 1
+    falling: float = 0.5
+    rising: float = 0.05
     row_s: float = 0.0  # measured seconds per row (0 until the first batch is timed)
     shed: int = field(default=0)
 
@@ -76,7 +83,7 @@ class Admission:
         for position, i in enumerate(order):
             spent += rows[i]
             within = spent * self.row_s <= self.budgets_s[self.level(priorities[i])]
-            keep[i] = position == 0 or within
+            keep[i] = position == 0 or spent <= self.min_rows or within
             if not keep[i]:
                 spent -= rows[i]  # a shed request costs nothing: later (smaller) ones may still fit
         self.shed += keep.count(False)
@@ -84,14 +91,19 @@ class Admission:
 
     def observe(self, rows: int, seconds: float) -> None:
         """Fold one computed batch (rows, wall seconds) into the cost per row."""
-        if rows <= 0 or seconds <= 0:
+        if rows < LEARN_FROM_ROWS or seconds <= 0:
             return
         sample = seconds / rows
-        self.row_s = sample if self.row_s == 0 else (1 - self.smoothing) * self.row_s + self.smoothing * sample
+        if self.row_s == 0:
+            self.row_s = sample
+            return
+        weight = self.falling if sample < self.row_s else self.rising
+        self.row_s = (1 - weight) * self.row_s + weight * sample
 
 
 def admission_from_parameters(params: Mapping[str, str]) -> Admission | None:
-    """`admission_budget_ms_<level>` parameters -> an Admission, or None when there are none."""
+    """`admission_budget_ms_<level>` and `admission_min_rows` parameters -> an Admission, or None
+    when there are no budgets."""
     prefix = "admission_budget_ms_"
     budgets = {int(k[len(prefix) :]): float(v) / 1000 for k, v in params.items() if k.startswith(prefix)}
-    return Admission(budgets) if budgets else None
+    return Admission(budgets, min_rows=int(params.get("admission_min_rows", "1"))) if budgets else None

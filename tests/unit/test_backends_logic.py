@@ -374,6 +374,10 @@ def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -
     assert keep == [False, False, True, False, True]
     assert admission.shed == 3
     assert Admission({1: 0.001}).admit([64], [0]) == [True]  # a lone request is always computed
+    floor = Admission({1: 0.040, 2: 0.025}, min_rows=32)
+    floor.observe(rows=10, seconds=0.100)  # a slow moment: 10 ms a row
+    assert all(floor.admit([1] * 32, [0] * 32))  # normal load is never shed
+    assert floor.admit([1] * 40, [0] * 40).count(False) == 8
     assert request_priority('{"fastpath_priority": 1}') == 1
     assert request_priority(None) == request_priority("not json") == request_priority("{}") == 0
 
@@ -389,6 +393,8 @@ def test_admission_sheds_nothing_at_normal_load() -> None:
 def test_admission_from_parameters_reads_budgets_per_level() -> None:
     from fastpath_backends.admission import admission_from_parameters
 
-    admission = admission_from_parameters({"admission_budget_ms_1": "40", "admission_budget_ms_2": "25", "x": "1"})
-    assert admission is not None and admission.budgets_s == {1: 0.04, 2: 0.025}
+    admission = admission_from_parameters(
+        {"admission_budget_ms_1": "40", "admission_budget_ms_2": "25", "admission_min_rows": "32", "x": "1"}
+    )
+    assert admission is not None and admission.budgets_s == {1: 0.04, 2: 0.025} and admission.min_rows == 32
     assert admission_from_parameters({"priority_levels": "2"}) is None

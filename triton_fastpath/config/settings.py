@@ -307,7 +307,8 @@ class RepoSettings:
     def admission_parameters(self, model: str | None = None, steps: int = 1) -> dict[str, str]:
         """The parameters of a Python model's admission control (`fastpath_backends.admission`).
 
-        `priority_levels` (what clients may send), and with a service level for `model` one
+        `priority_levels` (what clients may send), and with a service level for `model`
+        `admission_min_rows` (half a client batch: always computed) and one
         `admission_budget_ms_<level>` per level: the compute a request may wait behind in one
         batch, the same shares of the p99 as `queue_timeouts_us` (the lowest level half of it,
         higher levels 0.8, split over `steps`). Without a service level nothing is shed.
@@ -317,4 +318,6 @@ class RepoSettings:
             return parameters
         for level, timeout_us in self.queue_timeouts_us(model, steps).items():
             parameters[f"admission_budget_ms_{max(1, level)}"] = f"{timeout_us / 1000:g}"
+        # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
+        parameters["admission_min_rows"] = str(max(1, self.max_batch_size // 2))
         return parameters
