@@ -240,6 +240,9 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             "outputs": self._outputs,
             "request_id": chunk.request_id,
             "priority": priority,
+            # the served models' admission control reads the priority from this parameter (their
+            # batchers have no priority levels: in Triton 2.51 those stall the batcher)
+            **({"parameters": {"fastpath_priority": priority}} if priority else {}),
             "client_timeout": remaining_s,
             "compression_algorithm": self.compression,
             **self._header_kwargs(),

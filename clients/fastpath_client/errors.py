@@ -86,6 +86,7 @@ class ServerError(ClientError):
 _BY_MESSAGE: tuple[tuple[str, type[ClientError]], ...] = (
     ("request timeout expired", Timeout),  # Triton's queue timeout comes as UNAVAILABLE
     ("exceeds maximum queue size", Overloaded),  # Triton's queue full comes as UNAVAILABLE
+    ("overloaded:", Overloaded),  # a model's admission control (fastpath_backends.admission), UNAVAILABLE
     ("larger than max", InvalidInput),  # gRPC's message-size limit comes as RESOURCE_EXHAUSTED
     ("protocol is restricted", PermissionDenied),  # Triton's restricted gRPC protocol comes as UNAVAILABLE
     ("api is restricted", PermissionDenied),  # the same on HTTP (403)

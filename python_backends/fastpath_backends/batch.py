@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -65,6 +65,54 @@ def concat_rows(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]]:
     return (np.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]), counts
 
 
+def pad_rows(arrays: Sequence[np.ndarray], pad_value: int = 0) -> tuple[np.ndarray, list[int]]:
+    """`concat_rows` for rows of different lengths (token rows at natural length): each request's
+    array is right-padded along its last axis to the longest, then stacked.
+
+    Token ids padded with 0 next to an attention mask padded with 0: the encoder ignores the
+    padded positions, so a row's outputs do not depend on its batch-mates' lengths.
+    """
+    longest = max(a.shape[-1] for a in arrays)
+    if all(a.shape[-1] == longest for a in arrays):
+        return concat_rows(arrays)
+    padded = [
+        a if a.shape[-1] == longest else np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, longest - a.shape[-1])],
+                                               constant_values=pad_value)
+        for a in arrays
+    ]
+    return concat_rows(padded)
+
+
 def split_rows(array: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
     """Undo `concat_rows`: split a batched output back into per-request arrays."""
     return np.split(array, np.cumsum(counts)[:-1], axis=0) if len(counts) > 1 else [array]
+
+
+def run_by_length(run: Callable[[np.ndarray, np.ndarray], Any], ids: np.ndarray, mask: np.ndarray, bucket_rows: int) -> Any:
+    """Run an encoder over token rows in length buckets: rows sorted by length, `bucket_rows` at a
+    time, each bucket cut to its own longest row; outputs come back in the rows' order.
+
+    `bucket_rows` 0 runs the whole batch at once, padded to its longest row. On a CPU encoder the
+    padding a batch carries is compute (measured on the INT8 sentiment encoder, 512 held-out texts
+    in batches of 32: 0.64 ms/text padded to each batch's longest, 0.48-0.50 in buckets of 2-8).
+    `run` returns one array of rows, or a dict of them (each put back in order).
+    """
+    lengths = mask.sum(axis=1)
+    if bucket_rows <= 0 or len(ids) <= bucket_rows:
+        longest = int(lengths.max()) if len(lengths) else 0
+        return run(ids[:, :longest], mask[:, :longest])
+    order = np.argsort(lengths, kind="stable")
+    parts = []
+    for start in range(0, len(order), bucket_rows):
+        rows = order[start : start + bucket_rows]
+        longest = int(lengths[rows].max())
+        parts.append(run(ids[rows, :longest], mask[rows, :longest]))
+    if isinstance(parts[0], dict):
+        return {name: _in_order(np.concatenate([p[name] for p in parts], axis=0), order) for name in parts[0]}
+    return _in_order(np.concatenate(parts, axis=0), order)
+
+
+def _in_order(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    out = np.empty_like(values)
+    out[order] = values
+    return out

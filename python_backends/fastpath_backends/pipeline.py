@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastpath_backends.batch import split_rows
+from fastpath_backends.batch import run_by_length, split_rows
 from fastpath_backends.cache import LookupStats, TieredCache, cached_rows, row_keys
 from fastpath_backends.classify import label_rows
 from fastpath_backends.semantic import SemanticIndex, guard_signatures
@@ -52,6 +52,8 @@ class TextPipeline:
         labels: class names for task 'classify'; empty for an embedding pipeline.
         cache: the exact cache, or None to always run the encoder.
         semantic: the semantic layer (needs `cache`), or None.
+        bucket_rows: rows per length bucket the encoder runs (`batch.run_by_length`; 0: the
+            rows to compute at once, padded to their longest).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class TextPipeline:
         labels: Sequence[str] = (),
         cache: ExactCache | None = None,
         semantic: SemanticLayer | None = None,
+        bucket_rows: int = 0,
     ) -> None:
         if semantic is not None and cache is None:
             raise ValueError("the semantic layer needs the exact cache (it stores what the encoder computed)")
@@ -70,6 +73,10 @@ class TextPipeline:
         self.labels = tuple(labels)
         self.cache = cache
         self.semantic = semantic
+        self.bucket_rows = bucket_rows
+
+    def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return run_by_length(self.run_encoder, ids, mask, self.bucket_rows)
 
     def run(
         self, batches: Sequence[Sequence[str]], *, use_cache: bool = True
@@ -85,7 +92,7 @@ class TextPipeline:
         ids, mask = encoded.input_ids, encoded.attention_mask
         stats = None
         if self.cache is None or not use_cache:
-            values = self.run_encoder(ids, mask)
+            values = self._encode(ids, mask)
         else:
             keys = row_keys(self.cache.namespace, ids, mask, self.cache.prefix)
             index = vectors = guards = None
@@ -95,7 +102,7 @@ class TextPipeline:
                     guards = guard_signatures(ids, mask, self.semantic.guard_ids)
             values, stats = cached_rows(
                 keys,
-                lambda rows: self.run_encoder(ids[rows], mask[rows]),
+                lambda rows: self._encode(ids[rows], mask[rows]),
                 self.cache.tiers,
                 index,
                 vectors,

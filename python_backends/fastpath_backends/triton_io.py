@@ -25,8 +25,12 @@ def version_dir(args: Mapping[str, str]) -> Path:
 
 def error_response(pb_utils: Any, error: Exception, model_name: str) -> Any:
     """One request's error: INVALID_ARG for a BadRequest, INTERNAL (with the type) otherwise."""
+    from fastpath_backends.admission import Overloaded
+
     if isinstance(error, BadRequest):
         message, code = f"{model_name}: {error}", getattr(pb_utils.TritonError, "INVALID_ARG", None)
+    elif isinstance(error, Overloaded):
+        message, code = f"{model_name}: {error}", getattr(pb_utils.TritonError, "UNAVAILABLE", None)
     else:
         message = f"{model_name}: internal error {type(error).__name__}: {error}"
         code = getattr(pb_utils.TritonError, "INTERNAL", None)
@@ -138,3 +142,29 @@ def read_texts(pb_utils: Any, requests: Any, max_text_bytes: int, input_name: st
         except BadRequest as error:
             payloads.append(error)
     return payloads
+
+
+def admit(pb_utils: Any, requests: Any, payloads: list, admission: Any, rows: Any) -> list:
+    """Admission control over a batch (`fastpath_backends.admission`): the payloads of requests
+    that do not fit their priority's budget become `Overloaded` errors; `rows(payload)` counts a
+    payload's rows. Without an `admission` the payloads are returned as they are."""
+    if admission is None:
+        return payloads
+    from fastpath_backends.admission import OVERLOADED, Overloaded, request_priority
+
+    good = [i for i, p in enumerate(payloads) if not isinstance(p, Exception)]
+    if len(good) <= 1:
+        return payloads
+    priorities = [request_priority(_parameters(requests[i])) for i in good]
+    keep = admission.admit([rows(payloads[i]) for i in good], priorities)
+    out = list(payloads)
+    for i, kept in zip(good, keep):
+        if not kept:
+            out[i] = Overloaded(OVERLOADED)
+    return out
+
+
+def _parameters(request: Any) -> str | None:
+    """The request's parameters as JSON (Python backend `InferenceRequest.parameters()`)."""
+    read = getattr(request, "parameters", None)
+    return read() if callable(read) else None

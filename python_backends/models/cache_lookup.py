@@ -12,11 +12,11 @@ import os
 
 import triton_python_backend_utils as pb_utils
 
-from fastpath_backends.batch import concat_rows, run_isolated, split_rows
+from fastpath_backends.batch import concat_rows, pad_rows, run_isolated, split_rows
 from fastpath_backends.cache import cached_rows, key_namespace, row_keys, tiered_cache_from_parameters
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.semantic import guard_signatures, index_from_parameters
-from fastpath_backends.text import TextEncoder
+from fastpath_backends.text import TextEncoder, trim_padding
 from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
@@ -61,8 +61,8 @@ class TritonPythonModel:
         return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._lookup)]
 
     def _lookup(self, batches):
-        ids, counts = concat_rows([b[0] for b in batches])
-        mask, _ = concat_rows([b[1] for b in batches])
+        ids, counts = pad_rows([b[0] for b in batches])  # natural-length rows: padded to the longest
+        mask, _ = pad_rows([b[1] for b in batches])
         keys = row_keys(self.namespace, ids, mask, self.prefix)
         vectors = None
         if self.semantic is not None and all(b[2] is not None for b in batches):
@@ -71,7 +71,12 @@ class TritonPythonModel:
         if vectors is not None and self.semantic.guarded:
             guards = guard_signatures(ids, mask, self.guard_ids)
         probabilities, stats = cached_rows(
-            keys, lambda rows: self.encode(ids[rows], mask[rows]), self.cache, self.semantic, vectors, guards=guards
+            keys,
+            lambda rows: self.encode(*trim_padding(ids[rows], mask[rows])),
+            self.cache,
+            self.semantic,
+            vectors,
+            guards=guards,
         )
         self.metrics.record(stats)
         label_index = probabilities.argmax(axis=1).reshape(-1, 1).astype("int64")  # as the graph's ArgMax

@@ -6,13 +6,15 @@ Requests of one dynamic batch run as one onnxruntime call; a poisoned request fa
 """
 
 import json
+import time
 
 import triton_python_backend_utils as pb_utils
 
-from fastpath_backends.batch import concat_rows, run_isolated, split_rows
+from fastpath_backends.admission import admission_from_parameters
+from fastpath_backends.batch import concat_rows, pad_rows, run_by_length, run_isolated, split_rows
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
-from fastpath_backends.triton_io import model_parameters, read_input, to_response, version_dir
+from fastpath_backends.triton_io import admit, model_parameters, read_input, to_response, version_dir
 
 
 class TritonPythonModel:
@@ -21,7 +23,13 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         self.name = args["model_name"]
         self.input_names = [i["name"] for i in config["input"]]
+        # token rows at natural length: a batch's requests differ in length and are padded here
+        self.ragged = {i["name"] for i in config["input"] if i.get("allow_ragged_batch")}
+        # a text encoder's batch runs in length buckets (only the two token inputs, both ragged)
+        tokens = self.ragged == set(self.input_names) == {"input_ids", "attention_mask"}
+        self.bucket_rows = int(params.get("length_bucket_rows", "0")) if tokens else 0
         self.output_names = [o["name"] for o in config["output"]]
+        self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
         self.reject_non_finite = params.get("reject_non_finite", "false").lower() == "true"
         path = version_dir(args) / params.get("onnx_file", "model.onnx")
         self.model = OnnxModel(path, intra_op_threads=int(params.get("intra_op_threads", "1")))
@@ -36,12 +44,31 @@ class TritonPythonModel:
                 payloads.append(inputs)
             except BadRequest as error:
                 payloads.append(error)
-        return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
+        payloads = admit(pb_utils, requests, payloads, self.admission, _rows)
+        started = time.perf_counter()
+        results = run_isolated(payloads, self._run)
+        if self.admission is not None:
+            computed = sum(_rows(p) for p in payloads if not isinstance(p, Exception))
+            self.admission.observe(computed, time.perf_counter() - started)
+        return [to_response(pb_utils, r, self.name) for r in results]
 
     def _run(self, batches):
         stacked, counts = {}, []
         for name in self.input_names:
-            stacked[name], counts = concat_rows([b[name] for b in batches])
-        outputs = self.model.run(stacked, self.output_names)
+            join = pad_rows if name in self.ragged else concat_rows
+            stacked[name], counts = join([b[name] for b in batches])
+        if self.bucket_rows:
+            outputs = run_by_length(
+                lambda ids, mask: self.model.run({"input_ids": ids, "attention_mask": mask}, self.output_names),
+                stacked["input_ids"],
+                stacked["attention_mask"],
+                self.bucket_rows,
+            )
+        else:
+            outputs = self.model.run(stacked, self.output_names)
         split = {name: split_rows(value, counts) for name, value in outputs.items()}
         return [{name: split[name][i] for name in self.output_names} for i in range(len(batches))]
+
+
+def _rows(payload):
+    return len(next(iter(payload.values())))

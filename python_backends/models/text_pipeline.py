@@ -10,9 +10,11 @@ messages and cache counters are those of the ensemble rendering.
 
 import json
 import os
+import time
 
 import triton_python_backend_utils as pb_utils
 
+from fastpath_backends.admission import admission_from_parameters
 from fastpath_backends.batch import run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
@@ -22,6 +24,7 @@ from fastpath_backends.semantic import index_from_parameters
 from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
 from fastpath_backends.triton_io import (
     CacheMetrics,
+    admit,
     bls_encoder,
     model_parameters,
     read_texts,
@@ -42,6 +45,7 @@ class TritonPythonModel:
         self.name = args["model_name"]
         self.output_names = [o["name"] for o in json.loads(args["model_config"])["output"]]
         self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
+        self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
         config = json.loads(args["model_config"])
         self.warmups_left = sum(int(w.get("count", 1)) for w in config.get("model_warmup", []))
         classify = params["task"] == "classify"
@@ -52,7 +56,7 @@ class TritonPythonModel:
         else:
             run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
         max_length = int(params["max_length"])
-        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)
+        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)  # natural length
         cache = semantic = None
         # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
         self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
@@ -75,6 +79,7 @@ class TritonPythonModel:
             labels=parse_labels(params["labels"]) if classify else (),
             cache=cache,
             semantic=semantic,
+            bucket_rows=int(params.get("length_bucket_rows", "0")),
         )
 
     def execute(self, requests):
@@ -83,7 +88,14 @@ class TritonPythonModel:
         self.warming = self.warmups_left > 0
         self.warmups_left -= 1
         payloads = read_texts(pb_utils, requests, self.max_text_bytes)
-        return [to_response(pb_utils, r, self.name) for r in run_isolated(payloads, self._run)]
+        if not self.warming:
+            payloads = admit(pb_utils, requests, payloads, self.admission, len)
+        started = time.perf_counter()
+        results = run_isolated(payloads, self._run)
+        if self.admission is not None:
+            computed = sum(len(p) for p in payloads if not isinstance(p, Exception))
+            self.admission.observe(computed, time.perf_counter() - started)
+        return [to_response(pb_utils, r, self.name) for r in results]
 
     def _run(self, batches):
         results, stats = self.pipeline.run(batches, use_cache=not self.warming)

@@ -1,4 +1,7 @@
-"""Triton Python model: text -> fixed-length token ids, with a per-row truncation flag.
+"""Triton Python model: text -> token ids at natural length, with a per-row truncation flag.
+
+Each request's rows are padded to its own longest text only (one text: no padding at all); the
+next step pads a batch of such requests to its longest (`allow_ragged_batch` inputs).
 
 Adapter only: the logic lives in `fastpath_backends.text`. The tokenizer is loaded once per
 instance; each request is validated alone, so one bad text fails only its own request.
@@ -7,7 +10,7 @@ instance; each request is validated alone, so one bad text fails only its own re
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.batch import run_isolated, split_rows
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, trim_padding
 from fastpath_backends.triton_io import model_parameters, read_texts, to_response, version_dir
 
 
@@ -31,7 +34,11 @@ class TritonPythonModel:
             split_rows(encoded.attention_mask, counts),
             split_rows(encoded.truncated, counts),
         )
-        return [{"input_ids": ids, "attention_mask": mask, "truncated": cut} for ids, mask, cut in parts]
+        results = []
+        for ids, mask, cut in parts:
+            ids, mask = trim_padding(ids, mask)  # this request's own longest text, not the batch's
+            results.append({"input_ids": ids, "attention_mask": mask, "truncated": cut})
+        return results
 
     def finalize(self):
         self.encoder = None

@@ -358,7 +358,7 @@ def test_fused_and_ensemble_renderings_are_separate_deployments() -> None:
     assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-ensemble"])
 
 
-def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_one_of_them() -> None:
+def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_both() -> None:
     from triton_fastpath.bench.harness import BUDGET_SYSTEMS, default_systems
 
     keys = [s.key for s in default_systems()]
@@ -373,7 +373,7 @@ def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_one_of_them() ->
         systems[k].protocol == "naive" and systems[k].ort_threads == 1 for k in ("fastapi-ort", "fastapi-ort-2w")
     )
     smoke = [s.key for s in default_systems(smoke=True)]
-    assert "fastapi-ort" in smoke and "fastapi-ort-2w" not in smoke
+    assert "fastapi-ort" in smoke and "fastapi-ort-2w" in smoke  # 1 and 2 workers in every table
 
 
 def test_a_candidate_must_win_throughput_without_slowing_a_lone_request() -> None:

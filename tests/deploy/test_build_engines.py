@@ -73,7 +73,7 @@ def export_output(path: Path, outputs: dict[str, np.ndarray]) -> None:
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A build/container-like folder: one encoder's ONNX, its engines.json and parity data; fake trtexec."""
-    spec = as_tensorrt(container_encoder(), opt_batches=[4])
+    spec = as_tensorrt(container_encoder(), opt_batches=[4], variable_dims=(1, 8, 16))
     (tmp_path / "model_repository" / spec.name / "1").mkdir(parents=True)
     (tmp_path / "model_repository" / spec.name / "1" / "model.onnx").write_bytes(b"onnx")
     ids = np.arange(3 * 16, dtype=np.int64).reshape(3, 16)
@@ -124,7 +124,7 @@ def test_builds_the_plan_with_the_generated_command_then_checks_parity(
 def test_several_profiles_build_in_groups_and_parity_runs_on_the_last_with_use_profile(workspace: Path) -> None:
     """TensorRT 10's trtexec: `--profile=N` groups build, `--useProfile=N` selects at inference (a
     `--profile=N` alone at inference would be read as an empty build group and rejected)."""
-    spec = as_tensorrt(container_encoder(), opt_batches=[1, 8])
+    spec = as_tensorrt(container_encoder(), opt_batches=[1, 8], variable_dims=(1, 8, 16))
     ids = np.arange(3 * 16, dtype=np.int64).reshape(3, 16)
     case = ParityCase({"input_ids": ids, "attention_mask": np.ones_like(ids)}, reference())
     write_engine_plan([spec], workspace, parity={spec.name: case})

@@ -15,6 +15,7 @@ from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
 from triton_fastpath.config.tensorrt import (
+    sequence_profile,
     OptimizationProfile,
     ParityCase,
     TensorRTSpec,
@@ -34,8 +35,11 @@ SETTINGS = RepoSettings(max_length=48, max_batch_size=32)
 SPECS = {s.name: s for s in default_specs(SETTINGS, "container")}
 
 
+SEQUENCE = (1, 20, 48)  # (min, opt, max) tokens: natural length, opt from the data (sequence_profile)
+
+
 def encoder(**overrides) -> TensorRTSpec:
-    return as_tensorrt(SPECS["sentiment_encoder"], **overrides)
+    return as_tensorrt(SPECS["sentiment_encoder"], **{"variable_dims": SEQUENCE, **overrides})
 
 
 def test_as_tensorrt_keeps_the_name_tensors_batching_and_warmups_of_the_onnx_spec() -> None:
@@ -53,7 +57,7 @@ def test_as_tensorrt_keeps_the_name_tensors_batching_and_warmups_of_the_onnx_spe
 
 
 def test_default_profile_spans_batch_1_to_max_batch_size_tuned_for_16() -> None:
-    assert encoder().profiles == (OptimizationProfile(1, 16, 32),)
+    assert encoder().profiles == (OptimizationProfile(1, 16, 32, SEQUENCE),)
     digits = SPECS["digits"]
     small = ModelSpec(
         "tiny", ModelKind.ONNX, 4, digits.inputs, digits.outputs, model_file="m.onnx", labels=digits.labels
@@ -68,8 +72,8 @@ def test_trtexec_command_for_the_sentiment_encoder_uses_fp16_and_the_spec_shapes
         "--onnx=model_repository/sentiment_encoder/1/model.onnx",
         "--saveEngine=model_repository/sentiment_encoder/1/model.plan",
         "--fp16",
-        "--minShapes=input_ids:1x48,attention_mask:1x48",
-        "--optShapes=input_ids:16x48,attention_mask:16x48",
+        "--minShapes=input_ids:1x1,attention_mask:1x1",
+        "--optShapes=input_ids:16x20,attention_mask:16x20",
         "--maxShapes=input_ids:32x48,attention_mask:32x48",
         "--timingCacheFile=trt/timing.cache",
         "--skipInference",
@@ -100,12 +104,12 @@ def test_several_profiles_become_indexed_profile_groups_in_order() -> None:
     assert argv[start : start + 8] == shapes
     assert shapes == [
         "--profile=0",
-        "--minShapes=input_ids:1x48,attention_mask:1x48",
-        "--optShapes=input_ids:1x48,attention_mask:1x48",
+        "--minShapes=input_ids:1x1,attention_mask:1x1",
+        "--optShapes=input_ids:1x20,attention_mask:1x20",
         "--maxShapes=input_ids:32x48,attention_mask:32x48",
         "--profile=1",
-        "--minShapes=input_ids:1x48,attention_mask:1x48",
-        "--optShapes=input_ids:32x48,attention_mask:32x48",
+        "--minShapes=input_ids:1x1,attention_mask:1x1",
+        "--optShapes=input_ids:32x20,attention_mask:32x20",
         "--maxShapes=input_ids:32x48,attention_mask:32x48",
     ]
 
@@ -159,7 +163,7 @@ def test_profiles_must_reach_max_batch_size_and_be_ordered() -> None:
 @pytest.mark.parametrize("rendering", ["fused", "ensemble"])
 def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid(rendering: str) -> None:
     specs = default_specs(dataclasses.replace(SETTINGS, rendering=rendering), "container")
-    swapped = container_specs(specs, ContainerBuild())
+    swapped = container_specs(specs, ContainerBuild(), {"sentiment_encoder": (1, 28, 64), "embed_encoder": (1, 24, 64)})
     kinds = {s.name: s.kind for s in swapped}
     assert {n for n, k in kinds.items() if k is ModelKind.TENSORRT} == {"sentiment_encoder", "embed_encoder", "digits"}
     validate_repository(swapped)  # the same wiring check as the embedded target
@@ -169,6 +173,14 @@ def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid(rend
     assert container_specs(specs, ContainerBuild(encoder_backend="onnxruntime")) == specs
     with pytest.raises(ConfigError, match=r"encoder_backend='tvm'; expected one of"):
         ContainerBuild(encoder_backend="tvm")
+    with pytest.raises(ConfigError, match=r"'embed_encoder': inputs with variable dims need sequence lengths"):
+        container_specs(specs, ContainerBuild(), {"sentiment_encoder": (1, 28, 64)})
+
+
+def test_sequence_profile_takes_its_opt_length_from_the_data_and_its_max_from_max_length() -> None:
+    assert sequence_profile([10, 28, 30, 44, 64], 64) == (1, 30, 64)
+    assert sequence_profile([], 64) == (1, 64, 64)
+    assert sequence_profile([90, 100], 64) == (1, 64, 64)
 
 
 def test_a_plan_config_parses_with_triton_and_has_one_instance_group_per_profile() -> None:
@@ -204,7 +216,7 @@ def test_parity_inputs_use_token_rows_or_seeded_floats_and_reject_ids_without_ro
     pixels = parity_inputs(SPECS["digits"], batch=4)["pixels"]
     assert pixels.shape == (4, 8, 8) and pixels.dtype == np.float32
     np.testing.assert_array_equal(pixels, parity_inputs(SPECS["digits"], batch=4)["pixels"])
-    with pytest.raises(ConfigError, match=r"input 'input_ids' is TYPE_INT64; give real rows in token_rows"):
+    with pytest.raises(ConfigError, match=r"input 'input_ids' has variable dims; give token_rows for it"):
         parity_inputs(SPECS["sentiment_encoder"], batch=4)
 
 

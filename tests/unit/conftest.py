@@ -331,15 +331,37 @@ def doubling_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 CLASSIFIER_LENGTH = 16  # tokens per row of the tiny classifier graph
 
 
+def padded_to(length: int, source: str, target: str) -> list:
+    """ONNX nodes right-padding `source` [N, L] (any L <= length) with zeros to `target` [N, length],
+    so a tiny graph's position weights apply to rows at natural length and padding changes nothing."""
+    from onnx import TensorProto, helper
+
+    prefix = f"{target}_pad"
+    return [
+        helper.make_node("Shape", [source], [f"{prefix}_shape"]),
+        helper.make_node("Slice", [f"{prefix}_shape", f"{prefix}_one", f"{prefix}_two"], [f"{prefix}_len"]),
+        helper.make_node("Sub", [f"{prefix}_full", f"{prefix}_len"], [f"{prefix}_missing"]),
+        helper.make_node("Concat", [f"{prefix}_zeros", f"{prefix}_missing"], [f"{prefix}_pads"], axis=0),
+        helper.make_node("Pad", [source, f"{prefix}_pads"], [target]),
+    ], [
+        helper.make_tensor(f"{prefix}_one", TensorProto.INT64, [1], [1]),
+        helper.make_tensor(f"{prefix}_two", TensorProto.INT64, [1], [2]),
+        helper.make_tensor(f"{prefix}_full", TensorProto.INT64, [1], [length]),
+        helper.make_tensor(f"{prefix}_zeros", TensorProto.INT64, [3], [0, 0, 0]),
+    ]
+
+
 def build_classifier_graph(path: Path, *, length: int = CLASSIFIER_LENGTH, n_labels: int = 2) -> Path:
     """A served-classifier ONNX graph like the exported encoders (softmax and argmax folded in):
-    input_ids, attention_mask int64 [N, length] -> probabilities float32 [N, n_labels] and
-    label_index int64 [N, 1], from fixed weights over the masked token ids."""
+    input_ids, attention_mask int64 [N, L <= length] -> probabilities float32 [N, n_labels] and
+    label_index int64 [N, 1], from fixed weights over the masked token ids padded to `length`
+    (the sequence axis is dynamic, as in the exported encoders)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", length])
-    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", length])
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "L"])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", "L"])
+    pad_nodes, pad_constants = padded_to(length, "kept_f", "kept_full")
     probabilities = helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", n_labels])
     label_index = helper.make_tensor_value_info("label_index", TensorProto.INT64, ["N", 1])
     weights = np.random.default_rng(7).normal(0.0, 0.02, size=(length, n_labels)).astype(np.float32)
@@ -347,14 +369,15 @@ def build_classifier_graph(path: Path, *, length: int = CLASSIFIER_LENGTH, n_lab
         [
             helper.make_node("Mul", ["input_ids", "attention_mask"], ["kept"]),
             helper.make_node("Cast", ["kept"], ["kept_f"], to=TensorProto.FLOAT),
-            helper.make_node("MatMul", ["kept_f", "weights"], ["scores"]),
+            *pad_nodes,
+            helper.make_node("MatMul", ["kept_full", "weights"], ["scores"]),
             helper.make_node("Softmax", ["scores"], ["probabilities"], axis=-1),
             helper.make_node("ArgMax", ["probabilities"], ["label_index"], axis=1, keepdims=1),
         ],
         "served_classifier",
         [ids, mask],
         [probabilities, label_index],
-        initializer=[numpy_helper.from_array(weights, "weights")],
+        initializer=[numpy_helper.from_array(weights, "weights"), *pad_constants],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8

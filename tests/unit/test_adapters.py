@@ -141,14 +141,17 @@ def test_tokenizer_adapter_fails_only_the_request_with_an_empty_text(
     assert len(responses) == 3
     assert_invalid(responses[1], pb_utils, r"^sentiment_tokenizer: text\[0\] is empty or whitespace only")
 
-    expected = TextEncoder(tokenizer_file, MAX_LENGTH).encode([t.decode() for t in good_texts])
+    # natural length: each request padded to its own longest text only (one text: no padding)
+    encoder = TextEncoder(tokenizer_file, MAX_LENGTH)
     first, third = assert_ok(responses[0]), assert_ok(responses[2])
     assert sorted(first) == ["attention_mask", "input_ids", "truncated"]
-    assert first["input_ids"].shape == (1, MAX_LENGTH)
-    assert third["input_ids"].shape == (2, MAX_LENGTH)
-    np.testing.assert_array_equal(first["input_ids"], expected.input_ids[:1])
-    np.testing.assert_array_equal(third["input_ids"], expected.input_ids[1:])
-    np.testing.assert_array_equal(third["attention_mask"], expected.attention_mask[1:])
+    alone = encoder.encode([good_texts[0].decode()])
+    together = encoder.encode([t.decode() for t in good_texts[1:]])
+    assert first["attention_mask"].all() and first["input_ids"].shape[1] < MAX_LENGTH
+    np.testing.assert_array_equal(first["input_ids"], alone.input_ids)
+    np.testing.assert_array_equal(third["input_ids"], together.input_ids)
+    assert third["attention_mask"].sum(axis=1).max() == third["input_ids"].shape[1]
+    np.testing.assert_array_equal(third["attention_mask"], together.attention_mask)
     assert third["truncated"].shape == (2, 1)
     assert third["truncated"].dtype == np.bool_
 
@@ -501,24 +504,28 @@ def test_text_pipeline_adapter_reads_its_parameters(fused_model: Any) -> None:
 
 
 def build_embedding_graph(path: Path, dim: int = 4) -> Path:
-    """input_ids, attention_mask [N, MAX_LENGTH] -> embedding float32 [N, dim] (fixed weights)."""
+    """input_ids, attention_mask [N, L <= MAX_LENGTH] -> embedding float32 [N, dim] (fixed weights)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from tests.unit.conftest import padded_to
+
     weights = np.random.default_rng(3).normal(size=(MAX_LENGTH, dim)).astype(np.float32)
+    pad_nodes, pad_constants = padded_to(MAX_LENGTH, "kept_f", "kept_full")
     graph = helper.make_graph(
         [
             helper.make_node("Mul", ["input_ids", "attention_mask"], ["kept"]),
             helper.make_node("Cast", ["kept"], ["kept_f"], to=TensorProto.FLOAT),
-            helper.make_node("MatMul", ["kept_f", "weights"], ["embedding"]),
+            *pad_nodes,
+            helper.make_node("MatMul", ["kept_full", "weights"], ["embedding"]),
         ],
         "embedding",
         [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", MAX_LENGTH]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", MAX_LENGTH]),
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "L"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", "L"]),
         ],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", dim])],
-        initializer=[numpy_helper.from_array(weights, "weights")],
+        initializer=[numpy_helper.from_array(weights, "weights"), *pad_constants],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8

@@ -322,3 +322,79 @@ def test_warmup_bytes_of_a_numeric_sample_is_c_order_raw_data() -> None:
     transposed = sample.T  # not C-contiguous: must still be written row-major as seen
     assert warmup_bytes(transposed) == struct.pack("<6q", 0, 3, 1, 4, 2, 5)
     assert warmup_bytes(np.array([1.5], np.float32)) == struct.pack("<f", 1.5)
+
+
+# --- natural length: ragged rows and length buckets ---------------------------------------------
+
+
+def test_pad_rows_pads_each_request_to_the_longest_and_keeps_the_row_counts() -> None:
+    from fastpath_backends.batch import pad_rows
+
+    short, long = np.array([[5, 6]]), np.array([[1, 2, 3], [4, 0, 0]])
+    stacked, counts = pad_rows([short, long])
+    np.testing.assert_array_equal(stacked, [[5, 6, 0], [1, 2, 3], [4, 0, 0]])
+    assert counts == [1, 2]
+    same, _ = pad_rows([long, long])
+    assert same.shape == (4, 3)
+
+
+@pytest.mark.parametrize("bucket_rows", [0, 1, 2, 3, 8])
+def test_run_by_length_returns_rows_in_order_and_cuts_each_bucket_to_its_longest(bucket_rows: int) -> None:
+    from fastpath_backends.batch import run_by_length
+
+    lengths = [4, 1, 3, 2, 4, 1]
+    mask = np.array([[1] * n + [0] * (4 - n) for n in lengths])
+    ids = mask * np.arange(1, 7).reshape(-1, 1)  # row i holds the id i+1
+    widths: list[int] = []
+
+    def run(rows: np.ndarray, row_mask: np.ndarray) -> dict[str, np.ndarray]:
+        widths.append(rows.shape[1])
+        assert rows.shape[1] == row_mask.sum(axis=1).max()  # no column of padding only
+        return {"first": rows[:, :1].copy(), "used": row_mask.sum(axis=1, keepdims=True)}
+
+    out = run_by_length(run, ids, mask, bucket_rows)
+    np.testing.assert_array_equal(out["first"].ravel(), np.arange(1, 7))
+    np.testing.assert_array_equal(out["used"].ravel(), lengths)
+    if bucket_rows in (0, 8):
+        assert widths == [4]  # one run over the whole batch, padded to its longest
+    else:
+        assert len(widths) == -(-len(lengths) // bucket_rows)
+
+
+# --- admission control (overload shed at dispatch, not in Triton's queue) -----------------------
+
+
+def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -> None:
+    from fastpath_backends.admission import Admission, request_priority
+
+    admission = Admission({1: 0.040, 2: 0.025})
+    admission.observe(rows=10, seconds=0.010)  # 1 ms a row
+    keep = admission.admit([10, 10, 10, 10, 10], [2, 0, 1, 2, 1])
+    # priority 1 (rows 2 and 4) go first: 10 + 20 ms; then lowest level: 30 ms > 25 -> shed
+    assert keep == [False, False, True, False, True]
+    assert admission.shed == 3
+    assert Admission({1: 0.001}).admit([64], [0]) == [True]  # a lone request is always computed
+    floor = Admission({1: 0.040, 2: 0.025}, min_rows=32)
+    floor.observe(rows=10, seconds=0.100)  # a slow moment: 10 ms a row
+    assert all(floor.admit([1] * 32, [0] * 32))  # normal load is never shed
+    assert floor.admit([1] * 40, [0] * 40).count(False) == 8
+    assert request_priority('{"fastpath_priority": 1}') == 1
+    assert request_priority(None) == request_priority("not json") == request_priority("{}") == 0
+
+
+def test_admission_sheds_nothing_at_normal_load() -> None:
+    from fastpath_backends.admission import Admission
+
+    admission = Admission({1: 0.040, 2: 0.025})
+    admission.observe(rows=32, seconds=0.016)  # 0.5 ms a row: 32 concurrent single texts
+    assert all(admission.admit([1] * 32, [0] * 32))
+
+
+def test_admission_from_parameters_reads_budgets_per_level() -> None:
+    from fastpath_backends.admission import admission_from_parameters
+
+    admission = admission_from_parameters(
+        {"admission_budget_ms_1": "40", "admission_budget_ms_2": "25", "admission_min_rows": "32", "x": "1"}
+    )
+    assert admission is not None and admission.budgets_s == {1: 0.04, 2: 0.025} and admission.min_rows == 32
+    assert admission_from_parameters({"priority_levels": "2"}) is None

@@ -34,7 +34,8 @@ class FakeEncoder:
         self.calls: list[np.ndarray] = []
 
     def expected(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        scores = (ids * mask).astype(np.float64) @ self.weights
+        kept = np.pad(ids * mask, [(0, 0), (0, MAX_LENGTH - ids.shape[1])])  # rows at natural length
+        scores = kept.astype(np.float64) @ self.weights
         return (softmax(scores) if self.probabilities else scores).astype(np.float32)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

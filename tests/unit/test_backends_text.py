@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fastpath_backends.errors import BadRequest
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, decode_texts, trim_padding
 
 MAX_LENGTH = 12
 
@@ -109,22 +109,43 @@ def test_decode_texts_rejects_zero_rows(shape: tuple[int, ...]) -> None:
 # --- TextEncoder -------------------------------------------------------------------------------
 
 
-def test_encoder_output_has_a_fixed_shape_and_int64_bool_dtypes(encoder: TextEncoder) -> None:
-    encoded = encoder.encode(["a warm film", "the plot is thin but the acting is great", "dull"])
-    assert encoded.input_ids.shape == (3, MAX_LENGTH)
-    assert encoded.attention_mask.shape == (3, MAX_LENGTH)
+def test_encoder_pads_a_batch_to_its_longest_text_with_int64_bool_dtypes(encoder: TextEncoder) -> None:
+    encoded = encoder.encode(["a warm film", "the plot is thin", "dull"])
+    longest = int(encoded.attention_mask.sum(axis=1).max())
+    assert longest < MAX_LENGTH  # natural length: no column of padding only
+    assert encoded.input_ids.shape == (3, longest)
+    assert encoded.attention_mask.shape == (3, longest)
     assert encoded.truncated.shape == (3, 1)
     assert encoded.input_ids.dtype == np.int64
     assert encoded.attention_mask.dtype == np.int64
     assert encoded.truncated.dtype == np.bool_
 
 
-def test_encoder_pads_short_text_with_pad_ids_and_zero_mask(encoder: TextEncoder, tokenizer_file: Path) -> None:
+def test_one_text_is_encoded_at_its_natural_length(encoder: TextEncoder) -> None:
+    encoded = encoder.encode(["a film"])
+    assert encoded.attention_mask.all()  # no padding for a single text
+
+
+def test_fixed_padding_pads_every_text_to_max_length(tokenizer_file: Path) -> None:
+    encoded = TextEncoder(tokenizer_file, MAX_LENGTH, padding="max_length").encode(["a film", "dull"])
+    assert encoded.input_ids.shape == (2, MAX_LENGTH)
+    with pytest.raises(ValueError, match="padding='fixed'; expected one of"):
+        TextEncoder(tokenizer_file, MAX_LENGTH, padding="fixed")
+
+
+def test_trim_padding_keeps_only_the_columns_some_row_uses(encoder: TextEncoder) -> None:
+    encoded = encoder.encode(["a warm film that stays with you", "dull"])
+    ids, mask = trim_padding(encoded.input_ids[1:], encoded.attention_mask[1:])
+    assert mask.all() and ids.tolist() == [encoded.input_ids[1, : mask.shape[1]].tolist()]
+    assert trim_padding(encoded.input_ids, encoded.attention_mask)[0] is encoded.input_ids
+
+
+def test_encoder_pads_short_text_with_pad_ids_and_zero_mask(tokenizer_file: Path) -> None:
     from tokenizers import Tokenizer
 
     vocab = Tokenizer.from_file(str(tokenizer_file))
     pad, cls, sep = (vocab.token_to_id(t) for t in ("[PAD]", "[CLS]", "[SEP]"))
-    encoded = encoder.encode(["a film"])
+    encoded = TextEncoder(tokenizer_file, MAX_LENGTH, padding="max_length").encode(["a film"])
     ids, mask = encoded.input_ids[0], encoded.attention_mask[0]
     used = int(mask.sum())
     assert 3 <= used < MAX_LENGTH

@@ -54,9 +54,11 @@ def test_decode_texts_caps_the_size_before_decoding(size: int) -> None:
 
 @FUZZ
 @given(texts=st.lists(st.text(min_size=1, max_size=400).filter(lambda t: t.strip()), min_size=1, max_size=6))
-def test_encoder_gives_fixed_shapes_for_any_text(tokenizer_file: Path, texts: list[str]) -> None:
+def test_encoder_pads_any_texts_to_their_longest_within_max_length(tokenizer_file: Path, texts: list[str]) -> None:
     encoded = TextEncoder(tokenizer_file, 12).encode(texts)
-    assert encoded.input_ids.shape == encoded.attention_mask.shape == (len(texts), 12)
+    longest = int(encoded.attention_mask.sum(axis=1).max())
+    assert encoded.input_ids.shape == encoded.attention_mask.shape == (len(texts), longest)
+    assert longest <= 12
     assert encoded.truncated.shape == (len(texts), 1)
     assert set(np.unique(encoded.attention_mask)) <= {0, 1}
 

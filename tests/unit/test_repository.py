@@ -91,7 +91,9 @@ def test_python_hops_count_the_bls_encoder_of_the_cache_step_and_not_a_skipped_c
 
 
 def test_tensorrt_plans_on_the_container_are_native_too() -> None:
-    specs = {s.name: s for s in container_specs(default_specs(RepoSettings(), "container"), ContainerBuild())}
+    lengths = {"sentiment_encoder": (1, 28, 64), "embed_encoder": (1, 24, 64)}  # as measured by the build
+    specs = {s.name: s for s in container_specs(default_specs(RepoSettings(), "container"), ContainerBuild(), lengths)}
+    assert specs["sentiment_encoder"].profiles[0].variable_dims == (1, 28, 64)
     assert specs["sentiment_encoder"].kind is ModelKind.TENSORRT
     assert {name: python_hops(name, specs, "container") for name in TOP_LEVEL} == HOPS["fused", "container"]
 
@@ -218,28 +220,40 @@ def _batching(name: str, settings: RepoSettings):
     return next(s for s in default_specs(settings) if s.name == name).dynamic_batching
 
 
-def test_queue_timeouts_are_cut_from_each_models_service_level_per_priority() -> None:
-    digits = _batching("digits", RepoSettings(service_levels_ms=STRICT))
-    assert digits.default_priority_level == 2
-    assert digits.default_queue_policy.default_timeout_us == 10_000  # half of the 20 ms p99
-    assert digits.priority_queue_policy[1].default_timeout_us == 16_000  # priority 1 waits longer
-    fused = _batching("sentiment_fused", RepoSettings(service_levels_ms=STRICT))
-    assert (fused.default_queue_policy.default_timeout_us, fused.priority_queue_policy[1].default_timeout_us) == (
-        25_000,
-        40_000,
-    )
-    assert fused.default_queue_policy.timeout_action == "REJECT"
+def _parameters(name: str, settings: RepoSettings) -> dict[str, str]:
+    return {s.name: s for s in default_specs(settings)}[name].parameters
+
+
+def test_no_batcher_has_a_queue_policy_or_priority_levels() -> None:
+    # In Triton 2.51 either turns payload prefetching off and exposes the 500 ms batcher stall.
+    for rendering in RENDERINGS:
+        for target in TARGETS:
+            for spec in default_specs(RepoSettings(rendering=rendering, service_levels_ms=STRICT), target):
+                batching = spec.dynamic_batching
+                if batching is None:
+                    continue
+                assert batching.priority_levels == 0 and batching.default_queue_policy is None, spec.name
+                assert not batching.priority_queue_policy, spec.name
+
+
+def test_admission_budgets_are_cut_from_each_models_service_level_per_priority() -> None:
+    digits = _parameters("digits", RepoSettings(service_levels_ms=STRICT))
+    assert digits["priority_levels"] == "2"
+    assert digits["admission_budget_ms_2"] == "10"  # half of the 20 ms p99
+    assert digits["admission_budget_ms_1"] == "16"  # priority 1 may wait behind more work
+    fused = _parameters("sentiment_fused", RepoSettings(service_levels_ms=STRICT))
+    assert (fused["admission_budget_ms_2"], fused["admission_budget_ms_1"]) == ("25", "40")
 
 
 def test_an_ensemble_rendering_splits_the_queueing_budget_over_its_queues() -> None:
-    settings = RepoSettings(rendering="ensemble", service_levels_ms=STRICT)  # tokenizer, cache, encoder, postprocess
-    assert _batching("sentiment_tokenizer", settings).default_queue_policy.default_timeout_us == 25_000 // 4
+    settings = RepoSettings(rendering="ensemble", service_levels_ms=STRICT)
+    assert settings.queue_timeouts_us("sentiment", steps=4) == {1: 10_000, 2: 6_250}
     assert settings.queue_timeouts_us("sentiment", steps=3) == {1: 13_333, 2: 8_333}
 
 
-def test_models_without_a_service_level_and_explicit_timeouts_keep_one_timeout() -> None:
-    embed = _batching("embed_fused", RepoSettings())
-    assert embed.default_queue_policy.default_timeout_us == FALLBACK_QUEUE_TIMEOUT_US
+def test_models_without_a_service_level_shed_nothing_and_explicit_timeouts_keep_one_timeout() -> None:
+    assert _parameters("embed_fused", RepoSettings())["priority_levels"] == "2"
+    assert not any(k.startswith("admission_budget") for k in _parameters("embed_fused", RepoSettings()))
     assert RepoSettings(queue_timeout_us=50_000).queue_timeouts_us("digits") == {1: 50_000, 2: 50_000}
     assert RepoSettings(priority_levels=0, service_levels_ms=STRICT).queue_timeouts_us("digits") == {0: 10_000}
 

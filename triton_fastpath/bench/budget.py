@@ -101,7 +101,7 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
     from fastpath_backends.text import TextEncoder
 
     texts = datasets.load_sentiment(BUILD_DIR / "data").test.x[:requests]
-    encoder = TextEncoder(BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json", 64)
+    encoder = TextEncoder(BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json", 64)  # natural length, as served
     client = grpcclient.InferenceServerClient(grpc_url)
     steps = ensemble_steps(client.get_model_config(model, as_json=True))
 

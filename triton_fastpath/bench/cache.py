@@ -124,7 +124,7 @@ class Options:
     pool_size: int = 256
     semantic_threshold: float = 0.995
     ready_timeout_s: float = 180.0
-    service_levels: str = "none"  # the p99 profile the stacks' queue timeouts are cut from
+    service_levels: str = "default"  # the p99 profile the stacks' queue timeouts are cut from
 
 
 # --- request streams (pure) ---------------------------------------------------------------------

@@ -74,7 +74,7 @@ class TuneConfig:
     margin: float = 0.05
     low_load_tolerance: float = 0.15
     confirm: bool = True
-    service_levels: str = "none"
+    service_levels: str = "default"
     space: dict[str, tuple] = dataclasses.field(default_factory=lambda: dict(SEARCH_SPACE))
 
     @classmethod

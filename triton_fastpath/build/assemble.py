@@ -72,20 +72,63 @@ class ContainerBuild:
             raise ConfigError(f"encoder_backend={self.encoder_backend!r}; expected one of {ENCODER_BACKENDS}")
 
 
-def container_specs(specs: Sequence[ModelSpec], build: ContainerBuild) -> list[ModelSpec]:
+def container_specs(
+    specs: Sequence[ModelSpec],
+    build: ContainerBuild,
+    sequence_lengths: Mapping[str, tuple[int, int, int]] | None = None,
+) -> list[ModelSpec]:
     """The specs as the container serves them: ONNX models become TensorRT plans when asked.
 
     Names and tensors are unchanged, so the ensembles and the cache model's BLS calls need no
     change, and the result goes through the same `validate_repository` as the embedded target.
+    `sequence_lengths`: per model with a variable (-1) sequence axis, the (min, opt, max) its
+    optimization profiles accept (`tensorrt.sequence_profile`, measured on the build's texts).
     """
     if build.encoder_backend == "onnxruntime":
         return list(specs)
-    return [
-        as_tensorrt(spec, opt_batches=build.opt_batches or None, precision=build.trt_precision)
-        if spec.kind is ModelKind.ONNX
-        else spec
-        for spec in specs
-    ]
+    lengths = dict(sequence_lengths or {})
+    converted: list[ModelSpec] = []
+    for spec in specs:
+        if spec.kind is not ModelKind.ONNX:
+            converted.append(spec)
+            continue
+        variable = any(-1 in t.dims for t in spec.inputs)
+        if variable and spec.name not in lengths:
+            raise ConfigError(
+                f"model {spec.name!r}: inputs with variable dims need sequence lengths for the TensorRT "
+                f"profiles; got lengths for {sorted(lengths)}"
+            )
+        converted.append(
+            as_tensorrt(
+                spec,
+                opt_batches=build.opt_batches or None,
+                precision=build.trt_precision,
+                variable_dims=lengths[spec.name] if variable else None,
+            )
+        )
+    return converted
+
+
+def token_sequence_lengths(
+    specs: Sequence[ModelSpec], files: Mapping[str, Sequence], max_length: int, texts: Sequence[str]
+) -> dict[str, tuple[int, int, int]]:
+    """Per encoder of a text pipeline: (min, opt, max) sequence lengths of its tokenizer on `texts`."""
+    backends_importable()
+    from fastpath_backends.text import TextEncoder
+
+    from triton_fastpath.config.tensorrt import sequence_profile
+
+    found: dict[str, tuple[int, int, int]] = {}
+    for spec in specs:
+        members = PipelineMembers(spec.name)
+        entries = files.get(members.tokenizer) or []
+        if spec.kind is not ModelKind.ENSEMBLE or not entries:
+            continue
+        entry = entries[0]
+        tokenizer = Path(entry[0] if isinstance(entry, tuple) else entry)
+        lengths = TextEncoder(tokenizer, max_length).encode(list(texts)).attention_mask.sum(axis=1)
+        found[members.encoder] = sequence_profile(lengths.tolist(), max_length)
+    return found
 
 
 def serialize_strings(values: Sequence[str | bytes]) -> bytes:
@@ -222,7 +265,7 @@ def container_parity_cases(
         if tokenizer is not None:
             if texts is None:
                 texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:batch])
-            encoded = TextEncoder(Path(tokenizer), max_length).encode(texts)
+            encoded = TextEncoder(Path(tokenizer), max_length, padding="max_length").encode(texts)
             token_rows = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
         inputs = parity_inputs(spec, batch=batch, token_rows=token_rows)
         reference = reference_outputs(Path(repository) / spec.name / "1" / spec.source_onnx, inputs)

@@ -25,6 +25,7 @@ from triton_fastpath.build.assemble import (
     ContainerBuild,
     assemble,
     container_specs,
+    token_sequence_lengths,
     with_native_backend,
     write_container_engine_plan,
 )
@@ -157,7 +158,7 @@ def build_embed(
     tokenizer_file = out_dir / "tokenizer.json"
     if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
         tokenizer_file.write_text(tokenizer_json)
-    encoder = TextEncoder(tokenizer_file, settings.max_length)
+    encoder = TextEncoder(tokenizer_file, settings.max_length, padding="max_length")  # warmup dims
     skip = tuple(i for i in (encoder.token_id("<s>"),) if i is not None)
     model = MeanPoolEmbedding(table, skip_ids=skip).eval()
     texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])
@@ -254,7 +255,9 @@ def build_repository(
     options = None
     if as_target(target) is Target.CONTAINER:
         container = container or ContainerBuild()
-        selected, options = container_specs(selected, container), container.options
+        held_out = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:1000])
+        lengths = token_sequence_lengths(selected, files, settings.max_length, held_out)
+        selected, options = container_specs(selected, container, lengths), container.options
         for spec in selected:  # fused models reach their encoder by BLS there: no weights to carry
             if spec.parameters.get("encoder") == "bls" and spec.name in files:
                 files[spec.name] = [

@@ -294,7 +294,7 @@ def export_text_classifier(
         labels = list(label_names)
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(tokenizer_file, out_dir / "tokenizer.json")
-    encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length)
+    encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length, padding="max_length")  # warmup dims
     encoded = encoder.encode(list(eval_texts))  # exactly the tokenization the server will do
     eval_inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     example = {k: torch.from_numpy(v[:2]) for k, v in eval_inputs.items()}

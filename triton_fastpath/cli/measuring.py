@@ -14,12 +14,12 @@ from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES
 
 
 def add_service_levels(parser: argparse.ArgumentParser) -> None:
-    """`--service-levels PROFILE` (default `none`): the benchmark passes it to every server it builds."""
+    """`--service-levels PROFILE` (default `default`): the benchmark passes it to every server it builds."""
     parser.add_argument(
         "--service-levels",
         choices=sorted(SERVICE_LEVEL_PROFILES),
-        default="none",
-        help="queue timeouts of the servers started here (SERVICE_LEVEL_PROFILES). Default: none (5 s): a "
-        "benchmark measures speed, not shedding; with the default profile a shared 2-core machine sheds a "
-        "few requests in Triton 2.51's batcher stalls. `fastpath reliability` measures the shedding.",
+        default="default",
+        help="the service levels of the servers started here (SERVICE_LEVEL_PROFILES): the models' admission "
+        "budgets under overload. Default: the kit's default profile, as users serve it (no queue policy on any "
+        "batcher, so no batcher stall; nothing is shed at normal load). `none` turns admission control off.",
     )

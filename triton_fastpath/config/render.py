@@ -34,6 +34,9 @@ NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
+# Rows per length bucket where a Python model runs an encoder in process (fastpath_backends.batch.run_by_length).
+LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
+PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     config: dict[str, Any] = {"name": spec.name}
     _set_platform(config, spec, target)
     _set_batching(config, spec)
-    _set_io(config, spec)
+    _set_io(config, spec, ragged=python_adapter(spec, target) is not None)
     _set_instances(config, spec, target)
     _set_warmup(config, spec)
     _set_ensemble(config, spec)
@@ -165,19 +168,24 @@ def _set_batching(config: dict[str, Any], spec: ModelSpec) -> None:
     config["dynamic_batching"] = section
 
 
-def _tensor(tensor: TensorSpec, *, is_input: bool) -> dict[str, Any]:
+def _tensor(tensor: TensorSpec, *, is_input: bool, ragged: bool = False) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": tensor.name, "data_type": tensor.data_type, "dims": list(tensor.dims)}
     if tensor.reshape is not None:
         entry["reshape"] = {"shape": list(tensor.reshape)}
     if is_input and tensor.optional:
         entry["optional"] = True
+    if is_input and tensor.ragged and ragged:
+        # Triton batches requests whose -1 dims differ only for ragged inputs; the Python model
+        # pads a batch's rows to its longest (fastpath_backends.batch.pad_rows).
+        entry["allow_ragged_batch"] = True
     if not is_input and tensor.label_filename:
         entry["label_filename"] = tensor.label_filename
     return entry
 
 
-def _set_io(config: dict[str, Any], spec: ModelSpec) -> None:
-    config["input"] = [_tensor(t, is_input=True) for t in spec.inputs]
+def _set_io(config: dict[str, Any], spec: ModelSpec, *, ragged: bool) -> None:
+    """`ragged`: the model is a Python model, which pads ragged inputs itself."""
+    config["input"] = [_tensor(t, is_input=True, ragged=ragged) for t in spec.inputs]
     config["output"] = [_tensor(t, is_input=False) for t in spec.outputs]
 
 
@@ -241,6 +249,8 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
             parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
         else:
+            # the Python runner's length buckets and admission; native backends batch as given
+            parameters = {k: v for k, v in parameters.items() if not k.startswith(PYTHON_RUNNER_ONLY)}
             parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
             parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:

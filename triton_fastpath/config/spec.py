@@ -55,7 +55,13 @@ def _check_dims(what: str, dims: Sequence[int]) -> None:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One input or output tensor, dims without the batch dimension."""
+    """One input or output tensor, dims without the batch dimension.
+
+    `ragged`: an input whose variable dims differ between the requests of one batch (token rows
+    at each text's natural length). Where a Python model serves the input, it is rendered
+    `allow_ragged_batch` and the model pads the rows of a batch to its longest; a native backend
+    (container target) batches only requests of equal shape, as Triton does for any -1 dim.
+    """
 
     name: str
     data_type: str
@@ -63,6 +69,7 @@ class TensorSpec:
     optional: bool = False
     reshape: tuple[int, ...] | None = None
     label_filename: str | None = None
+    ragged: bool = False
 
     def __post_init__(self) -> None:
         _check_name("tensor name", self.name)
@@ -79,6 +86,8 @@ class TensorSpec:
                 "scalar per batch row, with reshape=() if the model wants a scalar)"
             )
         _check_dims(f"tensor {self.name!r}: dims", self.dims)
+        if self.ragged and -1 not in self.dims:
+            raise ConfigError(f"tensor {self.name!r}: ragged=True needs a variable (-1) dim; dims={self.dims!r}")
         if self.reshape is not None:
             object.__setattr__(self, "reshape", tuple(self.reshape))
             if -1 not in self.dims and -1 not in self.reshape and math.prod(self.dims) != math.prod(self.reshape):

@@ -114,6 +114,19 @@ class TensorRTSpec(ModelSpec):
                 raise ConfigError(f"{where}: inputs {variable} have variable dims; profile {index} needs variable_dims")
 
 
+def sequence_profile(lengths: Sequence[int], max_length: int) -> tuple[int, int, int]:
+    """(min, opt, max) of the sequence axis for an optimization profile, from measured token lengths.
+
+    min 1 (a text may tokenize to fewer tokens than any seen), opt the median length of `lengths`
+    (what the batcher mostly sees: one text, or a batch padded to its longest), max `max_length`
+    (longer texts are truncated before they reach the encoder).
+    """
+    if max_length < 1:
+        raise ConfigError(f"max_length={max_length}; expected >= 1")
+    opt = int(np.median(np.asarray(lengths))) if len(lengths) else max_length
+    return (1, min(max(1, opt), max_length), max_length)
+
+
 def default_opt_batches(max_batch_size: int) -> tuple[int, ...]:
     """One profile tuned for mid-size batches: what the dynamic batcher forms under load."""
     return (max(1, min(16, max_batch_size)),)

@@ -148,6 +148,7 @@ def _check_served_text(name, specs, *, files, warmups, texts, labels, settings, 
     from triton_fastpath.export.onnx_run import run_onnx_batched
 
     out_dir = BUILD_DIR / "imported" / name
+    # Natural length, as every rendering serves it (a batch padded to its longest text).
     encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
     feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     expected = {"probabilities": run_onnx_batched(out_dir / PRECISIONS[settings.precision], feeds)["probabilities"]}

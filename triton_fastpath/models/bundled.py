@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
@@ -25,6 +25,8 @@ from triton_fastpath.models.pipelines import (
     fused_model,
     onnx_classifier_spec,
     text_classifier_specs,
+    token_inputs,
+    token_warmup_dims,
     warmup_of,
     wrapper_ensemble,
 )
@@ -39,8 +41,7 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
     """
     length, batch = settings.max_length, settings.max_batch_size
     text = TensorSpec("text", "TYPE_STRING", (1,))
-    ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
-    mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
+    ids, mask = token_inputs()
     embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,))
     tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
     encoder = ModelSpec(
@@ -53,7 +54,8 @@ def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) 
         onnx_threads=settings.onnx_threads,
         native=settings.native,
         dynamic_batching=settings.batching(EMBED_NAME),
-        warmups=warmup_of((ids, mask), batch, files=True),
+        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
     if settings.rendering == "fused":
         parameters = {"task": "embed", "cache": "false", "pipeline": EMBED_NAME, **tokenizer_parameters}

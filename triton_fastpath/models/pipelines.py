@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from triton_fastpath.config.render import Target, as_target, python_adapter
+from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
 from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
@@ -25,6 +25,20 @@ from triton_fastpath.config.spec import (
     WarmupInput,
 )
 from triton_fastpath.errors import ConfigError
+
+
+def token_inputs() -> tuple[TensorSpec, TensorSpec]:
+    """`input_ids` and `attention_mask` at each text's natural length: the sequence axis is -1 and
+    ragged (the requests of a batch differ in length; a Python step pads them to the longest)."""
+    return (
+        TensorSpec("input_ids", "TYPE_INT64", (-1,), ragged=True),
+        TensorSpec("attention_mask", "TYPE_INT64", (-1,), ragged=True),
+    )
+
+
+def token_warmup_dims(max_length: int) -> dict[str, tuple[int, ...]]:
+    """Warm token inputs at the longest length served (the sample files hold `max_length` tokens)."""
+    return {"input_ids": (max_length,), "attention_mask": (max_length,)}
 
 
 def warmup_of(
@@ -72,12 +86,17 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
 
 
 def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
-    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container)."""
+    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container).
+
+    Either way a batch goes to the encoder padded to its longest text (natural length): the
+    encoder's sequence axis is dynamic in every rendering.
+    """
     if as_target(target) is Target.EMBEDDED:
         return {
             "encoder": "in_process",
             "onnx_file": encoder.model_file or "",
             "intra_op_threads": str(settings.onnx_threads),
+            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
         }
     return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
@@ -111,17 +130,20 @@ def fused_model(
     """
     in_process = as_target(target) is Target.EMBEDDED
     text = TensorSpec("text", "TYPE_STRING", (1,))
+    steps = 1 if in_process else 2
     return ModelSpec(
         name=PipelineMembers(name).fused,
         kind=ModelKind.PYTHON,
         python_model="text_pipeline",
-        max_batch_size=settings.max_batch_size,
+        # Its batcher may hand it ADMISSION_BATCH_FACTOR client batches at once: under overload one
+        # dispatch takes the whole queue and admission sheds the surplus before any compute.
+        max_batch_size=ADMISSION_BATCH_FACTOR * settings.max_batch_size,
         inputs=(text,),
         outputs=tuple(outputs),
         instance_count=settings.encoder_instances if instances is None else instances,
-        dynamic_batching=settings.batching(name, steps=1 if in_process else 2),
+        dynamic_batching=settings.batching(name, steps=steps),
         warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
-        parameters=dict(parameters),
+        parameters={**parameters, **settings.admission_parameters(name, steps)},
     )
 
 
@@ -136,7 +158,7 @@ def wrapper_ensemble(
     return ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
-        max_batch_size=step.max_batch_size,
+        max_batch_size=settings.max_batch_size,
         inputs=step.inputs,
         outputs=tuple(outputs) or step.outputs,
         response_cache=settings.response_cache,
@@ -169,8 +191,7 @@ def text_classifier_specs(
         raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
     length, batch, n_labels = settings.max_length, settings.max_batch_size, len(labels)
     text = TensorSpec("text", "TYPE_STRING", (1,))
-    ids = TensorSpec("input_ids", "TYPE_INT64", (length,))
-    mask = TensorSpec("attention_mask", "TYPE_INT64", (length,))
+    ids, mask = token_inputs()
     truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
     probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
     label_index = TensorSpec("label_index", "TYPE_INT64", (1,))
@@ -196,7 +217,8 @@ def text_classifier_specs(
         onnx_threads=settings.onnx_threads,
         native=settings.native,
         dynamic_batching=settings.batching(name, queues),
-        warmups=warmup_of((ids, mask), batch, files=True),
+        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
     semantic = settings.cache and settings.semantic_threshold > 0
     if settings.rendering == "fused":
@@ -324,13 +346,15 @@ def onnx_classifier_spec(
         native=settings.native,
         dynamic_batching=settings.batching(name),
         warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
-        parameters={"reject_non_finite": "true"},
+        # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
+        parameters={"reject_non_finite": "true", **settings.admission_parameters(name)},
         response_cache=settings.response_cache,
         labels=tuple(labels),
     )
 
 
 EMBED_NAME = "embed"
+ADMISSION_BATCH_FACTOR = 4
 EMBED_DIM = 256  # wordllama l2_supercat_256
 # The `embed` files as a fused sentiment model's semantic layer holds them (beside its own).
 SEMANTIC_TOKENIZER = "semantic_tokenizer.json"

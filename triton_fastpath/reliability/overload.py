@@ -13,11 +13,11 @@
    The generator runs in a spawned process of its own (`LoadProcess`), and the SDK's client-side
    throttling is on (its default): the load is what app teams' clients would send.
 
-What sheds the excess is the served queue policy (`RepoSettings.queue_timeouts_us`): a request
-still queued after half the model's p99 service level is rejected before it is computed; priority
-1 waits longer and is served first. The queue size is only a memory bound: rejections at a full
-queue stall Triton 2.51's batcher (measured here with a 32-request queue: the server's core 0.2
-busy, 0.1x capacity answered). The caches are off so that every request costs real work.
+What sheds the excess is admission control inside the served Python models
+(`fastpath_backends.admission`, budgets from `RepoSettings.admission_parameters`): per dispatched
+batch, priority 1 first, a request that would wait behind more than its share of the p99 service
+level is answered `overloaded` before any compute. No batcher has a queue policy: in Triton 2.51
+one exposes a 500 ms batcher stall. The caches are off so that every request costs real work.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ PRIORITY_KEPT = 0.99  # share of priority-1 requests answered beside the flood (
 
 
 def overload_settings() -> RepoSettings:
-    """The served defaults (rendering, instances, batching, queue policy), without the caches.
+    """The served defaults (rendering, instances, batching, admission budgets), without the caches.
 
     Always with the default service levels, whatever the caller serves elsewhere: the run shows the
     kit's promise, and its verdicts are judged against it.

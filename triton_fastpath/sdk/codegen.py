@@ -150,11 +150,18 @@ def field_name(tensor_name: str) -> str:
 def _priority_levels(
     name: str, configs: Mapping[str, model_config_pb2.ModelConfig], seen: frozenset = frozenset()
 ) -> int:
-    """The model's priority levels; an ensemble passes priorities to its steps, so it has theirs (the most)."""
+    """The model's priority levels; an ensemble passes priorities to its steps, so it has theirs (the most).
+
+    A model whose admission control orders requests by priority (its batcher has no priority
+    levels: they would stall it, `fastpath_backends.admission`) says so in its `priority_levels`
+    parameter.
+    """
     config = configs.get(name)
     if config is None or name in seen:
         return 0
     own = config.dynamic_batching.priority_levels
+    if "priority_levels" in config.parameters:
+        own = max(own, int(config.parameters["priority_levels"].string_value or 0))
     steps = [_priority_levels(step, configs, seen | {name}) for step in steps_of(config)]
     return max([own, *steps])
 
