@@ -76,8 +76,9 @@ def pad_rows(arrays: Sequence[np.ndarray], pad_value: int = 0) -> tuple[np.ndarr
     if all(a.shape[-1] == longest for a in arrays):
         return concat_rows(arrays)
     padded = [
-        a if a.shape[-1] == longest else np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, longest - a.shape[-1])],
-                                               constant_values=pad_value)
+        a
+        if a.shape[-1] == longest
+        else np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, longest - a.shape[-1])], constant_values=pad_value)
         for a in arrays
     ]
     return concat_rows(padded)
@@ -88,7 +89,9 @@ def split_rows(array: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
     return np.split(array, np.cumsum(counts)[:-1], axis=0) if len(counts) > 1 else [array]
 
 
-def run_by_length(run: Callable[[np.ndarray, np.ndarray], Any], ids: np.ndarray, mask: np.ndarray, bucket_rows: int) -> Any:
+def run_by_length(
+    run: Callable[[np.ndarray, np.ndarray], Any], ids: np.ndarray, mask: np.ndarray, bucket_rows: int
+) -> Any:
     """Run an encoder over token rows in length buckets: rows sorted by length, `bucket_rows` at a
     time, each bucket cut to its own longest row; outputs come back in the rows' order.
 

@@ -35,8 +35,8 @@ class TritonPythonModel:
             split_rows(encoded.truncated, counts),
         )
         results = []
-        for ids, mask, cut in parts:
-            ids, mask = trim_padding(ids, mask)  # this request's own longest text, not the batch's
+        for padded_ids, padded_mask, cut in parts:
+            ids, mask = trim_padding(padded_ids, padded_mask)  # this request's own longest text, not the batch's
             results.append({"input_ids": ids, "attention_mask": mask, "truncated": cut})
         return results
 

@@ -15,7 +15,6 @@ from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
 from triton_fastpath.config.tensorrt import (
-    sequence_profile,
     OptimizationProfile,
     ParityCase,
     TensorRTSpec,
@@ -24,6 +23,7 @@ from triton_fastpath.config.tensorrt import (
     output_check,
     parity_inputs,
     profile_shapes,
+    sequence_profile,
     trtexec_command,
     write_engine_plan,
 )

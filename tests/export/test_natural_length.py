@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from triton_fastpath.build.steps import Thresholds  # noqa: E402
-from triton_fastpath.config.settings import PRECISIONS, RepoSettings  # noqa: E402
-from triton_fastpath.models import data as datasets  # noqa: E402
-from triton_fastpath.paths import BUILD_DIR, backends_importable  # noqa: E402
+from triton_fastpath.build.steps import Thresholds
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.models import data as datasets
+from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 pytestmark = pytest.mark.export
 ONNX_DIR = BUILD_DIR / "sentiment" / "onnx"
@@ -39,7 +39,9 @@ def test_natural_length_logits_equal_padded_ones_per_held_out_text(precision: st
     for text in texts:
         rows = [natural.encode([text]), padded.encode([text])]
         short, full = (
-            model.run({"input_ids": r.input_ids, "attention_mask": r.attention_mask}, ["probabilities"])["probabilities"]
+            model.run({"input_ids": r.input_ids, "attention_mask": r.attention_mask}, ["probabilities"])[
+                "probabilities"
+            ]
             for r in rows
         )
         assert rows[0].attention_mask.all(), "one text is encoded without padding"

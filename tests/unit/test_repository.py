@@ -14,7 +14,6 @@ from triton_fastpath.build.assemble import ContainerBuild, container_specs
 from triton_fastpath.config.render import render
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
-    FALLBACK_QUEUE_TIMEOUT_US,
     RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
