@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.h"
 #include "config.h"
 #include "json.h"
 #include "ort_api.h"
@@ -172,6 +174,8 @@ struct InstanceState {
   OrtAllocator* allocator = nullptr;
   std::vector<const char*> input_names;
   std::vector<const char*> output_names;
+  std::unique_ptr<Admission> admission;  // sheds at dispatch what does not fit the service level
+  uint64_t shed = 0;
 
   ~InstanceState() {
     if (session != nullptr) ort->ReleaseSession(session);
@@ -697,6 +701,60 @@ void ReportBatch(InstanceState* s, int64_t rows, uint64_t exec_start, uint64_t c
   if (!error.empty()) Log(TRITONSERVER_LOG_WARN, __LINE__, "batch statistics: " + error);
 }
 
+// The request's `fastpath_priority` parameter (INT, or a STRING holding an integer); 0 when absent.
+int64_t RequestPriority(TRITONBACKEND_Request* request) {
+  uint32_t count = 0;
+  if (!TakeError(TRITONBACKEND_RequestParameterCount(request, &count)).empty()) return 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    if (!TakeError(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value)).empty() || key == nullptr ||
+        value == nullptr || std::strcmp(key, kPriorityParameter) != 0) {
+      continue;
+    }
+    if (type == TRITONSERVER_PARAMETER_INT) return std::max<int64_t>(0, *static_cast<const int64_t*>(value));
+    if (type == TRITONSERVER_PARAMETER_STRING) return std::max<int64_t>(0, std::atoll(static_cast<const char*>(value)));
+    return 0;
+  }
+  return 0;
+}
+
+// Admission control over the good requests of one batch: those shed leave `good` with an
+// UNAVAILABLE "overloaded:" error (the SDK maps it to Overloaded and retries with backoff).
+void Admit(InstanceState* s, std::vector<Pending*>* good) {
+  if (!s->admission || good->empty()) return;
+  std::vector<int64_t> rows, priorities;
+  for (Pending* p : *good) {
+    rows.push_back(p->rows);
+    priorities.push_back(RequestPriority(p->request));
+  }
+  const std::vector<bool> keep = s->admission->Admit(rows, priorities);
+  std::vector<Pending*> admitted;
+  for (size_t i = 0; i < good->size(); ++i) {
+    if (keep[i]) {
+      admitted.push_back((*good)[i]);
+    } else {
+      (*good)[i]->code = TRITONSERVER_ERROR_UNAVAILABLE;
+      (*good)[i]->error = kOverloaded;
+      ++s->shed;
+    }
+  }
+  good->swap(admitted);
+}
+
+// Folds a batch computed in one Run into the admission's cost per row.
+void ObserveBatch(InstanceState* s, const std::vector<Pending*>& good) {
+  if (!s->admission || good.empty()) return;
+  int64_t rows = 0;
+  for (Pending* p : good) {
+    if (!p->error.empty() || p->compute_start_ns != good[0]->compute_start_ns) return;  // not one Run
+    rows += p->rows;
+  }
+  const uint64_t start = good[0]->compute_start_ns, end = good[0]->compute_end_ns;
+  if (end > start) s->admission->Observe(rows, static_cast<double>(end - start) / 1e9);
+}
+
 // Runs the good requests of `batch` together; if that Run fails and there is more than one, runs
 // each alone so only the one that fails gets the error.
 void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_start) {
@@ -813,6 +871,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   const char* name = nullptr;
   FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceName(instance, &name));
   state->name = name;
+  const ModelSettings& settings = state->model->settings;
+  if (!settings.admission_budgets_s.empty()) {
+    state->admission = std::make_unique<Admission>(settings.admission_budgets_s, settings.admission_min_rows);
+  }
   std::string error = CreateSession(state.get());
   if (!error.empty()) {
     return NewError(TRITONSERVER_ERROR_INVALID_ARG, "fastpath_ort model '" + state->model->name + "': " + error);
@@ -824,6 +886,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance) {
   void* state = nullptr;
   FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+  auto* s = static_cast<InstanceState*>(state);
+  if (s != nullptr && s->shed > 0) {
+    Log(TRITONSERVER_LOG_INFO, __LINE__, s->name + ": admission control shed " + std::to_string(s->shed) + " requests");
+  }
   delete static_cast<InstanceState*>(state);
   return nullptr;
 }
@@ -859,7 +925,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   }
   try {
     if (settings.batched()) {
+      Admit(s, &good);
       RunGood(s, good, exec_start);
+      ObserveBatch(s, good);
     } else {
       for (Pending* p : good) RunGood(s, {p}, exec_start);
     }

@@ -6,6 +6,8 @@
 namespace fastpath {
 namespace {
 
+constexpr char kAdmissionBudget[] = "admission_budget_ms_";
+
 struct TypeRow {
   const char* config;
   TRITONSERVER_DataType triton;
@@ -117,6 +119,18 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     s->custom_op_library = value;
   } else if (key == "python_library") {
     s->python_library = value;
+  } else if (key.rfind(kAdmissionBudget, 0) == 0) {
+    int64_t level = 0;
+    char* end = nullptr;
+    const double ms = std::strtod(value.c_str(), &end);
+    if (!ParseInt(key.substr(sizeof(kAdmissionBudget) - 1), 1, 1000, &level)) {
+      return bad + "the level after " + kAdmissionBudget + " must be an integer 1..1000";
+    }
+    if (value.empty() || end == nullptr || *end != '\0' || !(ms > 0)) return bad + "expected milliseconds > 0";
+    s->admission_budgets_s[static_cast<int>(level)] = ms / 1000.0;
+  } else if (key == "admission_min_rows") {
+    if (!ParseInt(value, 1, INT32_MAX, &number)) return bad + "expected an integer >= 1";
+    s->admission_min_rows = number;
   }
   // Other keys belong to someone else (the kit's own bookkeeping); they are ignored.
   return "";

@@ -15,9 +15,13 @@
 //                             "" loads nothing)
 //   validate_utf8             true: a BYTES input element that is not UTF-8 fails its request
 //                             (default)
+//   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
+//                             level N may wait behind in one batch; none given: nothing is shed
+//   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +57,8 @@ struct ModelSettings {
   std::string custom_op_library;
   std::string python_library = "libpython3.11.so.1.0";
   bool validate_utf8 = true;
+  std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
+  int64_t admission_min_rows = 1;
 
   bool batched() const { return max_batch_size > 0; }
 };

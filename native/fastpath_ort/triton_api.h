@@ -50,6 +50,14 @@ enum TRITONSERVER_Error_Code {
   TRITONSERVER_ERROR_CANCELLED = 7,
 };
 
+enum TRITONSERVER_ParameterType {
+  TRITONSERVER_PARAMETER_STRING = 0,
+  TRITONSERVER_PARAMETER_INT = 1,
+  TRITONSERVER_PARAMETER_BOOL = 2,
+  TRITONSERVER_PARAMETER_DOUBLE = 3,
+  TRITONSERVER_PARAMETER_BYTES = 4,
+};
+
 enum TRITONSERVER_LogLevel {
   TRITONSERVER_LOG_INFO = 0,
   TRITONSERVER_LOG_WARN = 1,
@@ -104,6 +112,12 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputCount(
     TRITONBACKEND_Request* request, uint32_t* count);
 TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(
     TRITONBACKEND_Request* request, const uint32_t index, const char** output_name);
+// A request parameter: `vvalue` points at a const char* string (STRING), an int64_t (INT), a bool
+// (BOOL) or a double (DOUBLE), owned by the request.
+TRITONSERVER_Error* TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request* request, uint32_t* count);
+TRITONSERVER_Error* TRITONBACKEND_RequestParameter(
+    TRITONBACKEND_Request* request, const uint32_t index, const char** key,
+    TRITONSERVER_ParameterType* type, const void** vvalue);
 TRITONSERVER_Error* TRITONBACKEND_RequestRelease(
     TRITONBACKEND_Request* request, uint32_t release_flags);
 TRITONSERVER_Error* TRITONBACKEND_InputProperties(
