@@ -2,8 +2,9 @@
 
 `decode_texts` turns the raw bytes of a request into clean strings or raises `BadRequest`
 naming the row and the problem (empty, whitespace only, not UTF-8, NUL bytes, too large).
-`TextEncoder` pads every text to `max_length` tokens (so requests of any length batch
-together) and reports truncation per row instead of hiding it.
+`TextEncoder` truncates at `max_length` tokens and reports truncation per row instead of hiding
+it; a batch is padded to its longest text (natural length: padding is compute the encoder would
+spend for nothing), or to `max_length` where a consumer needs one fixed shape (`padding="max_length"`).
 """
 
 from __future__ import annotations
@@ -53,22 +54,30 @@ def decode_texts(
 
 @dataclass(frozen=True)
 class Encoded:
-    """Token ids of a batch of texts, padded to a fixed length."""
+    """Token ids of a batch of texts, padded to the longest row (or to max_length)."""
 
-    input_ids: np.ndarray  # [N, max_length] int64
-    attention_mask: np.ndarray  # [N, max_length] int64
+    input_ids: np.ndarray  # [N, L] int64, L <= max_length
+    attention_mask: np.ndarray  # [N, L] int64
     truncated: np.ndarray  # [N, 1] bool: the text had more tokens than max_length
 
 
+PADDINGS = ("longest", "max_length")
+
+
 class TextEncoder:
-    """A `tokenizers` tokenizer configured once for fixed-length, truncating encoding.
+    """A `tokenizers` tokenizer configured once for truncating encoding.
 
     Args:
-        tokenizer_file: a `tokenizer.json` (Hugging Face `tokenizers` format).
-        max_length: tokens per text, special tokens included.
+        tokenizer_file: a `tokenizer.json` (Hugging Face `tokenizers` format); its own padding
+            entry (some ship "Fixed 128") is replaced.
+        max_length: the most tokens per text, special tokens included.
+        padding: "longest" pads a batch to its longest text; "max_length" pads every text to
+            `max_length` (a fixed shape, e.g. for a model config with static dims).
     """
 
-    def __init__(self, tokenizer_file: str | Path, max_length: int) -> None:
+    def __init__(self, tokenizer_file: str | Path, max_length: int, *, padding: str = "max_length") -> None:
+        if padding not in PADDINGS:
+            raise ValueError(f"padding={padding!r}; expected one of {PADDINGS}")
         from tokenizers import Tokenizer  # heavy import kept out of module import
 
         path = Path(tokenizer_file)
@@ -80,14 +89,16 @@ class TextEncoder:
         self._tokenizer = Tokenizer.from_file(str(path))
         pad_id = self._tokenizer.token_to_id("[PAD]")
         self._tokenizer.enable_truncation(max_length=max_length)
-        self._tokenizer.enable_padding(length=max_length, pad_id=0 if pad_id is None else pad_id)
+        self.padding = padding
+        fixed = max_length if padding == "max_length" else None
+        self._tokenizer.enable_padding(length=fixed, pad_id=0 if pad_id is None else pad_id)
 
     def token_id(self, token: str) -> int | None:
         """The id of `token` in the vocabulary, or None."""
         return self._tokenizer.token_to_id(token)
 
     def encode(self, texts: Sequence[str]) -> Encoded:
-        """Encode texts to [N, max_length] ids and mask, with a per-row truncation flag."""
+        """Encode texts to [N, L] ids and mask (L: the longest row, or max_length), with a per-row truncation flag."""
         cut = [t[: self.max_chars] for t in texts]
         encodings = self._tokenizer.encode_batch(cut)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -96,3 +107,12 @@ class TextEncoder:
             [[bool(e.overflowing) or len(t) > self.max_chars] for e, t in zip(encodings, texts)], dtype=bool
         )
         return Encoded(ids, mask, truncated)
+
+
+def trim_padding(input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the padding columns no row of this (sub-)batch uses (right padding), so rows taken out
+    of a longer batch (the cache's misses) cost only their own longest length."""
+    length = int(attention_mask.sum(axis=1).max()) if len(attention_mask) else 0
+    if length >= attention_mask.shape[1]:
+        return input_ids, attention_mask
+    return input_ids[:, :length], attention_mask[:, :length]

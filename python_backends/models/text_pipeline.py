@@ -52,7 +52,8 @@ class TritonPythonModel:
         else:
             run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
         max_length = int(params["max_length"])
-        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)
+        padding = params.get("padding", "max_length")  # "longest": natural length (in-process encoder)
+        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length, padding=padding)
         cache = semantic = None
         # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
         self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
@@ -62,7 +63,7 @@ class TritonPythonModel:
             cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
             index, guard_ids = index_from_parameters(params, tokenizer.token_id)
             if index is not None:  # off unless the build calibrated it: docs/semantic-threshold.md
-                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
+                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length, padding=padding)
                 if "semantic_encoder_model" in params:  # the container's native embed encoder
                     rows = int(params["semantic_max_batch_size"])
                     embed = bls_encoder(pb_utils, params["semantic_encoder_model"], "embedding", rows)
