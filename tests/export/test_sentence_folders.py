@@ -31,7 +31,7 @@ TEXTS = ["A warm funny film", "the plot is thin", "the worst movie", "great acti
 HIDDEN = 8
 
 
-def tiny_sentence_folder(root: Path, *, pooling=("mean",), normalize=True, max_seq_length=6, lower=False) -> Path:
+def tiny_sentence_folder(root: Path, *, pooling=("mean",), normalize=True, max_seq_length=10, lower=False) -> Path:
     """A sentence-transformers folder: a 1-layer BERT (hidden 8), WordPiece tokenizer shipped with
     `Fixed 16` padding (like MiniLM's), modules.json, 1_Pooling."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
@@ -92,7 +92,7 @@ def ours(folder: Path, texts) -> np.ndarray:
 def test_pooling_and_normalisation_equal_sentence_transformers(tmp_path, pooling, normalize):
     st = pytest.importorskip("sentence_transformers")
     folder = tiny_sentence_folder(tmp_path / "st", pooling=pooling, normalize=normalize)
-    texts = [*TEXTS, "the plot is thin the acting is great a warm funny film"]  # truncated at 6 tokens
+    texts = [*TEXTS, "the plot is thin the acting is great a warm funny film"]  # truncated at 10 tokens
     expected = st.SentenceTransformer(str(folder), device="cpu").encode(texts, convert_to_numpy=True)
     np.testing.assert_allclose(ours(folder, texts), expected, atol=1e-5)
 
@@ -100,15 +100,15 @@ def test_pooling_and_normalisation_equal_sentence_transformers(tmp_path, pooling
 def test_the_served_tokenizer_drops_fixed_padding_and_truncates_at_max_seq_length(tmp_path):
     from tokenizers import Tokenizer
 
-    folder = tiny_sentence_folder(tmp_path / "st", max_seq_length=6)
+    folder = tiny_sentence_folder(tmp_path / "st", max_seq_length=10)
     shipped = json.loads((folder / "tokenizer.json").read_text())
     assert shipped["padding"]["strategy"] == {"Fixed": 16}
     served = write_served_tokenizer(detect_folder(folder).sentence, tmp_path / "served.json")
     data = json.loads(served.read_text())
-    assert data["padding"] is None and data["truncation"]["max_length"] == 6
+    assert data["padding"] is None and data["truncation"]["max_length"] == 10
     tokenizer = Tokenizer.from_file(str(served))
     assert tokenizer.encode("dull").ids == [2, VOCAB.index("dull"), 3]  # natural length, not 16
-    assert len(tokenizer.encode("the plot is thin the acting is great").ids) == 6
+    assert len(tokenizer.encode("the plot is thin the acting is great a warm funny film").ids) == 10
 
 
 def test_lower_casing_follows_sentence_transformers_do_lower_case(tmp_path):
@@ -188,7 +188,6 @@ def test_a_pickled_head_without_trust_pickle_is_refused_before_anything_runs(tmp
 def test_a_setfit_head_is_folded_into_one_onnx_graph_equal_to_the_head_on_torch_embeddings(tmp_path):
     """Export only (no server): body + mean pooling + norm + head, FP32, vs numpy on torch embeddings."""
     from fastpath_backends.text import TextEncoder
-
     from triton_fastpath.export import torch2onnx
     from triton_fastpath.export.onnx_run import run_onnx_batched
     from triton_fastpath.imports.setfit_head import load_head
@@ -200,7 +199,7 @@ def test_a_setfit_head_is_folded_into_one_onnx_graph_equal_to_the_head_on_torch_
     head = load_head(found.head_file)
     graph = sentence_graph(load_body(found.sentence), found.sentence, head)
     served = write_served_tokenizer(found.sentence, tmp_path / "served.json")
-    encoded = TextEncoder(served, 6, padding="longest").encode(TEXTS)
+    encoded = TextEncoder(served, 10, padding="longest").encode(TEXTS)
     feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     torch2onnx.export(
         model=graph,

@@ -109,7 +109,23 @@ def test_the_folder_as_shipped_fixed_128_padding_is_served_at_natural_length_tru
     shipped = json.loads((imported["minilm"] / "tokenizer.json").read_text())
     assert shipped["padding"]["strategy"] == {"Fixed": 128}  # the folder really is as shipped
     source = _source(imported["minilm"])
-    words = "the film is a warm and funny look at friendship , loyalty and growing up".split()
+    words = [
+        "the",
+        "film",
+        "is",
+        "a",
+        "warm",
+        "and",
+        "funny",
+        "look",
+        "at",
+        "friendship",
+        ",",
+        "loyalty",
+        "and",
+        "growing",
+        "up",
+    ]
     texts = ["Short.", " ".join(words * 12)[:900], " ".join(words * 30), "Ünïcödé ACCENTS and CaSe"]
     served_tokenizer = imported["repository"] / "minilm_fused" / "1" / "tokenizer.json"
     ours = TextEncoder(served_tokenizer, 256, padding="longest")
@@ -147,7 +163,6 @@ def test_int8_is_kept_only_when_it_passes_its_gate_measured_against_sentence_tra
     is kept is within the gate against sentence-transformers itself, not only against our FP32."""
     backends_importable()
     from fastpath_backends.text import TextEncoder
-
     from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
     from triton_fastpath.imports.sentence_import import batches_by_length, onnx_runner, run_graph
 

@@ -104,7 +104,7 @@ def test_a_pooling_width_other_than_the_hidden_size_is_refused(tmp_path):
 def test_a_head_file_without_a_body_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     save_head_npz(tmp_path / "model_head.npz", np.ones((1, 8)), [0.5], [0, 1])
-    with pytest.raises(ExportError, match="no modules.json"):
+    with pytest.raises(ExportError, match=r"no modules\.json"):
         detect_folder(tmp_path)
 
 
@@ -153,7 +153,7 @@ def test_a_head_width_other_than_the_encoders_is_refused(tmp_path):
 
 def test_labels_that_do_not_match_the_heads_classes_are_refused(tmp_path):
     head = load_head(save_head_npz(tmp_path / "model_head.npz", np.ones((1, 8)), [0.0], [0, 1]))
-    with pytest.raises(DataError, match="--labels has 3 names; the head .* has 2 classes"):
+    with pytest.raises(DataError, match=r"--labels has 3 names; the head .* has 2 classes"):
         head.with_labels(["a", "b", "c"])
     (tmp_path / "config_setfit.json").write_text(json.dumps({"labels": ["only-one"]}))
     with pytest.raises(DataError, match="do not match the head's 2 classes"):

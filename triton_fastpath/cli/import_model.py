@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--labels", type=Path, help="label names, one a line, in class-score order")
     parser.add_argument(
-        "--max-length", type=int, help="tokens per text (hf classifier; default 64; sentence models: their max_seq_length)"
+        "--max-length",
+        type=int,
+        help="tokens per text (hf classifier; default 64; sentence models: their max_seq_length)",
     )
     parser.add_argument(
         "--trust-pickle", action="store_true", help="load a SetFit model_head.pkl with joblib (a pickle runs code)"

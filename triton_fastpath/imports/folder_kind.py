@@ -204,7 +204,9 @@ def detect_folder(folder: Path) -> Folder:
         kind = FolderKind.SETFIT_CLASSIFIER if heads else FolderKind.SENTENCE_ENCODER
         return Folder(folder, kind, sentence, heads[0] if heads else None)
     if heads:
-        raise ExportError(f"{folder}: has {heads[0].name} but no modules.json (a SetFit body is a sentence-transformers folder)")
+        raise ExportError(
+            f"{folder}: has {heads[0].name} but no modules.json (a SetFit body is a sentence-transformers folder)"
+        )
     if not (folder / "config.json").exists():
         raise ExportError(f"{folder}: no config.json and no modules.json: not a Hugging Face model folder")
     architectures = _read_json(folder / "config.json", "config.json").get("architectures") or []

@@ -99,8 +99,14 @@ def import_hf(
     progress(folder.describe())
     if folder.kind is FolderKind.HF_CLASSIFIER:
         return import_hf_classifier(
-            hf_dir, name=name, repository=repository, settings=settings, eval_csv=eval_csv, target=target,
-            labels=labels, progress=progress,
+            hf_dir,
+            name=name,
+            repository=repository,
+            settings=settings,
+            eval_csv=eval_csv,
+            target=target,
+            labels=labels,
+            progress=progress,
         )
     from triton_fastpath.imports.sentence_import import import_sentence_model
 

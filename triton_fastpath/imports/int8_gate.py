@@ -1,13 +1,14 @@
 """INT8 that is good or refused: try what onnxruntime offers, keep a variant only if it passes the gate.
 
-    trials = try_int8(fp32, out_dir, feeds, reference, output="embedding", is_labels=False)
+    trials = try_int8(fp32, out_file, run, reference, calibration=feeds, is_scores=False)
     chosen = next((t for t in trials if t.passed), None)   # None: serve FP32, `t.reasons` say why
 
 Tried in order, stopping at the first that passes: dynamic INT8 with per-channel weights; the same
 with the precision-sensitive MatMuls left in FP32 (each layer's feed-forward output projection,
 whose input comes straight out of GELU with the widest range, and the classifier head); the same
-with the whole feed-forward block in FP32; static QDQ INT8 calibrated on the evaluation texts. The gate: label agreement >= 99% (classifiers) and
-embedding cosine mean >= 0.995, min >= 0.98 (encoders), on the evaluation texts.
+with the whole feed-forward block in FP32; static QDQ INT8 calibrated on the evaluation texts.
+The gate: label agreement >= 99% (classifiers) and embedding cosine mean >= 0.995, min >= 0.98
+(encoders), on the evaluation texts.
 """
 
 from __future__ import annotations
@@ -133,9 +134,8 @@ def sensitive_matmuls(path: Path, *, whole_feed_forward: bool = False) -> list[s
     for node in model.graph.node:
         if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2 or not has_weight(node):
             continue
-        if reads_gelu(node.input[0]) or feeds(node.output[0], "Softmax"):
-            found.append(node.name)
-        elif whole_feed_forward and feeds(node.output[0], "Gelu"):
+        feed_forward_input = whole_feed_forward and feeds(node.output[0], "Gelu")
+        if reads_gelu(node.input[0]) or feeds(node.output[0], "Softmax") or feed_forward_input:
             found.append(node.name)
     return found
 
@@ -208,14 +208,19 @@ def try_int8(
     exclude = sensitive_matmuls(fp32)
     feed_forward = sensitive_matmuls(fp32, whole_feed_forward=True)
     methods: list[tuple[str, Callable[[Path], Path]]] = [
-        ("dynamic INT8, per-channel weights", lambda p: onnx2int8.quantize(source_path=fp32, output_path=p, per_channel=True)),
+        (
+            "dynamic INT8, per-channel weights",
+            lambda p: onnx2int8.quantize(source_path=fp32, output_path=p, per_channel=True),
+        ),
         (
             f"dynamic INT8, per-channel, {len(exclude)} sensitive MatMuls in FP32",
             lambda p: onnx2int8.quantize(source_path=fp32, output_path=p, per_channel=True, nodes_to_exclude=exclude),
         ),
         (
             f"dynamic INT8, per-channel, {len(feed_forward)} feed-forward/head MatMuls in FP32",
-            lambda p: onnx2int8.quantize(source_path=fp32, output_path=p, per_channel=True, nodes_to_exclude=feed_forward),
+            lambda p: onnx2int8.quantize(
+                source_path=fp32, output_path=p, per_channel=True, nodes_to_exclude=feed_forward
+            ),
         ),
         (
             f"static INT8 (QDQ, per-channel, calibrated on {len(calibration)} batches), sensitive MatMuls in FP32",

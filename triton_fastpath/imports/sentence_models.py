@@ -23,6 +23,7 @@ from triton_fastpath.errors import ExportError
 from triton_fastpath.imports.folder_kind import WEIGHT_FILES, SentenceConfig
 from triton_fastpath.imports.setfit_head import LinearHead
 
+TOKENIZER_FILES = ("vocab.txt", "vocab.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
 # Weights the served graph never reads: a missing pooler is not a half-initialised model.
 UNUSED_PREFIXES = ("pooler.",)
 
@@ -168,6 +169,12 @@ def write_served_tokenizer(sentence: SentenceConfig, dest: Path) -> Path:
         except ValueError as error:
             raise ExportError(f"{source}: not a tokenizers JSON file: {error}") from error
     else:
+        found = [name for name in TOKENIZER_FILES if (sentence.transformer_dir / name).exists()]
+        if not found:  # transformers would build an empty tokenizer from config.json alone
+            raise ExportError(
+                f"{sentence.transformer_dir}: no tokenizer (tokenizer.json, or the files of a fast tokenizer: "
+                f"{', '.join(TOKENIZER_FILES)})"
+            )
         try:
             from transformers import AutoTokenizer
 

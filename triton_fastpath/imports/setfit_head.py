@@ -185,12 +185,15 @@ def load_head(path: Path, *, trust_pickle: bool = False) -> LinearHead:
         labels = tuple(str(n) for n in names)
     else:
         labels = tuple(str(c) for c in classes)
-    return LinearHead(
-        coef, intercept, classes, labels, bool(config.get("normalize_embeddings", False)), source=source
-    )
+    return LinearHead(coef, intercept, classes, labels, bool(config.get("normalize_embeddings", False)), source=source)
 
 
 def save_head_npz(path: Path, coef: np.ndarray, intercept: np.ndarray, classes: Sequence) -> Path:
     """Write plain coefficients (no pickle) that `load_head` reads back."""
-    np.savez(path, coef=np.asarray(coef, np.float32), intercept=np.asarray(intercept, np.float32), classes=np.asarray(classes))
+    np.savez(
+        path,
+        coef=np.asarray(coef, np.float32),
+        intercept=np.asarray(intercept, np.float32),
+        classes=np.asarray(classes),
+    )
     return Path(path)

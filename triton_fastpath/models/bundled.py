@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.render import Target
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import (
-    EnsembleStep,
-    ModelKind,
     ModelSpec,
-    PipelineMembers,
     TensorSpec,
     validate_repository,
 )

@@ -357,7 +357,11 @@ def embedding_specs(
             EnsembleStep(
                 tokenizer.name,
                 input_map={"text": "text"},
-                output_map={"input_ids": "ids", "attention_mask": "mask", **({"truncated": "truncated"} if truncated else {})},
+                output_map={
+                    "input_ids": "ids",
+                    "attention_mask": "mask",
+                    **({"truncated": "truncated"} if truncated else {}),
+                },
             ),
             EnsembleStep(
                 encoder.name,
@@ -367,7 +371,6 @@ def embedding_specs(
         ),
     )
     return [tokenizer, encoder, ensemble]
-
 
 
 def onnx_classifier_spec(
