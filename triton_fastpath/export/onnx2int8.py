@@ -47,6 +47,7 @@ def quantize(
     output_path: Path,
     per_channel: bool = False,
     op_types: list[str] | None = None,
+    nodes_to_exclude: list[str] | None = None,
 ) -> Path:
     """Quantise an FP32 ONNX file to dynamic INT8 (QInt8 weights).
 
@@ -57,6 +58,7 @@ def quantize(
         per_channel: Quantise weights per output channel instead of per tensor (slightly
             better parity, slightly larger file).
         op_types: Operator types to quantise; ``None`` means ``["MatMul", "Gemm"]``.
+        nodes_to_exclude: Node names left in FP32 (the precision-sensitive ones).
 
     Returns:
         ``output_path``.
@@ -95,6 +97,7 @@ def quantize(
                 weight_type=QuantType.QInt8,
                 per_channel=per_channel,
                 op_types_to_quantize=ops,
+                nodes_to_exclude=list(nodes_to_exclude or []),
                 use_external_data_format=False,
             )
             result = onnx.load(str(quantized))

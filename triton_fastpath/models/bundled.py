@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target
-from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.render import Target
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import (
-    EnsembleStep,
-    ModelKind,
     ModelSpec,
-    PipelineMembers,
     TensorSpec,
     validate_repository,
 )
@@ -21,78 +18,19 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.pipelines import (
     EMBED_DIM,
     EMBED_NAME,
-    encoder_parameters,
-    fused_model,
+    embedding_specs,
     onnx_classifier_spec,
     text_classifier_specs,
-    token_inputs,
-    token_warmup_dims,
-    warmup_of,
-    wrapper_ensemble,
 )
 
 
 def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:
     """`embed`: text -> wordllama tokens -> ONNX mean-pooled, L2-normalised [256] vector.
 
-    Fused: `embed_fused` (tokenize + encode in one Python model) behind the one-step ensemble
-    `embed`; ensemble: `embed_tokenizer` -> `embed_encoder`. The ensemble rendering's step
-    models are also what the semantic cache of an ensemble-rendered classifier calls.
+    The ensemble rendering's step models are also what the semantic cache of an
+    ensemble-rendered classifier calls. A gather and a mean: nothing for INT8 to speed up (FP32).
     """
-    length, batch = settings.max_length, settings.max_batch_size
-    text = TensorSpec("text", "TYPE_STRING", (1,))
-    ids, mask = token_inputs()
-    embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,))
-    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
-    encoder = ModelSpec(
-        name=PipelineMembers(EMBED_NAME).encoder,
-        kind=ModelKind.ONNX,
-        model_file=PRECISIONS["fp32"],  # a gather and a mean: nothing for INT8 to speed up
-        max_batch_size=batch,
-        inputs=(ids, mask),
-        outputs=(embedding,),
-        onnx_threads=settings.onnx_threads,
-        native=settings.native,
-        dynamic_batching=settings.batching(EMBED_NAME),
-        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
-        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
-    )
-    if settings.rendering == "fused":
-        parameters = {"task": "embed", "cache": "false", "pipeline": EMBED_NAME, **tokenizer_parameters}
-        parameters.update(encoder_parameters(encoder, settings, target))
-        fused = fused_model(EMBED_NAME, (embedding,), parameters, settings, target, instances=1)
-        native = [encoder] if as_target(target) is Target.CONTAINER else []
-        return [fused, *native, wrapper_ensemble(EMBED_NAME, fused, settings)]
-    tokenizer = ModelSpec(
-        name=PipelineMembers(EMBED_NAME).tokenizer,
-        kind=ModelKind.PYTHON,
-        python_model="tokenizer",
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(ids, mask, TensorSpec("truncated", "TYPE_BOOL", (1,))),
-        dynamic_batching=settings.batching(EMBED_NAME),
-        warmups=warmup_of((text,), batch, files=True),
-        parameters=tokenizer_parameters,
-    )
-    ensemble = ModelSpec(
-        name=EMBED_NAME,
-        kind=ModelKind.ENSEMBLE,
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(embedding,),
-        response_cache=settings.response_cache,
-        ensemble_steps=(
-            EnsembleStep(
-                tokenizer.name, input_map={"text": "text"}, output_map={"input_ids": "ids", "attention_mask": "mask"}
-            ),
-            EnsembleStep(
-                encoder.name,
-                input_map={"input_ids": "ids", "attention_mask": "mask"},
-                output_map={"embedding": "embedding"},
-            ),
-        ),
-    )
-    return [tokenizer, encoder, ensemble]
+    return embedding_specs(EMBED_NAME, EMBED_DIM, settings, target, instances=1, precision="fp32")
 
 
 DIGITS_INPUTS = (TensorSpec("pixels", "TYPE_FP32", (8, 8)),)

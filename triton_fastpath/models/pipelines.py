@@ -313,6 +313,90 @@ def text_classifier_specs(
     return [tokenizer, encoder, *cache_specs, postprocess, ensemble]
 
 
+def embedding_specs(
+    name: str,
+    dimension: int,
+    settings: RepoSettings,
+    target: Target | str = Target.EMBEDDED,
+    *,
+    instances: int | None = None,
+    precision: str | None = None,
+    truncated: bool = False,
+    fused_parameters: Mapping[str, str] | None = None,
+) -> list[ModelSpec]:
+    """An embedding pipeline `name`: text -> tokens -> ONNX graph -> [dimension] vector.
+
+    Fused: `<name>_fused` (tokenize + encode in one Python model, `instances` of it; default
+    `encoder_instances`) behind the one-step ensemble `<name>`; ensemble: `<name>_tokenizer` ->
+    `<name>_encoder`. `precision` picks the served file (default `settings.precision`);
+    `truncated` adds the per-row truncation flag to the outputs; `fused_parameters` are added to
+    the fused model's (e.g. `padding`).
+    """
+    length, batch = settings.max_length, settings.max_batch_size
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    ids, mask = token_inputs()
+    embedding = TensorSpec("embedding", "TYPE_FP32", (dimension,))
+    flag = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    served = (embedding, flag) if truncated else (embedding,)
+    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
+    encoder = ModelSpec(
+        name=PipelineMembers(name).encoder,
+        kind=ModelKind.ONNX,
+        model_file=PRECISIONS[precision or settings.precision],
+        max_batch_size=batch,
+        inputs=(ids, mask),
+        outputs=(embedding,),
+        onnx_threads=settings.onnx_threads,
+        native=settings.native,
+        dynamic_batching=settings.batching(name),
+        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
+    )
+    if settings.rendering == "fused":
+        parameters = {"task": "embed", "cache": "false", "pipeline": name, **tokenizer_parameters}
+        parameters.update(encoder_parameters(encoder, settings, target))
+        parameters.update(fused_parameters or {})
+        fused = fused_model(name, served, parameters, settings, target, instances=instances)
+        native = [encoder] if as_target(target) is Target.CONTAINER else []
+        return [fused, *native, wrapper_ensemble(name, fused, settings)]
+    tokenizer = ModelSpec(
+        name=PipelineMembers(name).tokenizer,
+        kind=ModelKind.PYTHON,
+        python_model="tokenizer",
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(ids, mask, flag),
+        dynamic_batching=settings.batching(name),
+        warmups=warmup_of((text,), batch, files=True),
+        parameters=tokenizer_parameters,
+    )
+    ensemble = ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=served,
+        response_cache=settings.response_cache,
+        ensemble_steps=(
+            EnsembleStep(
+                tokenizer.name,
+                input_map={"text": "text"},
+                output_map={
+                    "input_ids": "ids",
+                    "attention_mask": "mask",
+                    **({"truncated": "truncated"} if truncated else {}),
+                },
+            ),
+            EnsembleStep(
+                encoder.name,
+                input_map={"input_ids": "ids", "attention_mask": "mask"},
+                output_map={"embedding": "embedding"},
+            ),
+        ),
+    )
+    return [tokenizer, encoder, ensemble]
+
+
 def onnx_classifier_spec(
     name: str,
     inputs: Sequence[TensorSpec],

@@ -1,0 +1,407 @@
+"""`fastpath import hf` for sentence-transformers encoders and SetFit-style classifiers.
+
+    report = import_sentence_model(detect_folder(path), name="minilm", repository=repo)
+
+The steps, each printed with its figure: read the head (SetFit; a pickle only when trusted),
+load the body (refusing weights the loader reports missing), export body + pooling (+ norm)
+(+ head) as one FP32 ONNX graph, check it against torch on the evaluation texts, try INT8 and keep
+it only if it passes its gate (`imports.int8_gate`), serve the pipeline through a real tritonserver
+and compare, and only then write the repository. Everything is staged in a temporary folder
+first: a failed import leaves `build/imported/<name>` and the repository as they were.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
+from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.errors import VerificationError
+from triton_fastpath.imports.checks import Check, ImportThresholds, Samples
+from triton_fastpath.imports.folder_kind import Folder, FolderKind
+from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
+from triton_fastpath.imports.setfit_head import LinearHead, load_head
+from triton_fastpath.paths import BUILD_DIR, backends_importable
+
+Progress = Callable[[str], None]
+EVAL_BATCH = 32
+FP32_MIN_COSINE = 0.9999  # ONNX vs torch, per text
+FP32_MAX_ABS_DIFF = 1e-3  # probabilities, ONNX vs torch and vs the head in numpy
+
+
+def batches_by_length(encoder, texts: Sequence[str], size: int = EVAL_BATCH):
+    """(row indices, ids, mask) batches: texts sorted by length, each batch padded to its longest."""
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), size):
+        rows = order[start : start + size]
+        encoded = encoder.encode([texts[i] for i in rows])
+        yield rows, encoded.input_ids, encoded.attention_mask
+
+
+def run_graph(run_batch: Callable[[np.ndarray, np.ndarray], np.ndarray], encoder, texts: Sequence[str]) -> np.ndarray:
+    """`run_batch(ids, mask)` over all texts at natural length, rows back in the texts' order."""
+    out = None
+    for rows, ids, mask in batches_by_length(encoder, texts):
+        values = np.asarray(run_batch(ids, mask))
+        if out is None:
+            out = np.zeros((len(texts), *values.shape[1:]), dtype=values.dtype)
+        out[rows] = values
+    return out
+
+
+def onnx_runner(path: Path, output: str, threads: int = 1) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    backends_importable()
+    from fastpath_backends.onnx_model import OnnxModel
+
+    model = OnnxModel(path, intra_op_threads=threads)
+    return lambda ids, mask: model.run({"input_ids": ids, "attention_mask": mask}, [output])[output]
+
+
+def torch_runner(graph, output: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    import torch
+
+    def run(ids, mask):
+        with torch.inference_mode():
+            result = graph(torch.from_numpy(ids), torch.from_numpy(mask))
+        return (result[0] if output == "probabilities" else result).numpy()
+
+    return run
+
+
+def import_sentence_model(
+    folder: Folder,
+    *,
+    name: str,
+    repository: Path,
+    settings: RepoSettings | None = None,
+    eval_csv: Path | None = None,
+    label_names: Sequence[str] | None = None,
+    trust_pickle: bool = False,
+    precision: str = "int8",
+    target: Target | str = Target.EMBEDDED,
+    serve_check: bool = True,
+    gate: Int8Gate | None = None,
+    progress: Progress = print,
+) -> ModelReport:
+    """Export, check and add a sentence-transformers encoder (`<name>` returns `embedding`) or a
+    SetFit-style classifier (`<name>` returns `label`, `probability`, `probabilities`) to `repository`.
+
+    `precision="int8"` serves INT8 only when a variant passes the gate, FP32 otherwise (and says
+    why); `"fp32"` skips the INT8 trials. `eval_csv` (text[,label] rows): the evaluation texts
+    (built-in probe texts without it, and the output says so); with labels, held-out accuracy.
+
+    Raises:
+        ExportError: the folder cannot be served (named: weights, modules, head, tokenizer).
+        DataError: labels that do not match the head. VerificationError: a parity check failed.
+    """
+    from triton_fastpath.export import torch2onnx
+
+    backends_importable()
+    from fastpath_backends.text import TextEncoder
+
+    started = time.monotonic()
+    sentence = folder.sentence
+    assert sentence is not None, "a sentence-transformers folder"
+    head: LinearHead | None = None
+    if folder.kind is FolderKind.SETFIT_CLASSIFIER:
+        head = load_head(folder.head_file, trust_pickle=trust_pickle).with_labels(label_names)
+        head.check_width(sentence.dimension)
+        progress(
+            f"{name}: head {folder.head_file.name}: {head.n_classes} classes {list(head.labels)}, "
+            f"{head.width} inputs (converted to plain arrays, folded into the graph)"
+        )
+    output = "probabilities" if head is not None else "embedding"
+    from triton_fastpath.imports.importer import PROBE_TEXTS, read_eval_csv
+
+    if eval_csv is not None:
+        if head is None:  # an encoder has no classes: the texts only
+            texts = _read_texts(eval_csv)
+            eval_labels = None
+        else:
+            texts, eval_labels = read_eval_csv(eval_csv, list(head.labels))
+        data = f"{len(texts)} texts from {eval_csv}"
+    else:
+        texts, eval_labels, data = list(PROBE_TEXTS), None, f"{len(PROBE_TEXTS)} built-in probe texts"
+        progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
+    if head is None:
+        eval_labels = None
+    settings = replace(settings or RepoSettings(), max_length=sentence.max_seq_length)
+    report = ModelReport(name=name, source=str(folder.path), n_eval=len(texts), torch_accuracy=None, data=data)
+
+    def verdict(check: Check) -> Check:
+        progress(f"{name}: {check.describe()}")
+        report.checks.append(check.describe())
+        if not check.passed:
+            raise VerificationError(
+                f"{name}: {check.describe()}. Reproduce with: fastpath import hf {folder.path} --name {name}"
+            )
+        return check
+
+    BUILD_DIR.joinpath("imported").mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=BUILD_DIR / "imported"))
+    try:
+        from triton_fastpath.imports.sentence_models import (
+            EXPORTED_EMBEDDING,
+            load_body,
+            output_names,
+            rename_value,
+            sentence_graph,
+            write_served_tokenizer,
+        )
+
+        tokenizer_file = write_served_tokenizer(sentence, stage / "tokenizer.json")
+        encoder = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="longest")
+        body = load_body(sentence)
+        graph = sentence_graph(body, sentence, head)
+        fp32 = stage / PRECISIONS["fp32"]
+        progress(
+            f"{name}: exporting FP32 ONNX (body + {'+'.join(sentence.pooling)} pooling"
+            f"{' + L2 norm' if sentence.normalize else ''}{' + head' if head else ''})"
+        )
+        import torch
+
+        example = encoder.encode(["a first example text", "a second, slightly longer example text"])
+        torch2onnx.export(
+            model=graph,
+            example_inputs={
+                "input_ids": torch.from_numpy(example.input_ids),
+                "attention_mask": torch.from_numpy(example.attention_mask),
+            },
+            output_path=fp32,
+            output_names=output_names(head),
+            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+        )
+        if head is None:
+            rename_value(fp32, EXPORTED_EMBEDDING, "embedding")
+        reference = run_graph(torch_runner(graph, output), encoder, texts)
+        served_fp32 = run_graph(onnx_runner(fp32, output), encoder, texts)
+        thresholds = ImportThresholds()
+        if head is None:
+            values = cosines(reference, served_fp32)
+            verdict(
+                Check(
+                    "FP32 ONNX vs torch cosine min",
+                    float(values.min()),
+                    FP32_MIN_COSINE,
+                    at_least=True,
+                    detail=f"mean {values.mean():.6f}; {len(texts)} texts",
+                )
+            )
+        else:
+            embeddings = run_graph(
+                lambda i, m: graph.embed(torch.from_numpy(i), torch.from_numpy(m)).detach().numpy(), encoder, texts
+            )
+            in_numpy = head.probabilities(embeddings)
+            verdict(
+                Check("FP32 ONNX vs torch max|diff|", float(np.abs(reference - served_fp32).max()), FP32_MAX_ABS_DIFF)
+            )
+            verdict(
+                Check(
+                    "FP32 ONNX vs the head in numpy max|diff|",
+                    float(np.abs(in_numpy - served_fp32).max()),
+                    FP32_MAX_ABS_DIFF,
+                )
+            )
+            same = float(np.mean(in_numpy.argmax(-1) == served_fp32.argmax(-1)))
+            verdict(Check("FP32 label agreement with the head", same, 1.0, at_least=True))
+        accuracy = (
+            None if eval_labels is None or head is None else float(np.mean(served_fp32.argmax(-1) == eval_labels))
+        )
+        report.torch_accuracy = (
+            None if eval_labels is None or head is None else float(np.mean(reference.argmax(-1) == eval_labels))
+        )
+        run_fp32 = onnx_runner(fp32, output)
+        report.variants.append(
+            VariantReport(
+                "fp32",
+                fp32.name,
+                fp32.stat().st_size,
+                float(np.abs(reference - served_fp32).max()),
+                1.0 if head else None,
+                accuracy,
+                _ms_batch(run_fp32, encoder, texts),
+            )
+        )
+        if accuracy is not None:
+            progress(f"{name}: held-out accuracy FP32 {accuracy:.2%} on {len(texts)} texts")
+        chosen = "fp32"
+        if precision == "int8":
+            progress(f"{name}: trying INT8 (kept only if label agreement >= 99%, cosine mean >= 0.995 and min >= 0.98)")
+            calibration = [
+                {"input_ids": i, "attention_mask": m} for _, i, m in batches_by_length(encoder, texts[:256], 16)
+            ]
+            trials = try_int8(
+                fp32,
+                stage / PRECISIONS["int8"],
+                lambda p: run_graph(onnx_runner(p, output), encoder, texts),
+                served_fp32,
+                calibration=calibration,
+                is_scores=head is not None,
+                gate=gate,
+                progress=progress,
+            )
+            report.checks += [f"INT8 {t.describe()}" for t in trials]
+            kept = next((t for t in trials if t.passed), None)
+            if kept is None:
+                progress(f"{name}: INT8 refused, serving FP32: every method failed its gate (see above)")
+            else:
+                chosen = "int8"
+                int8 = stage / PRECISIONS["int8"]
+                candidate = run_graph(onnx_runner(int8, output), encoder, texts)
+                int8_accuracy = (
+                    None if eval_labels is None or head is None else float(np.mean(candidate.argmax(-1) == eval_labels))
+                )
+                report.variants.append(
+                    VariantReport(
+                        "int8",
+                        int8.name,
+                        int8.stat().st_size,
+                        float(np.abs(served_fp32 - candidate).max()),
+                        kept.label_agreement,
+                        int8_accuracy,
+                        _ms_batch(onnx_runner(int8, output), encoder, texts),
+                    )
+                )
+                progress(f"{name}: serving INT8 ({kept.method})")
+        settings = replace(settings, precision=chosen)
+        specs = pipeline_specs(name, sentence.dimension, head, settings, target)
+        out_dir = BUILD_DIR / "imported" / name
+        fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
+        files, warmups = text_pipeline_files(name, stage, fixed, chosen)
+        if serve_check:
+            _serve_check(
+                name,
+                specs,
+                files=files,
+                warmups=warmups,
+                texts=texts,
+                labels=eval_labels,
+                served_file=stage / PRECISIONS[chosen],
+                encoder=encoder,
+                output=output,
+                head=head,
+                target=target,
+                thresholds=thresholds,
+                verdict=verdict,
+                progress=progress,
+            )
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        stage.replace(out_dir)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
+    files, warmups = text_pipeline_files(name, out_dir, fixed, chosen)
+    assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+    report.seconds = time.monotonic() - started
+    write_report([report], BUILD_DIR / "report.json")
+    progress(f"{name}: added {len(specs)} models to {repository} (serving {chosen.upper()}) in {report.seconds:.0f}s")
+    return report
+
+
+def _read_texts(path: Path) -> list[str]:
+    import csv
+
+    from triton_fastpath.errors import DataError
+
+    try:
+        with Path(path).open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as error:
+        raise DataError(f"--eval-csv {path}: {error}") from error
+    if not rows or "text" not in rows[0]:
+        raise DataError(f"--eval-csv {path}: expected a header with a 'text' column")
+    return [row["text"] for row in rows]
+
+
+def _ms_batch(run, encoder, texts: Sequence[str]) -> float:
+    """Median ms of one batch of 32 of the texts at natural length (1 ORT thread)."""
+    batch = encoder.encode(list(texts[:EVAL_BATCH]))
+    run(batch.input_ids, batch.attention_mask)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        run(batch.input_ids, batch.attention_mask)
+        times.append((time.perf_counter() - started) * 1000)
+    return float(np.median(times))
+
+
+def pipeline_specs(name: str, dimension: int, head: LinearHead | None, settings: RepoSettings, target: Target | str):
+    """The Triton models of an imported sentence model: an embedding pipeline, or a text classifier.
+
+    In the fused rendering on the embedded target the encoder runs in process, at natural length
+    (`padding=longest`: a batch pads to its longest text, never to max_seq_length).
+    """
+    from triton_fastpath.models.pipelines import embedding_specs, text_classifier_specs
+
+    in_process = settings.rendering == "fused" and as_target(target) is Target.EMBEDDED
+    natural = {"padding": "longest"} if in_process else {}
+    if head is None:
+        return embedding_specs(name, dimension, settings, target, truncated=True, fused_parameters=natural)
+    specs = text_classifier_specs(name, head.labels, settings, target)
+    fused = PipelineMembers(name).fused
+    return [replace(s, parameters={**s.parameters, **natural}) if s.name == fused else s for s in specs]
+
+
+def _serve_check(
+    name,
+    specs,
+    *,
+    files,
+    warmups,
+    texts,
+    labels,
+    served_file,
+    encoder,
+    output,
+    head,
+    target,
+    thresholds,
+    verdict,
+    progress,
+) -> None:
+    """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same tokenizer).
+
+    The expected rows are computed in the batches the check sends (`max_batch_size` rows in order,
+    each padded to its longest): dynamic INT8 quantises activations per batch tensor, so a row's
+    INT8 output depends on the batch it travels in (up to 0.02 in probability, measured here).
+    """
+    from triton_fastpath.imports.served_check import SERVED_ROWS, check_served
+
+    rows = list(texts[:SERVED_ROWS])
+    run = onnx_runner(served_file, output)
+    step = max(1, next(s for s in specs if s.name == name).max_batch_size)
+    parts = []
+    for start in range(0, len(rows), step):
+        encoded = encoder.encode(rows[start : start + step])
+        parts.append(np.asarray(run(encoded.input_ids, encoded.attention_mask)))
+    expected = {output: np.concatenate(parts)}
+    samples = Samples(
+        {"text": np.array([[t.encode()] for t in rows], dtype=object)},
+        None if labels is None else labels[:SERVED_ROWS],
+        "the evaluation texts",
+    )
+    for check in check_served(
+        specs,
+        name,
+        files=files,
+        warmups=warmups,
+        samples=samples,
+        expected=expected,
+        label_output="probabilities" if head else None,
+        label_names=list(head.labels) if head else [],
+        thresholds=thresholds,
+        target=target,
+        progress=progress,
+    ):
+        verdict(check)
