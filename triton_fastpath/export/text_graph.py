@@ -168,7 +168,13 @@ def bert_tokenizer_attributes(tokenizer: dict, *, max_length: int, where: str = 
 
 
 def tokenizer_graph(
-    facts: TokenizerFacts, *, max_length: int, opset: int, ir_version: int, text_rank: int = 2, token_types: bool = False
+    facts: TokenizerFacts,
+    *,
+    max_length: int,
+    opset: int,
+    ir_version: int,
+    text_rank: int = 2,
+    token_types: bool = False,
 ):
     """The tokenizer half: `text` -> padded ids, mask ([B, longest], int64) and `truncated` ([B, 1]).
 
@@ -322,13 +328,20 @@ def compose_text_graph(
     opsets = {o.domain: o.version for o in encoder.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx"))
     if opset is None or opset < 18:
-        raise ExportError(f"encoder default-domain opset is {opset}; the text graph needs >= 18 (Pad, ReduceMax inputs)")
+        raise ExportError(
+            f"encoder default-domain opset is {opset}; the text graph needs >= 18 (Pad, ReduceMax inputs)"
+        )
     if CONTRIB_DOMAIN in opsets:
         raise ExportError(f"encoder already uses the {CONTRIB_DOMAIN} domain; refusing to merge a second tokenizer")
     facts = bert_tokenizer_attributes(tokenizer, max_length=max_length, where=where)
     token_types = "token_type_ids" in inputs
     front = tokenizer_graph(
-        facts, max_length=max_length, opset=opset, ir_version=encoder.ir_version, text_rank=text_rank, token_types=token_types
+        facts,
+        max_length=max_length,
+        opset=opset,
+        ir_version=encoder.ir_version,
+        text_rank=text_rank,
+        token_types=token_types,
     )
     if logits_output is not None:
         encoder = _softmax_head(encoder, logits_output)
@@ -381,7 +394,12 @@ def build_text_graph(
     except (OSError, ValueError) as error:
         raise ExportError(f"cannot read {tokenizer_path} or {encoder_path}: {error}") from error
     merged = compose_text_graph(
-        tokenizer, encoder, max_length=max_length, text_rank=text_rank, logits_output=logits_output, where=str(tokenizer_path)
+        tokenizer,
+        encoder,
+        max_length=max_length,
+        text_rank=text_rank,
+        logits_output=logits_output,
+        where=str(tokenizer_path),
     )
     try:
         onnx.checker.check_model(merged)

@@ -130,15 +130,17 @@ def verify_text_graph(
         try:
             got = dict(zip([o.name for o in graph.get_outputs()], graph.run(None, {TEXT_INPUT: feed})))
         except Exception as error:
-            raise ExportError(f"text graph {graph_path} failed on texts {start}..{start + len(batch) - 1}: {error}") from error
+            raise ExportError(
+                f"text graph {graph_path} failed on texts {start}..{start + len(batch) - 1}: {error}"
+            ) from error
         encodings = reference.encode_batch(batch)
         for row, (text, encoding) in enumerate(zip(batch, encodings)):
             graph_ids = got[IDS][row][got[MASK][row] == 1].tolist()
-            cut = bool(encoding.overflowing)
-            if graph_ids != encoding.ids or bool(got[TRUNCATED_OUTPUT][row, 0]) != cut:
+            cut, graph_cut = bool(encoding.overflowing), bool(got[TRUNCATED_OUTPUT][row, 0])
+            if graph_ids != encoding.ids or graph_cut != cut:
                 raise VerificationError(
                     f"text graph {graph_path}: text {start + row} differs from tokenizers: {text!r}\n"
-                    f"  graph ids      ({len(graph_ids)}, truncated={bool(got[TRUNCATED_OUTPUT][row, 0])}): {graph_ids}\n"
+                    f"  graph ids      ({len(graph_ids)}, truncated={graph_cut}): {graph_ids}\n"
                     f"  tokenizers ids ({len(encoding.ids)}, truncated={cut}): {encoding.ids}\n"
                     "The build keeps the Python tokenizer for this model."
                 )
@@ -157,7 +159,9 @@ def verify_text_graph(
         for name in names:
             want, have = expected[name], got[name]
             if want.shape != have.shape:
-                raise VerificationError(f"text graph {graph_path}: output {name!r} has shape {have.shape}, two-step {want.shape}")
+                raise VerificationError(
+                    f"text graph {graph_path}: output {name!r} has shape {have.shape}, two-step {want.shape}"
+                )
             if np.issubdtype(want.dtype, np.floating):
                 diff = np.abs(want.astype(np.float64) - have.astype(np.float64)).reshape(len(batch), -1).max(axis=1)
                 bad = np.flatnonzero(~(diff <= atol))
