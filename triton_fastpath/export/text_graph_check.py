@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.errors import ExportError, VerificationError
-from triton_fastpath.export.text_graph import IDS, MASK, TEXT_INPUT, TRUNCATED_OUTPUT, session
+from triton_fastpath.export.text_graph import IDS, MASK, TEXT_INPUT, TRUNCATED_OUTPUT, session, with_head
 
 LOGGER = logging.getLogger(__name__)
 
@@ -69,17 +69,17 @@ def _reference_tokenizer(tokenizer_path: Path, max_length: int):
     return tokenizer
 
 
-def _encoder_session(encoder_path: Path, logits_output: str | None):
+def _encoder_session(encoder_path: Path, logits_output: str | None, labels: Sequence[str] | None):
+    """The two-step path's encoder, with the same head (softmax/argmax, label names) as the graph."""
     import onnx
     import onnxruntime as ort
-
-    from triton_fastpath.export.text_graph import _softmax_head
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     source = str(encoder_path)
-    if logits_output is not None:
-        source = _softmax_head(onnx.load(source), logits_output).SerializeToString()
+    if logits_output is not None or labels is not None:
+        model = with_head(onnx.load(source), logits_output=logits_output, labels=labels)
+        source = model.SerializeToString()
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
@@ -91,6 +91,7 @@ def verify_text_graph(
     texts: Sequence[str],
     max_length: int,
     logits_output: str | None = None,
+    labels: Sequence[str] | None = None,
     batch_size: int = 32,
     atol: float = 1e-5,
 ) -> TextGraphReport:
@@ -101,7 +102,7 @@ def verify_text_graph(
         tokenizer_path, encoder_path: what it was built from (the two-step reference).
         texts: the texts to check (the held-out set; an imported model's user texts).
         max_length: the graph's maximum tokens per text.
-        logits_output: as given to `build_text_graph`.
+        logits_output, labels: as given to `build_text_graph`.
         batch_size: texts per run (batches exercise the graph's padding to the longest row).
         atol: largest allowed |difference| of a float output; integer outputs must be equal.
 
@@ -116,7 +117,7 @@ def verify_text_graph(
         graph = session(_with_ids_outputs(Path(graph_path)))
     except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
         raise ExportError(f"cannot load the text graph {graph_path}: {error}") from error
-    encoder = _encoder_session(Path(encoder_path), logits_output)
+    encoder = _encoder_session(Path(encoder_path), logits_output, labels)
     reference = _reference_tokenizer(Path(tokenizer_path), max_length)
     pad_id = reference.token_to_id("[PAD]") or 0
     rank = len(graph.get_inputs()[0].shape)
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, required=True)
     parser.add_argument("--texts", type=Path, required=True, help="one text per line")
     parser.add_argument("--logits-output")
+    parser.add_argument("--labels", help="class names, comma-separated, as given to the build")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--atol", type=float, default=1e-5)
     args = parser.parse_args(argv)
@@ -203,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             texts=texts,
             max_length=args.max_length,
             logits_output=args.logits_output,
+            labels=args.labels.split(",") if args.labels else None,
             batch_size=args.batch_size,
             atol=args.atol,
         )
