@@ -275,6 +275,40 @@ def test_the_module_runs_alone(files, tmp_path, capsys) -> None:
     assert f"ids equal on {len(TEXTS)}/{len(TEXTS)}" in capsys.readouterr().out
 
 
+def test_the_unicode_probe_measures_what_the_held_out_check_cannot_see(files, graph) -> None:
+    report = text_graph_check.verify_text_graph(
+        graph_path=graph,
+        tokenizer_path=files["tokenizer"],
+        encoder_path=files["encoder"],
+        texts=TEXTS[:2],
+        max_length=12,
+        probe=True,
+    )
+    probe = report.probe
+    assert probe is not None and probe.probes > 10_000
+    # The op keeps "a" before an unknown character where tokenizers makes the whole word [UNK].
+    assert probe.glued_differ > probe.alone_differ > 0
+    assert "Unicode probe" in report.describe()
+
+
+def test_the_build_step_builds_reuses_and_refuses_without_failing_the_build(files, tmp_path) -> None:
+    import shutil
+
+    from triton_fastpath.build.text_graph import text_graph_step
+
+    shutil.copy(files["tokenizer"], tmp_path / "tokenizer.json")
+    shutil.copy(files["encoder"], tmp_path / "model.int8.onnx")
+    step = dict(name="tiny", out_dir=tmp_path, encoder_file="model.int8.onnx", precision="int8", labels=None)
+    built = text_graph_step(**step, max_length=12, texts=TEXTS, progress=lambda line: None)
+    assert built.path == tmp_path / "text.int8.onnx" and built.path.is_file() and "ids equal on 12/12" in built.summary
+    again = text_graph_step(**step, max_length=12, texts=TEXTS, progress=lambda line: None)
+    assert again.summary == "reused"
+    # An unknown character inside a word: the op keeps "a" and adds [UNK]; tokenizers gives one [UNK].
+    refused = text_graph_step(**step, max_length=12, texts=[*TEXTS, "a¢b word"], progress=lambda line: None)
+    assert refused.path is None and not (tmp_path / "text.int8.onnx").exists()
+    assert "differs" in refused.reason and "a¢b word" in refused.reason
+
+
 SENTIMENT = BUILD_DIR / "sentiment" / "onnx"
 
 

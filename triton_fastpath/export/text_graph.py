@@ -27,6 +27,10 @@ Tokenizers the kit converts, and not (onnxruntime-extensions 0.15.2):
   Metaspace), `clean_text` off, vocabularies with added tokens beyond the vocab or tokens holding
   line breaks, pair inputs, and WordLevel/char-level models.
 
+Exact on text like the held-out set, not on all Unicode: the op keeps a word's pieces before an
+unknown character (tokenizers makes the whole word [UNK]) and lower-cases / strips accents with
+Latin-1-sized tables. `text_graph_check.verify_text_graph(probe=True)` measures it; docs/text-graph.md.
+
 Run alone::
 
     python -m triton_fastpath.export.text_graph --tokenizer build/sentiment/onnx/tokenizer.json \
