@@ -2,7 +2,8 @@
 
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
-- `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan.
+- `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
+- `text_graph`: a text model's tokenizer-inside-ONNX graph, built, proven against `tokenizers`, or refused.
 
 May import: `config`, `models`, `export`, `cache` (semantic calibration), `errors`, `paths`.
 """

@@ -1,7 +1,9 @@
 """Export steps, each a plain function that also runs alone (`fastpath export onnx|int8|verify`).
 
 - `torch2onnx` / `onnx2int8`: the exports; `verify`: parity between an export and its source;
-- `onnx_run` / `inputs`: running ONNX models and generating their inputs; `heads`: classifier heads.
+- `onnx_run` / `inputs`: running ONNX models and generating their inputs; `heads`: classifier heads;
+- `text_graph` / `text_graph_check`: tokenizer.json + encoder -> one text-in graph (onnxruntime-extensions
+  `BertTokenizer` op), and its proof against `tokenizers` + the encoder (docs/text-graph.md).
 
 May import: `errors` only: the build and the import call these, never the other way round.
 """
