@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -407,8 +408,16 @@ std::string ReadInput(const ModelSettings& settings, const TensorSpec& spec, TRI
       if (text.find('\0') != std::string_view::npos) {
         return name + " element " + std::to_string(i) + " contains a NUL byte";
       }
+      if (settings.max_string_bytes > 0 && static_cast<int64_t>(text.size()) > settings.max_string_bytes) {
+        return name + " element " + std::to_string(i) + " is " + std::to_string(text.size()) +
+               " bytes; the limit is " + std::to_string(settings.max_string_bytes) + " bytes";
+      }
       if (settings.validate_utf8 && !IsValidUtf8(text)) {
         return name + " element " + std::to_string(i) + " is not valid UTF-8";
+      }
+      if (settings.reject_blank_strings &&
+          std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
+        return name + " element " + std::to_string(i) + " is empty or whitespace only; send at least one word";
       }
       in->strings.emplace_back(text);
     }

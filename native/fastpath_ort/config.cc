@@ -106,10 +106,15 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     else if (value == "extended" || value == "2") s->graph_optimization_level = ORT_ENABLE_EXTENDED;
     else if (value == "all" || value == "99") s->graph_optimization_level = ORT_ENABLE_ALL;
     else return bad + "expected disable, basic, extended or all";
-  } else if (key == "reject_non_finite" || key == "validate_utf8") {
+  } else if (key == "reject_non_finite" || key == "validate_utf8" || key == "reject_blank_strings") {
     bool flag = false;
     if (!ParseBool(value, &flag)) return bad + "expected true or false";
-    (key == "reject_non_finite" ? s->reject_non_finite : s->validate_utf8) = flag;
+    (key == "reject_non_finite" ? s->reject_non_finite
+     : key == "validate_utf8"   ? s->validate_utf8
+                                : s->reject_blank_strings) = flag;
+  } else if (key == "max_string_bytes") {
+    if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
+    s->max_string_bytes = number;
   } else if (key == "max_sequence_length") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
     s->max_sequence_length = number;

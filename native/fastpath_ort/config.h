@@ -15,6 +15,9 @@
 //                             "" loads nothing)
 //   validate_utf8             true: a BYTES input element that is not UTF-8 fails its request
 //                             (default)
+//   reject_blank_strings      true: a BYTES element that is empty or whitespace only fails its
+//                             request (default false; text models set it)
+//   max_string_bytes          longest BYTES element accepted (default 0: no limit)
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
@@ -57,6 +60,8 @@ struct ModelSettings {
   std::string custom_op_library;
   std::string python_library = "libpython3.11.so.1.0";
   bool validate_utf8 = true;
+  bool reject_blank_strings = false;
+  int64_t max_string_bytes = 0;
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
 

@@ -365,7 +365,7 @@ def test_fastapi_ort_rows_follow_the_naive_rows_and_smoke_keeps_both() -> None:
     assert keys[:4] == ["naive", "naive-1t", "fastapi-ort", "fastapi-ort-2w"]
     assert "ours-grpc-int8" not in keys
     assert {"ours-fused", "ours-ensemble", "ours-grpc-fp32", "ours-http-int8", "ours-grpc-int8-cached"} <= set(keys)
-    assert set(BUDGET_SYSTEMS) <= set(keys) and set(BUDGET_SYSTEMS.values()) == {"fused", "ensemble"}
+    assert set(BUDGET_SYSTEMS) <= set(keys) and set(BUDGET_SYSTEMS.values()) == {"fused", "ensemble", "graph"}
     systems = {s.key: s for s in default_systems()}
     assert (systems["fastapi-ort"].workers, systems["fastapi-ort-2w"].workers) == (1, 2)
     assert {s.kind for s in systems.values() if s.key.startswith("fastapi-ort")} == {"fastapi-ort"}

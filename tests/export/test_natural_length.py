@@ -19,6 +19,10 @@ from triton_fastpath.paths import BUILD_DIR, backends_importable
 pytestmark = pytest.mark.export
 ONNX_DIR = BUILD_DIR / "sentiment" / "onnx"
 TOLERANCE = {"fp32": Thresholds().fp32_max_abs_diff, "int8": Thresholds().int8_max_abs_diff}
+# Label agreement padded vs natural: FP32 as its export check; INT8 stricter than its export check
+# (0.95) but not exact: dynamic INT8 quantises activations per tensor, so the padding a text carries
+# moves its quantisation range (a clean-clone build flipped a few near-0.5 texts).
+AGREEMENT = {"fp32": Thresholds().fp32_min_label_agreement, "int8": 0.99}
 
 
 @pytest.mark.parametrize("precision", sorted(PRECISIONS))
@@ -49,4 +53,4 @@ def test_natural_length_logits_equal_padded_ones_per_held_out_text(precision: st
         flips += int(short.argmax() != full.argmax())
     print(f"{precision}: {len(texts)} texts, max abs diff {worst:.2e}, label flips {flips}")
     assert worst <= TOLERANCE[precision]
-    assert flips <= (1 - Thresholds().fp32_min_label_agreement) * len(texts)
+    assert flips <= (1 - AGREEMENT[precision]) * len(texts), f"{flips} label flips of {len(texts)}"

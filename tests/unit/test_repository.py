@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild, container_specs
-from triton_fastpath.config.render import render
+from triton_fastpath.config.render import CONTAINER_CUSTOM_OPS, render
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     RENDERINGS,
@@ -24,7 +24,11 @@ from triton_fastpath.config.settings import (
 from triton_fastpath.config.spec import ModelKind, ModelSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
-from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.models.pipelines import MAX_TEXT_BYTES, python_hops
+from triton_fastpath.paths import backends_importable
+
+backends_importable()
+from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES  # noqa: E402
 
 TARGETS = ("embedded", "container")
 TOP_LEVEL = ("digits", "embed", "sentiment")
@@ -34,6 +38,9 @@ HOPS = {  # with the native backend (the default): ONNX models on the embedded t
     ("fused", "container"): {"sentiment": 1, "embed": 1, "digits": 0},  # native encoders, called by BLS
     ("ensemble", "embedded"): {"sentiment": 3, "embed": 1, "digits": 0},  # tokenizer, cache, postprocess
     ("ensemble", "container"): {"sentiment": 3, "embed": 1, "digits": 0},
+    # the text graph: no Python for sentiment (fastpath_ort, or Triton's onnxruntime in the container)
+    ("graph", "embedded"): {"sentiment": 0, "embed": 1, "digits": 0},
+    ("graph", "container"): {"sentiment": 0, "embed": 1, "digits": 0},
 }
 HOPS_WITHOUT_NATIVE = {  # embedded, --no-native: onnxruntime in a Python model
     "fused": {"sentiment": 1, "embed": 1, "digits": 1},
@@ -63,7 +70,7 @@ def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
     assert {name: python_hops(name, specs, target) for name in TOP_LEVEL} == HOPS[rendering, target]
 
 
-@pytest.mark.parametrize("rendering", RENDERINGS)
+@pytest.mark.parametrize("rendering", sorted(HOPS_WITHOUT_NATIVE))
 def test_without_the_native_backend_each_onnx_model_is_a_python_hop(rendering: str) -> None:
     specs = specs_by_name(rendering, "embedded", native=False)
     hops = {name: python_hops(name, specs, "embedded") for name in TOP_LEVEL}
@@ -130,8 +137,32 @@ def test_the_sentiment_interface_is_text_in_label_probability_probabilities_trun
         ]
 
 
+def test_the_graph_rendering_needs_the_native_backend_on_the_embedded_target() -> None:
+    with pytest.raises(ConfigError, match=r"rendering='graph' is served by the kit's native backend.*--no-native"):
+        specs_by_name("graph", "embedded", native=False)
+
+
+def test_the_graph_rendering_serves_text_to_label_in_one_native_model_behind_the_ensemble() -> None:
+    specs = specs_by_name("graph", "embedded")
+    graph = specs["sentiment_graph"]
+    assert graph.native and graph.model_file == "text.int8.onnx"
+    assert [t.name for t in graph.inputs] == ["text"]
+    assert [t.name for t in graph.outputs] == ["label", "probability", "probabilities", "truncated"]
+    assert graph.parameters["custom_op_library"] == "libortextensions.so"
+    assert graph.parameters["reject_blank_strings"] == "true"
+    assert int(graph.parameters["max_string_bytes"]) == MAX_TEXT_BYTES == DEFAULT_MAX_TEXT_BYTES
+    assert [step.model_name for step in specs["sentiment"].ensemble_steps] == ["sentiment_graph"]
+    assert "embed_fused" in specs  # the graph rendering is for classifiers; embed stays fused
+    container = render(specs_by_name("graph", "container")["sentiment_graph"], "container")
+    assert container["platform"] == "onnxruntime_onnx"
+    assert container["model_operations"]["op_library_filename"] == [CONTAINER_CUSTOM_OPS]
+    assert not {"custom_op_library", "reject_blank_strings", "admission_min_rows"} & set(
+        container.get("parameters", {})
+    )
+
+
 def test_the_encoder_graph_returns_probabilities_and_the_label_index() -> None:
-    for rendering in RENDERINGS:
+    for rendering in ("fused", "ensemble"):
         encoder = specs_by_name(rendering, "container")["sentiment_encoder"]
         assert [(t.name, t.data_type, t.dims) for t in encoder.outputs] == [
             ("probabilities", "TYPE_FP32", (2,)),
@@ -160,8 +191,8 @@ def test_the_fused_model_runs_as_many_instances_as_the_encoder_and_names_the_enc
 
 
 def test_an_unknown_rendering_is_rejected_naming_the_choices() -> None:
-    assert RENDERINGS == ("fused", "ensemble")
-    with pytest.raises(ConfigError, match=r"^rendering='bogus'; expected one of \('fused', 'ensemble'\)$"):
+    assert RENDERINGS == ("fused", "ensemble", "graph")
+    with pytest.raises(ConfigError, match=r"^rendering='bogus'; expected one of \('fused', 'ensemble', 'graph'\)$"):
         RepoSettings(rendering="bogus")
 
 
@@ -170,7 +201,9 @@ def test_tuning_accepts_a_rendering_and_rejects_an_unknown_one() -> None:
         "rendering": "ensemble",
         "max_queue_delay_us": 0,
     }
-    with pytest.raises(ConfigError, match=r"^tuning: rendering='bogus'; expected one of \('fused', 'ensemble'\)$"):
+    with pytest.raises(
+        ConfigError, match=r"^tuning: rendering='bogus'; expected one of \('fused', 'ensemble', 'graph'\)$"
+    ):
         validate_tuning({"rendering": "bogus"})
     with pytest.raises(ConfigError, match=r"rendering=3; expected one of"):
         validate_tuning({"rendering": 3})

@@ -80,7 +80,7 @@ class BenchConfig:
 
 
 # Our systems whose latency budget is measured, and the rendering each one serves.
-BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble"}
+BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble", "ours-graph": "graph"}
 
 
 def default_systems(smoke: bool = False, service_levels_profile: str = "default") -> list[System]:
@@ -97,6 +97,8 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     fused = RepoSettings(precision="int8", rendering="fused", **uncached)
     ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
     fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
+    graph = RepoSettings(precision="int8", rendering="graph", **uncached)
+    python_digits = RepoSettings(precision="int8", rendering="fused", native=False, **uncached)
     ort_label = "FastAPI + tokenizers + onnxruntime INT8"
     systems = [
         System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
@@ -114,6 +116,24 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
         System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
         System("ours-fused", "ours: fused (one Python model), ONNX INT8, gRPC", "ours", "grpc", settings=fused),
         System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
+        # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
+        System(
+            "ours-graph",
+            "ours: text graph on the native backend (no Python), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=graph,
+        ),
+        # what the native backend removes on digits: the same model behind a Python stub
+        System(
+            "ours-python-digits",
+            "ours: digits behind a Python stub (--no-native), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("digits",),
+            settings=python_digits,
+        ),
         # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
         System(
             "ours-ensemble",
@@ -135,7 +155,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     ]
     if smoke:
         # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers
-        systems = [s for s in systems if s.key not in ("naive-1t", "pytriton-1t")]
+        systems = [s for s in systems if s.key not in ("naive-1t", "pytriton-1t", "ours-python-digits")]
     return systems
 
 

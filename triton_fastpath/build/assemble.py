@@ -89,7 +89,7 @@ def container_specs(
     lengths = dict(sequence_lengths or {})
     converted: list[ModelSpec] = []
     for spec in specs:
-        if spec.kind is not ModelKind.ONNX:
+        if spec.kind is not ModelKind.ONNX or "custom_op_library" in spec.parameters:  # text graphs stay ONNX
             converted.append(spec)
             continue
         variable = any(-1 in t.dims for t in spec.inputs)
@@ -180,6 +180,12 @@ def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tup
         return list(specs), None
     library = native_build.backend_or_none()
     if library is None:
+        graphs = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
+        if graphs:  # a text graph needs the backend that registers its ops: no Python fallback
+            raise ConfigError(
+                f"models {graphs} (rendering 'graph') need the native backend, which could not be built "
+                "(see the warning above); build with --rendering fused"
+            )
         return [dataclasses.replace(spec, native=False) if spec.native else spec for spec in specs], None
     return list(specs), library
 
@@ -226,6 +232,8 @@ def assemble(
         install_adapter(spec, target, version_dir)
         if native_library is not None and native_backend(spec, target):
             native_build.place_backend(model_dir, native_library)
+            if "custom_op_library" in spec.parameters:
+                native_build.place_custom_ops(model_dir)
         else:
             native_build.remove_backend(model_dir)
         for entry in files.get(spec.name, ()):

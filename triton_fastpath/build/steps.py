@@ -316,11 +316,46 @@ def export_text_classifier(
         force=force,
         reproduce=reproduce,
     )
-    specs = text_classifier_specs(name, labels, settings)
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
+    graph = text_graph_files(name, out_dir, settings, eval_texts, labels, progress, force)
+    if graph:
+        files[PipelineMembers(name).graph] = graph
+        warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
+    elif settings.rendering == "graph":
+        progress(f"{name}: no text graph, so rendering 'fused' instead of 'graph'")
+        settings = dataclasses.replace(settings, rendering="fused")
+    specs = text_classifier_specs(name, labels, settings)
     return ModelArtifact(name, report, specs, files, warmups)
+
+
+def text_graph_files(
+    name: str,
+    out_dir: Path,
+    settings: RepoSettings,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    progress: Progress,
+    force: bool,
+) -> list[Path]:
+    """The text graph (tokenizer inside ONNX) of the served precision, built and verified against
+    `tokenizers` + the encoder on `texts` (`triton_fastpath.build.text_graph`); [] when it is
+    refused (the reason is printed; the Python renderings serve the model)."""
+    from triton_fastpath.build.text_graph import text_graph_step
+
+    result = text_graph_step(
+        name=name,
+        out_dir=out_dir,
+        encoder_file=PRECISIONS[settings.precision],
+        precision=settings.precision,
+        max_length=settings.max_length,
+        texts=texts,
+        labels=labels,
+        progress=progress,
+        force=force,
+    )
+    return [] if result.path is None else [result.path]  # a refusal was printed with its reason
 
 
 def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from triton_fastpath.errors import ExportError
 
-LOGGER = logging.getLogger(__name__)
+from triton_fastpath.config.settings import TEXT_GRAPHS
 
-TEXT_GRAPHS = {"fp32": "text.onnx", "int8": "text.int8.onnx"}
-"""The text graph's file per encoder precision (beside `PRECISIONS`' encoder files)."""
+LOGGER = logging.getLogger(__name__)
+__all__ = ["TEXT_GRAPHS", "TextGraphResult", "text_graph_step"]  # TEXT_GRAPHS: the file per precision
 
 
 @dataclass(frozen=True)

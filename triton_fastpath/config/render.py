@@ -31,12 +31,24 @@ from triton_fastpath.errors import ConfigError
 
 ONNX_RUNNER = "onnx_runner"
 NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
+# onnxruntime-extensions' op library, linked into the folder of a model whose graph uses its ops.
+CUSTOM_OPS_FILE = "libortextensions.so"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
 # Rows per length bucket where a Python model runs an encoder in process (fastpath_backends.batch.run_by_length).
 LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
 PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
+# Parameters only the kit's embedded backends read (admission, the text checks of fastpath_ort).
+EMBEDDED_ONLY = (
+    *PYTHON_RUNNER_ONLY,
+    "admission_min_rows",
+    "custom_op_library",
+    "reject_blank_strings",
+    "max_string_bytes",
+)
+# Where the kit's container image links onnxruntime-extensions' op library (docs/text-graph.md).
+CONTAINER_CUSTOM_OPS = "/opt/fastpath/libortextensions.so"
 
 
 @dataclass(frozen=True)
@@ -250,7 +262,9 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
         else:
             # the Python runner's length buckets and admission; native backends batch as given
-            parameters = {k: v for k, v in parameters.items() if not k.startswith(PYTHON_RUNNER_ONLY)}
+            parameters = {k: v for k, v in parameters.items() if not k.startswith(EMBEDDED_ONLY)}
+            if "custom_op_library" in spec.parameters:  # the text graph: Triton's onnxruntime backend loads the ops
+                config["model_operations"] = {"op_library_filename": [CONTAINER_CUSTOM_OPS]}
             parameters.setdefault("intra_op_thread_count", str(spec.onnx_threads))
             parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:

@@ -16,10 +16,12 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
 
 PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+# The text graphs (tokenizer inside ONNX, triton_fastpath.export.text_graph) per precision.
+TEXT_GRAPHS = {"fp32": "text.onnx", "int8": "text.int8.onnx"}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
 # How a text pipeline becomes Triton models: one Python model per step, or all steps in one.
-RENDERINGS = ("fused", "ensemble")
+RENDERINGS = ("fused", "ensemble", "graph")
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
 ENCODER_OUTPUTS = ("probabilities", "label_index")
 LABELS_FILE = "labels.txt"
@@ -131,7 +133,11 @@ class RepoSettings:
             semantic lookup, encoder for the missed rows only, labels), behind a one-step
             ensemble under the pipeline's name; on the container target it calls the native
             encoder by BLS for missed rows only. 'ensemble': one model per step (the classic
-            layout). Clients cannot tell them apart: same tensors, errors, metrics, SDK.
+            layout). 'graph' (text classifiers, embedded target): one ONNX graph with the tokenizer
+            inside (`<name>_graph`, onnxruntime-extensions ops) served by the native backend
+            `fastpath_ort` behind the one-step ensemble: no Python process on the request path;
+            Triton's response cache on the ensemble stays, the L1/L2/semantic caches (Python) do
+            not apply. Clients cannot tell them apart: same tensors, errors, metrics, SDK.
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
         max_length: the most tokens per text (longer texts are truncated, and say so in `truncated`);
             each text is encoded at its natural length up to it.

@@ -432,7 +432,8 @@ class PipelineMembers:
 
     `pipeline` is the top-level model clients call (`sentiment`); each rendering uses some members:
     fused (`fused` behind the one-step ensemble `pipeline`), ensemble (`tokenizer` -> [`cache`] ->
-    `encoder` -> `postprocess`), and the container's fused model reaches `encoder` by BLS. A member
+    `encoder` -> `postprocess`), graph (`graph`, the text graph on the native backend, behind the
+    one-step ensemble `pipeline`), and the container's fused model reaches `encoder` by BLS. A member
     left empty is named `<pipeline>_<role>`.
     """
 
@@ -442,8 +443,9 @@ class PipelineMembers:
     cache: str = ""
     postprocess: str = ""
     fused: str = ""
+    graph: str = ""
 
-    ROLES = ("tokenizer", "encoder", "cache", "postprocess", "fused")
+    ROLES = ("tokenizer", "encoder", "cache", "postprocess", "fused", "graph")
 
     def __post_init__(self) -> None:
         _check_name("pipeline", self.pipeline)

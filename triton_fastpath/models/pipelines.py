@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
-from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, RepoSettings
+from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
+from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, TEXT_GRAPHS, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
     ModelKind,
@@ -25,6 +25,10 @@ from triton_fastpath.config.spec import (
     WarmupInput,
 )
 from triton_fastpath.errors import ConfigError
+
+# The largest text a request may carry: fastpath_backends.text.DEFAULT_MAX_TEXT_BYTES, which the Python
+# steps enforce (a unit test holds the two equal); the graph rendering's backend enforces this one.
+MAX_TEXT_BYTES = 1_000_000
 
 
 def token_inputs() -> tuple[TensorSpec, TensorSpec]:
@@ -173,6 +177,56 @@ def wrapper_ensemble(
     )
 
 
+def text_graph_specs(
+    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
+) -> list[ModelSpec]:
+    """The 'graph' rendering of a text classifier: `<name>_graph`, one ONNX graph from text to
+    label (the tokenizer inside, onnxruntime-extensions ops; `triton_fastpath.export.text_graph`)
+    served by the native backend `fastpath_ort`, behind the one-step ensemble `<name>` (whose
+    response cache stays safe: only successful answers are cached). No Python process on the path.
+
+    On the container target the same graph is served by Triton's onnxruntime backend, which loads
+    the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
+
+    Raises:
+        ConfigError: the embedded target with the native backend off.
+    """
+    container = as_target(target) is Target.CONTAINER
+    if not container and not settings.native:
+        raise ConfigError(
+            f"model {name!r}: rendering='graph' is served by the kit's native backend on the embedded target, "
+            "which is off (--no-native); use rendering='fused'"
+        )
+    batch, n_labels = settings.max_batch_size, len(labels)
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    label = TensorSpec("label", "TYPE_STRING", (1,))
+    probability = TensorSpec("probability", "TYPE_FP32", (1,))
+    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
+    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    graph = ModelSpec(
+        name=PipelineMembers(name).graph,
+        kind=ModelKind.ONNX,
+        model_file=TEXT_GRAPHS[settings.precision],
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=(label, probability, probabilities, truncated),
+        instance_count=settings.encoder_instances,
+        onnx_threads=settings.onnx_threads,
+        native=not container,
+        dynamic_batching=settings.batching(name, 1),
+        warmups=warmup_of((text,), batch, files=True),
+        parameters={
+            "custom_op_library": CUSTOM_OPS_FILE,
+            # the Python tokenizer's checks, made by the backend before the graph runs
+            "reject_blank_strings": "true",
+            "max_string_bytes": str(MAX_TEXT_BYTES),
+            **settings.admission_parameters(name),
+        },
+    )
+    labelled = replace(probabilities, label_filename=LABELS_FILE)
+    return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
+
+
 def text_classifier_specs(
     name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
 ) -> list[ModelSpec]:
@@ -202,6 +256,8 @@ def text_classifier_specs(
     # The batched queues a request passes through, which share the pipeline's queueing budget:
     # fused, 1 (2 on the container target, whose fused model calls the native encoder);
     # ensemble, tokenizer -> [cache] -> encoder -> postprocess.
+    if settings.rendering == "graph":
+        return [*text_graph_specs(name, labels, settings, target)]
     if settings.rendering == "fused":
         queues = 1 if as_target(target) is Target.EMBEDDED else 2
     else:
@@ -352,7 +408,7 @@ def embedding_specs(
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
         parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
-    if settings.rendering == "fused":
+    if settings.rendering in ("fused", "graph"):  # the text graph is for classifiers
         parameters = {"task": "embed", "cache": "false", "pipeline": name, **tokenizer_parameters}
         parameters.update(encoder_parameters(encoder, settings, target))
         parameters.update(fused_parameters or {})

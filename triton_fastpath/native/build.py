@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from triton_fastpath import paths
+from triton_fastpath.config.render import CUSTOM_OPS_FILE
 from triton_fastpath.errors import NativeBuildError
 
 LOGGER = logging.getLogger(__name__)
@@ -178,9 +179,30 @@ def place_backend(model_dir: Path, library: Path, *, ort_library: Path | None = 
 
 
 def remove_backend(model_dir: Path) -> None:
-    """Take the backend (and its onnxruntime link) out of `model_dir`, e.g. when turned off."""
-    for name in (LIBRARY_NAME, ORT_LINK_NAME):
+    """Take the backend (and its onnxruntime and custom-op links) out of `model_dir`, e.g. when turned off."""
+    for name in (LIBRARY_NAME, ORT_LINK_NAME, CUSTOM_OPS_FILE):
         (model_dir / name).unlink(missing_ok=True)
+
+
+def place_custom_ops(model_dir: Path) -> None:
+    """Link onnxruntime-extensions' op library into `model_dir` as `CUSTOM_OPS_FILE` (the name the
+    rendered `custom_op_library` parameter gives); the backend loads libpython first for it.
+
+    Raises:
+        NativeBuildError: onnxruntime-extensions is not installed.
+    """
+    try:
+        from onnxruntime_extensions import get_library_path
+    except ImportError as error:
+        raise NativeBuildError(
+            "onnxruntime-extensions is not installed; the text graph needs its op library "
+            "(pip install -r requirements.txt)"
+        ) from error
+    link, library = model_dir / CUSTOM_OPS_FILE, Path(get_library_path()).resolve()
+    if link.is_symlink() and Path(os.readlink(link)) == library:
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(library)
 
 
 if __name__ == "__main__":
