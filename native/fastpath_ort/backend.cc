@@ -323,7 +323,19 @@ struct RequestInput {
   std::vector<uint8_t> gathered;             // when the input came in several buffers
   std::vector<std::string> strings;          // BYTES elements, NUL-terminated copies
   std::vector<const char*> string_pointers;  // into `strings`
+  std::vector<uint8_t> cut;                  // per BYTES element: 1 when cut_string_chars cut it
 };
+
+// The first `chars` characters of valid UTF-8 `text` (all of it when shorter).
+std::string_view FirstChars(std::string_view text, int64_t chars) {
+  size_t at = 0;
+  for (int64_t n = 0; at < text.size(); ++n) {
+    if (n == chars) return text.substr(0, at);
+    const unsigned char lead = static_cast<unsigned char>(text[at]);
+    at += lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  }
+  return text;
+}
 
 struct Pending {
   TRITONBACKEND_Request* request = nullptr;
@@ -419,7 +431,9 @@ std::string ReadInput(const ModelSettings& settings, const TensorSpec& spec, TRI
           std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
         return name + " element " + std::to_string(i) + " is empty or whitespace only; send at least one word";
       }
-      in->strings.emplace_back(text);
+      const std::string_view kept = settings.cut_string_chars > 0 ? FirstChars(text, settings.cut_string_chars) : text;
+      in->cut.push_back(kept.size() < text.size() ? 1 : 0);
+      in->strings.emplace_back(kept);
     }
     for (const std::string& text : in->strings) in->string_pointers.push_back(text.c_str());
   }
@@ -635,6 +649,9 @@ class BatchRun {
       if (!p->error.empty() || !IsRequested(p, spec.name)) continue;
       std::vector<uint8_t> cut(static_cast<size_t>(ElementCount(own)) * element_size);
       if (!cut.empty()) CopyBlock(src, source, cut.data(), own, own, element_size);
+      if (spec.name == s_.model->settings.cut_flag_output && spec.triton_type == TRITONSERVER_TYPE_BOOL) {
+        FlagCutRows(*p, &cut);
+      }
       std::string wire;
       if (spec.is_string()) {
         const int64_t* picked = reinterpret_cast<const int64_t*>(cut.data());
@@ -658,6 +675,20 @@ class BatchRun {
       } else {
         p->code = TRITONSERVER_ERROR_INTERNAL;
         p->error = name + ": " + out_error;
+      }
+    }
+  }
+
+  // Sets every element of a row whose text input was cut (cut_string_chars) in a BOOL output.
+  static void FlagCutRows(const Pending& p, std::vector<uint8_t>* flags) {
+    const int64_t rows = std::max<int64_t>(p.rows, 1);
+    const size_t per_row = flags->size() / static_cast<size_t>(rows);
+    for (const RequestInput& in : p.inputs) {
+      if (in.cut.empty()) continue;
+      const size_t elements_per_row = std::max<size_t>(in.cut.size() / static_cast<size_t>(rows), 1);
+      for (size_t e = 0; e < in.cut.size(); ++e) {
+        const size_t r = e / elements_per_row;
+        if (in.cut[e] && r < static_cast<size_t>(rows)) std::fill_n(flags->begin() + r * per_row, per_row, 1);
       }
     }
   }

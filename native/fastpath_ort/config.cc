@@ -112,9 +112,11 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     (key == "reject_non_finite" ? s->reject_non_finite
      : key == "validate_utf8"   ? s->validate_utf8
                                 : s->reject_blank_strings) = flag;
-  } else if (key == "max_string_bytes") {
+  } else if (key == "max_string_bytes" || key == "cut_string_chars") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
-    s->max_string_bytes = number;
+    (key == "max_string_bytes" ? s->max_string_bytes : s->cut_string_chars) = number;
+  } else if (key == "cut_flag_output") {
+    s->cut_flag_output = value;
   } else if (key == "max_sequence_length") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
     s->max_sequence_length = number;

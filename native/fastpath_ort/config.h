@@ -18,6 +18,11 @@
 //   reject_blank_strings      true: a BYTES element that is empty or whitespace only fails its
 //                             request (default false; text models set it)
 //   max_string_bytes          longest BYTES element accepted (default 0: no limit)
+//   cut_string_chars          BYTES elements are cut to this many characters (at a UTF-8
+//                             boundary) before Run, so a huge text costs no more than a long one
+//                             (default 0: never cut)
+//   cut_flag_output           a BOOL output set true on every row whose text was cut (e.g.
+//                             "truncated"; default none)
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
@@ -62,6 +67,8 @@ struct ModelSettings {
   bool validate_utf8 = true;
   bool reject_blank_strings = false;
   int64_t max_string_bytes = 0;
+  int64_t cut_string_chars = 0;
+  std::string cut_flag_output;
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
 

@@ -92,11 +92,13 @@ def test_held_out_labels_and_probabilities_equal_the_two_step_path(graph_server)
     assert worst <= 1e-5
 
 
-def test_truncation_is_reported(graph_server):
+def test_truncation_is_reported_as_the_python_tokenizer_reports_it(graph_server):
     server, _ = graph_server
-    long_text = " ".join(["wonderful"] * 300)
-    out = ask(server, [long_text, "short and sweet"])
-    assert out["truncated"].ravel().tolist() == [True, False]
+    many_tokens = " ".join(["wonderful"] * 300)
+    # one 3,000-character word: 3 tokens, but cut to 2,048 characters first, as the Python path does
+    long_word = "a" * 3000
+    out = ask(server, [many_tokens, "short and sweet", long_word])
+    assert out["truncated"].ravel().tolist() == [True, False, True]
 
 
 @pytest.mark.parametrize(

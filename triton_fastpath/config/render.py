@@ -46,6 +46,7 @@ EMBEDDED_ONLY = (
     "custom_op_library",
     "reject_blank_strings",
     "max_string_bytes",
+    "cut_",
 )
 # Where the kit's container image links onnxruntime-extensions' op library (docs/text-graph.md).
 CONTAINER_CUSTOM_OPS = "/opt/fastpath/libortextensions.so"

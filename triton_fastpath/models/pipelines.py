@@ -31,6 +31,12 @@ from triton_fastpath.errors import ConfigError
 MAX_TEXT_BYTES = 1_000_000
 
 
+def text_cut_chars(max_length: int) -> int:
+    """Characters a text is cut to before tokenizing (a huge text then costs no more than a long
+    one; the row is flagged truncated): `fastpath_backends.text.TextEncoder.max_chars`' rule."""
+    return max(1024, 32 * max_length)
+
+
 def token_inputs() -> tuple[TensorSpec, TensorSpec]:
     """`input_ids` and `attention_mask` at each text's natural length: the sequence axis is -1 and
     ragged (the requests of a batch differ in length; a Python step pads them to the longest)."""
@@ -220,6 +226,8 @@ def text_graph_specs(
             # the Python tokenizer's checks, made by the backend before the graph runs
             "reject_blank_strings": "true",
             "max_string_bytes": str(MAX_TEXT_BYTES),
+            "cut_string_chars": str(text_cut_chars(settings.max_length)),
+            "cut_flag_output": "truncated",
             **settings.admission_parameters(name),
         },
     )
