@@ -376,15 +376,27 @@ def _serve_check(
     each padded to its longest): dynamic INT8 quantises activations per batch tensor, so a row's
     INT8 output depends on the batch it travels in (up to 0.02 in probability, measured here).
     """
+    from fastpath_backends.batch import run_by_length
+    from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, python_adapter
     from triton_fastpath.imports.served_check import SERVED_ROWS, check_served
 
     rows = list(texts[:SERVED_ROWS])
     run = onnx_runner(served_file, output)
     step = max(1, next(s for s in specs if s.name == name).max_batch_size)
+    # A Python model running the encoder in process splits a batch into length buckets (each its own
+    # INT8 activation range); the native backend runs the batch at once, padded to its longest.
+    buckets = max(
+        (
+            int(s.parameters[LENGTH_BUCKET_PARAMETER])
+            for s in specs
+            if python_adapter(s, as_target(target)) and LENGTH_BUCKET_PARAMETER in s.parameters
+        ),
+        default=0,
+    )
     parts = []
     for start in range(0, len(rows), step):
         encoded = encoder.encode(rows[start : start + step])
-        parts.append(np.asarray(run(encoded.input_ids, encoded.attention_mask)))
+        parts.append(np.asarray(run_by_length(run, encoded.input_ids, encoded.attention_mask, buckets)))
     expected = {output: np.concatenate(parts)}
     samples = Samples(
         {"text": np.array([[t.encode()] for t in rows], dtype=object)},
