@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fastpath_client.errors import Timeout
+from tests.conftest import served_settings
 from triton_fastpath.reliability import faults, security
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def test_rollout_to_v2_under_load_fails_no_request(built_repository: Path, tmp_p
 def test_a_killed_python_stub_fails_its_requests_until_the_model_is_reloaded(
     built_repository: Path, tmp_path: Path
 ) -> None:
-    result = faults.stub_kill(built_repository, tmp_path)
+    result = faults.stub_kill(tmp_path, settings=served_settings())
     check(result)
     if result.figures.get("server_aborted"):  # the other outcome: the stub died holding the IPC lock
         assert faults.STUB_ABORT in result.note and result.lost == 0

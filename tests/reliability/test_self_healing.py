@@ -47,16 +47,17 @@ def test_the_health_probe_fails_while_a_stub_is_dead_and_readiness_does_not(buil
     with triton(built_repository, tmp_path, **options) as server:
         url = f"http://{server.http_url}"
         assert health_main(["--url", url, "--model", "sentiment", "--model", "digits"]) == 0
-        os.kill(find_stub(server.pid, "digits_0_1"), signal.SIGKILL)
+        # sentiment_fused runs in Python stubs (2 instances); digits runs in the native backend
+        os.kill(find_stub(server.pid, "sentiment_fused_0_1"), signal.SIGKILL)
         time.sleep(0.2)
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as reply:
             assert reply.status == 200, "Triton 2.51 still says ready: the reason for the probe"
         capsys.readouterr()
         assert health_main(["--url", url, "--model", "sentiment", "--model", "digits"]) == 1
         out = capsys.readouterr().out
-        assert "ok   sentiment" in out and "FAIL digits" in out and "digits_0_1' is not healthy" in out
-        Watchdog(server).check()  # reloads digits
-        assert health_main(["--url", url, "--model", "digits"]) == 0
+        assert "ok   digits" in out and "FAIL sentiment" in out and "sentiment_fused_0_1' is not healthy" in out
+        Watchdog(server).check()  # reloads sentiment_fused
+        assert health_main(["--url", url, "--model", "sentiment"]) == 0
 
 
 def test_a_crash_loop_is_given_up_with_a_clear_message(built_repository, tmp_path) -> None:

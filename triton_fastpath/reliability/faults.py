@@ -15,6 +15,7 @@ and returns a `ScenarioResult` that accounts for every request. What must hold:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -33,6 +34,8 @@ import tritonclient.grpc as grpcclient
 from fastpath_client.errors import ClientError, ServerError, Timeout
 from fastpath_client.retry import RetryPolicy
 from fastpath_models import DigitsClient, SentimentClient
+from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import ClosedLoop
 from triton_fastpath.processes import free_port
 from triton_fastpath.reliability.report import ScenarioResult, Tally
@@ -319,14 +322,20 @@ def _server_aborted(server: Any, load: Any, progress: Progress) -> ScenarioResul
     )
 
 
-def stub_kill(repository: Path, work: Path, *, progress: Progress = print) -> ScenarioResult:
+def stub_kill(work: Path, *, settings: RepoSettings | None = None, progress: Progress = print) -> ScenarioResult:
     """SIGKILL the stub of `digits` under load; check Triton 2.51's behaviour, then recover by reload.
+
+    `digits` is served here behind the Python runner (`native=False`, what `--no-native` serves; by
+    default it runs in the native backend, which has no stub), from a repository assembled from
+    `settings` (default `RepoSettings.tuned()`).
 
     PASS when: no request is lost; requests after the kill fail only as ServerError naming the
     stub; the model still reports ready meanwhile (readiness does not see it); unload + load
     brings answers back. Or, the other outcome Triton 2.51 has: tritonserver aborts with its known
     IPC-lock exception, and no request is lost (`_server_aborted`).
     """
+    base = settings or RepoSettings.tuned()
+    repository = variant_repository(dataclasses.replace(base, native=False), work / "stub-repo", only=("digits",))
     # A dead stub makes shutdown wait the whole exit timeout: keep it short here.
     with triton(
         repository, work / "stub-logs", model_control_mode="explicit", load_models=("digits",), exit_timeout_s=5

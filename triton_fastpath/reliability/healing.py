@@ -14,8 +14,9 @@ A stub killed mid-request sometimes takes tritonserver itself down (seen in CI: 
 then the watchdog's server restart is the healing, and the row says which it was.
 
 Kinds: `fused` (`sentiment_fused`: cache + tokenizer + encoder in one Python model, the default
-rendering), `tokenizer` (`sentiment_tokenizer` in the ensemble rendering), `runner` (`digits`,
-the onnxruntime runner), `server` (tritonserver itself).
+rendering), `tokenizer` (`sentiment_tokenizer` in the ensemble rendering), `runner` (`digits`
+on the onnxruntime Python runner, as `--no-native` serves it), `server` (tritonserver itself, with
+`digits` on the native backend inside: a crash in `fastpath_ort` or onnxruntime is a server death).
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ class Kind:
     model: str
     rendering: str
     target_s: float
+    native: bool = True  # ONNX models on the native backend (False: behind the Python runner)
 
 
 KINDS = {
     "fused": Kind("sentiment_fused_0_0", "sentiment", "fused", 10.0),
     "tokenizer": Kind("sentiment_tokenizer_0_0", "sentiment", "ensemble", 10.0),
-    "runner": Kind("digits_0_0", "digits", "fused", 10.0),
+    "runner": Kind("digits_0_0", "digits", "fused", 10.0, native=False),
     "server": Kind("tritonserver", "digits", "fused", 30.0),
 }
 
@@ -118,7 +120,7 @@ def heal(
     """
     kind = KINDS[kind_name]
     base = settings or RepoSettings.tuned()
-    repo = variant_repository(dataclasses.replace(base, rendering=kind.rendering), work / "repo")
+    repo = variant_repository(dataclasses.replace(base, rendering=kind.rendering, native=kind.native), work / "repo")
     options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
     with triton(repo, work / "logs", **options) as server:
         watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))

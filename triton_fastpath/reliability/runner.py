@@ -77,7 +77,7 @@ SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress, RepoSettings], 
     "redis": (True, lambda r, w, p, b: [faults.redis_restart(r, w, progress=p)]),
     "restart": (True, lambda r, w, p, b: [faults.triton_restart(r, w, progress=p)]),
     "rollout": (True, lambda r, w, p, b: [faults.rollout(r, w, progress=p)]),
-    "stub": (True, lambda r, w, p, b: [faults.stub_kill(r, w, progress=p)]),
+    "stub": (True, lambda r, w, p, b: [faults.stub_kill(w, settings=b, progress=p)]),
     **{
         f"heal-{kind}": (True, lambda r, w, p, b, kind=kind: [healing.heal(r, w, kind, settings=b, progress=p)])
         for kind in healing.KINDS
