@@ -32,6 +32,7 @@ MAX_LENGTH = 64
 ENV_BUILD_DIR = "FASTAPI_ORT_BUILD_DIR"
 ENV_ORT_THREADS = "FASTAPI_ORT_THREADS"
 ENV_ONNX = "FASTAPI_ORT_ONNX"  # "name=path": serve that one ONNX model instead (imported models)
+ENV_TEXT = "FASTAPI_ORT_TEXT"  # "name=onnx,tokenizer,max_length": one text model (imported sentence models)
 
 
 class RowRequest(BaseModel):
@@ -125,6 +126,37 @@ def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
     return app
 
 
+def create_text_app(name: str, onnx_file: Path, tokenizer_file: Path, max_length: int, ort_threads: int = 1) -> Any:
+    """A text model (e.g. an imported sentence-transformers encoder, pooling in the graph):
+    `POST /v1/<name> {"text": "..."}`, the text tokenized at its natural length (truncated at
+    `max_length`), one Run a request; answers `{"probabilities": first output row}`."""
+    from fastapi import FastAPI, HTTPException
+
+    tokenizer = load_tokenizer(tokenizer_file, max_length)
+    session = load_session(onnx_file, ort_threads)
+    wanted = {i.name for i in session.get_inputs()}
+    app = FastAPI(title=f"FastAPI + onnxruntime: {name}")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"ready": True}
+
+    @app.post(f"/v1/{name}")
+    async def infer(request: TextRequest) -> dict:
+        if not request.text.strip():
+            raise HTTPException(status_code=400, detail="text is empty; send at least one word")
+        encoding = tokenizer.encode(request.text)
+        feeds = {
+            "input_ids": np.array([encoding.ids], dtype=np.int64),
+            "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
+            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
+        }
+        row = session.run(None, {key: value for key, value in feeds.items() if key in wanted})[0][0]
+        return {"probabilities": row.tolist()}
+
+    return app
+
+
 def create_onnx_app(name: str, onnx_file: Path, ort_threads: int = 1) -> Any:
     """The same service for any one ONNX model: `POST /v1/<name> {"inputs": {input: row}}`, one row a request.
 
@@ -168,6 +200,10 @@ _ORT_DTYPES = {
 def app_factory() -> Any:
     """The app of one uvicorn worker, from `FASTAPI_ORT_BUILD_DIR`, `FASTAPI_ORT_THREADS` (and `FASTAPI_ORT_ONNX`)."""
     threads = int(os.environ.get(ENV_ORT_THREADS, "1"))
+    if os.environ.get(ENV_TEXT):
+        name, spec = os.environ[ENV_TEXT].split("=", 1)
+        onnx_file, tokenizer_file, max_length = spec.split(",")
+        return create_text_app(name, Path(onnx_file), Path(tokenizer_file), int(max_length), threads)
     if os.environ.get(ENV_ONNX):
         name, path = os.environ[ENV_ONNX].split("=", 1)
         return create_onnx_app(name, Path(path), threads)
@@ -181,9 +217,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ort-threads", type=int, default=1, help="onnxruntime intra-op threads per worker")
     parser.add_argument("--build-dir", type=Path, default=BUILD_DIR, help="where the built models are")
     parser.add_argument("--onnx", metavar="NAME=FILE", help="serve this one ONNX model as /v1/NAME instead")
+    parser.add_argument(
+        "--text-onnx",
+        metavar="NAME=FILE,TOKENIZER,MAX_LENGTH",
+        help="serve this one text model (ids + mask in) as /v1/NAME {text} instead",
+    )
     args = parser.parse_args(argv)
     import uvicorn
 
+    if args.text_onnx:
+        name, _, spec = args.text_onnx.partition("=")
+        parts = spec.split(",")
+        if not name or len(parts) != 3 or not all(Path(p).is_file() for p in parts[:2]) or not parts[2].isdigit():
+            parser.error(f"--text-onnx {args.text_onnx!r}: expected NAME=FILE,TOKENIZER,MAX_LENGTH with existing files")
+        os.environ[ENV_TEXT] = f"{name}={Path(parts[0]).resolve()},{Path(parts[1]).resolve()},{parts[2]}"
     if args.onnx:
         name, _, path = args.onnx.partition("=")
         if not name or not Path(path).is_file():

@@ -1,6 +1,13 @@
-"""A benchmark row for an imported ONNX model: ours against FastAPI + onnxruntime on the same file.
+"""A benchmark row for an imported model: ours against FastAPI + onnxruntime on the same file.
 
     fastpath bench serving --imported filetype --model-repository build/public/repository
+    fastpath bench serving --imported minilm --model-repository build/public/repository
+
+An imported text model (`fastpath import hf`: text in, e.g. the MiniLM embedding) is driven with
+held-out Rotten Tomatoes texts; the baseline tokenizes each text at its natural length with the
+served tokenizer.json (truncation at the served max_length) and runs the served ONNX file, as a team
+would write it (`fastapi_ort_server --text-onnx`). Ours is served without Triton's response cache,
+like the baseline.
 
 Both systems serve the file the repository serves (FP32 or INT8, as imported): the FastAPI
 baseline (`fastapi_ort_server --onnx`, 1 ORT thread per uvicorn worker, one row a request) and our
@@ -53,6 +60,43 @@ def served_onnx(repository: Path, name: str) -> Path:
     return path
 
 
+def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | None:
+    """(ONNX file, tokenizer.json, max_length) of text model `name` (fused or ensemble rendering of
+    an imported text pipeline), or None when `name` takes no `text` input."""
+    from triton_fastpath.config.spec import PipelineMembers
+
+    config_path = Path(repository) / name / "config.pbtxt"
+    if not config_path.is_file():
+        raise ConfigError(f"{config_path} is missing: import the model first (fastpath import hf ...)")
+    config = parse_pbtxt(config_path.read_text())
+    if [(i.name, i.data_type) for i in config.input] != [("text", 13)]:  # 13: TYPE_STRING
+        return None
+    members = PipelineMembers(name)
+    found: dict[str, str] = {}
+    folders = {}
+    for member in (members.fused, members.tokenizer, members.encoder):
+        path = Path(repository) / member / "config.pbtxt"
+        if path.is_file():
+            for key, value in parse_pbtxt(path.read_text()).parameters.items():
+                if key in ("onnx_file", "tokenizer_file", "max_length") and key not in found:
+                    found[key] = value.string_value
+                    folders[key] = Path(repository) / member / "1"
+    if set(found) != {"onnx_file", "tokenizer_file", "max_length"}:
+        raise ConfigError(f"text model {name!r} in {repository}: no {members.fused} or tokenizer/encoder steps to read")
+    return (
+        folders["onnx_file"] / found["onnx_file"],
+        folders["tokenizer_file"] / found["tokenizer_file"],
+        int(found["max_length"]),
+    )
+
+
+def sample_texts() -> list[str]:
+    """Held-out Rotten Tomatoes texts (real English sentences of natural lengths)."""
+    from triton_fastpath.models import data as datasets
+
+    return list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:ROWS])
+
+
 def sample_rows(name: str, samples: Path | None) -> list[dict[str, Any]]:
     """Up to 256 rows of the import's samples as `{input: nested list}` items for the load generator."""
     path = Path(samples or BUILD_DIR / "imported" / name / "samples.npz")
@@ -95,16 +139,18 @@ def run_imported_benchmark(
 ) -> dict[str, Any]:
     """Measure ours and the FastAPI + onnxruntime baseline on model `name`; write and return the results."""
     config = config or BenchConfig()
-    onnx_file = served_onnx(repository, name)
+    text = served_text_model(repository, name)
+    onnx_file = text[0] if text else served_onnx(repository, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = out_dir / "inputs.json"
-    inputs.write_text(json.dumps({name: sample_rows(name, samples)}))
+    inputs.write_text(json.dumps({name: sample_texts() if text else sample_rows(name, samples)}))
     results: dict[str, Any] = {"model": name, "onnx_file": str(onnx_file), "sla_p99_ms": config.sla_p99_ms}
+    serve = ["--text-onnx", f"{name}={onnx_file},{text[1]},{text[2]}"] if text else ["--onnx", f"{name}={onnx_file}"]
 
     baseline: list = []
     for key, workers in BASELINES.items():
         port = free_port()
-        args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port), "--onnx", f"{name}={onnx_file}"]
+        args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port), *serve]
         args += ["--workers", str(workers)]
         progress(f"{name}: FastAPI + onnxruntime ({workers} worker(s), 1 ORT thread each) on {onnx_file.name}")
         with python_process(args, out_dir / "logs" / f"{key}.log", f"http://127.0.0.1:{port}/health", 120):
@@ -119,6 +165,7 @@ def run_imported_benchmark(
         grpc_port=0,
         metrics_port=0,
         log_file=out_dir / "logs" / "tritonserver.log",
+        cache_size_bytes=0,  # uncached, like the baseline
     )
     with EmbeddedTritonServer(server_config) as server:
         ours, results["ours"] = _sweep("grpc", server.grpc_url, name, inputs=inputs, config=config, progress=progress)

@@ -151,7 +151,7 @@ async def make_sender(protocol: str, url: str, model: str, concurrency: int) -> 
             tensor.set_data_from_numpy(np.asarray([item], dtype=np.float32), **binary)
         requested = [InferRequestedOutput(name, **binary) for name in outputs]
         result = await client.infer(model, [tensor], outputs=requested)
-        return result.as_numpy("probabilities")[0].tolist()
+        return result.as_numpy(scores)[0].tolist()  # an embedding model answers its embedding
 
     return send_triton, client.close
 
