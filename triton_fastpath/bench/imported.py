@@ -81,6 +81,16 @@ def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | N
                 if key in ("onnx_file", "tokenizer_file", "max_length") and key not in found:
                     found[key] = value.string_value
                     folders[key] = Path(repository) / member / "1"
+    graph = Path(repository) / members.graph / "config.pbtxt"
+    if not found and graph.is_file():  # the graph rendering: the encoder and tokenizer it was made from
+        from triton_fastpath.config.settings import PRECISIONS, TEXT_GRAPHS
+
+        parameters = parse_pbtxt(graph.read_text()).parameters
+        precision = next(p for p, file in TEXT_GRAPHS.items() if file == parameters["onnx_file"].string_value)
+        source = BUILD_DIR / "imported" / name
+        found = {"onnx_file": PRECISIONS[precision], "tokenizer_file": "tokenizer.json"}
+        found["max_length"] = parameters["max_length"].string_value
+        folders = dict.fromkeys(found, source)
     if set(found) != {"onnx_file", "tokenizer_file", "max_length"}:
         raise ConfigError(f"text model {name!r} in {repository}: no {members.fused} or tokenizer/encoder steps to read")
     return (

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.render import Target
-from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf, import_onnx
@@ -73,10 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)"
     )
+    parser.add_argument(
+        "--rendering",
+        choices=RENDERINGS,
+        default=None,
+        help="hf: how the text pipeline is served (default: the tuned one, fused); 'graph': one ONNX graph with "
+        "the tokenizer inside on the native backend, no Python on the path (BERT WordPiece tokenizers)",
+    )
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length or 64)
+        rendering = {"rendering": args.rendering} if args.rendering else {}
+        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length or 64, **rendering)
         common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":
             report = import_hf(

@@ -274,10 +274,19 @@ def import_sentence_model(
                 )
                 progress(f"{name}: serving INT8 ({kept.method})")
         settings = replace(settings, precision=chosen)
+        graph = []
+        if settings.rendering == "graph":
+            graph = _text_graph(
+                name, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head, progress=progress
+            )
+            if not graph:
+                progress(f"{name}: no text graph, so rendering 'fused' instead of 'graph'")
+                settings = replace(settings, rendering="fused")
         specs = pipeline_specs(name, sentence.dimension, head, settings, target)
         out_dir = BUILD_DIR / "imported" / name
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(name, stage, fixed, chosen)
+        _add_graph(name, graph, files, warmups)
         if serve_check:
             _serve_check(
                 name,
@@ -302,11 +311,38 @@ def import_sentence_model(
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
     files, warmups = text_pipeline_files(name, out_dir, fixed, chosen)
+    _add_graph(name, [out_dir / g.name for g in graph], files, warmups)
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
     report.seconds = time.monotonic() - started
     write_report([report], BUILD_DIR / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository} (serving {chosen.upper()}) in {report.seconds:.0f}s")
     return report
+
+
+def _text_graph(name: str, folder: Path, precision: str, *, max_length: int, texts, head, progress) -> list[Path]:
+    """The verified text graph of the served file (`build.text_graph.text_graph_step`), or [] when refused."""
+    from triton_fastpath.build.text_graph import text_graph_step
+
+    result = text_graph_step(
+        name=name,
+        out_dir=folder,
+        encoder_file=PRECISIONS[precision],
+        precision=precision,
+        max_length=max_length,
+        texts=texts,
+        labels=head.labels if head else None,
+        progress=progress,
+        force=True,
+    )
+    return [] if result.path is None else [result.path]
+
+
+def _add_graph(name: str, graph: list[Path], files: dict, warmups: dict) -> None:
+    """The text graph's file and warmup text, when the graph rendering serves it."""
+    if graph:
+        members = PipelineMembers(name)
+        files[members.graph] = graph
+        warmups[members.graph] = warmups[members.fused]
 
 
 def _read_texts(path: Path) -> list[str]:
@@ -342,8 +378,10 @@ def pipeline_specs(name: str, dimension: int, head: LinearHead | None, settings:
     In the fused rendering on the embedded target the encoder runs in process, at natural length
     (`padding=longest`: a batch pads to its longest text, never to max_seq_length).
     """
-    from triton_fastpath.models.pipelines import embedding_specs, text_classifier_specs
+    from triton_fastpath.models.pipelines import embedding_specs, text_classifier_specs, text_graph_specs
 
+    if settings.rendering == "graph":
+        return text_graph_specs(name, head.labels if head else None, settings, target, dimension=dimension)
     in_process = settings.rendering == "fused" and as_target(target) is Target.EMBEDDED
     natural = {"padding": "longest"} if in_process else {}
     if head is None:

@@ -184,12 +184,18 @@ def wrapper_ensemble(
 
 
 def text_graph_specs(
-    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
+    name: str,
+    labels: Sequence[str] | None,
+    settings: RepoSettings,
+    target: Target | str = Target.EMBEDDED,
+    *,
+    dimension: int | None = None,
 ) -> list[ModelSpec]:
-    """The 'graph' rendering of a text classifier: `<name>_graph`, one ONNX graph from text to
-    label (the tokenizer inside, onnxruntime-extensions ops; `triton_fastpath.export.text_graph`)
-    served by the native backend `fastpath_ort`, behind the one-step ensemble `<name>` (whose
-    response cache stays safe: only successful answers are cached). No Python process on the path.
+    """The 'graph' rendering of a text model: `<name>_graph`, one ONNX graph from text to label
+    (`labels`) or to an embedding of `dimension` (`labels` None), the tokenizer inside
+    (onnxruntime-extensions ops; `triton_fastpath.export.text_graph`), served by the native
+    backend `fastpath_ort` behind the one-step ensemble `<name>` (whose response cache stays safe:
+    only successful answers are cached). No Python process on the path.
 
     On the container target the same graph is served by Triton's onnxruntime backend, which loads
     the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
@@ -203,19 +209,25 @@ def text_graph_specs(
             f"model {name!r}: rendering='graph' is served by the kit's native backend on the embedded target, "
             "which is off (--no-native); use rendering='fused'"
         )
-    batch, n_labels = settings.max_batch_size, len(labels)
+    batch = settings.max_batch_size
     text = TensorSpec("text", "TYPE_STRING", (1,))
-    label = TensorSpec("label", "TYPE_STRING", (1,))
-    probability = TensorSpec("probability", "TYPE_FP32", (1,))
-    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
     truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    if labels is None and not dimension:
+        raise ConfigError(f"model {name!r}: the text graph of an embedding model needs its dimension")
+    if labels is not None:
+        label = TensorSpec("label", "TYPE_STRING", (1,))
+        probability = TensorSpec("probability", "TYPE_FP32", (1,))
+        probabilities = TensorSpec("probabilities", "TYPE_FP32", (len(labels),))
+        served = (label, probability, probabilities, truncated)
+    else:
+        served = (TensorSpec("embedding", "TYPE_FP32", (dimension,)), truncated)
     graph = ModelSpec(
         name=PipelineMembers(name).graph,
         kind=ModelKind.ONNX,
         model_file=TEXT_GRAPHS[settings.precision],
         max_batch_size=batch,
         inputs=(text,),
-        outputs=(label, probability, probabilities, truncated),
+        outputs=served,
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
         native=not container,
@@ -228,9 +240,12 @@ def text_graph_specs(
             "max_string_bytes": str(MAX_TEXT_BYTES),
             "cut_string_chars": str(text_cut_chars(settings.max_length)),
             "cut_flag_output": "truncated",
+            "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
             **settings.admission_parameters(name),
         },
     )
+    if labels is None:
+        return [graph, wrapper_ensemble(name, graph, settings)]
     labelled = replace(probabilities, label_filename=LABELS_FILE)
     return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
 
