@@ -63,15 +63,21 @@ def test_smoke_benchmark_serves_the_same_model_everywhere(smoke_results: tuple[P
         assert agreement["digits"][key]["max_abs_diff"] < 1e-4  # digits is served in FP32
         assert agreement["sentiment"][key]["label_agreement"] >= 0.9  # INT8 moves probabilities a little
     assert agreement["sentiment"]["ours-ensemble"]["label_agreement"] >= 0.9
+    assert agreement["sentiment"]["ours-graph"]["label_agreement"] >= 0.9  # the text graph, natively
 
 
 def test_smoke_benchmark_writes_json_markdown_and_png(smoke_results: tuple[Path, dict]) -> None:
     out, results = smoke_results
     assert set(results) >= {"meta", "systems", "runs", "agreement", "budget", "ceiling", "flops", "headline"}
     assert {"uncached", "cached", "ratios", "p50_c1_ratios", "ceiling_texts_per_s"} <= set(results["headline"])
-    for ratio in ("ours-fused / naive", "ours-fused / fastapi-ort", "ours-ensemble / fastapi-ort"):
+    for ratio in (
+        "ours-fused / naive",
+        "ours-fused / fastapi-ort",
+        "ours-ensemble / fastapi-ort",
+        "ours-graph / fastapi-ort-2w",
+    ):
         assert ratio in results["headline"]["ratios"]["sentiment"]
-    assert set(results["budget"]) == {"fused", "ensemble"}
+    assert set(results["budget"]) == {"fused", "ensemble", "graph"}
     ensemble_parts = {row["part"] for row in results["budget"]["ensemble"]["rows"]}
     assert {"client serialisation", "encoder", "ensemble overhead (issue's definition)"} <= ensemble_parts
     assert "client serialisation" in {row["part"] for row in results["budget"]["fused"]["rows"]}
@@ -87,6 +93,7 @@ def test_smoke_benchmark_writes_json_markdown_and_png(smoke_results: tuple[Path,
         "Cached scenarios",
         "Latency budget of one request (fused",
         "Latency budget of one request (ensemble",
+        "Latency budget of one request (graph",
         "In-process ceiling: no server",
         "Compute limit",
     ):
