@@ -1,19 +1,103 @@
-"""The two things every process the kit starts needs: a free port, and a clean stop of its group.
+"""What every process the kit starts needs: a free port, a clean stop of its group, death with its
+parent, and signal handling that cannot hang.
 
 tritonserver, redis-server, prometheus, locust, the benchmark's baseline servers and the commands
 the tests run are all started in a process group of their own (`start_new_session=True`), so that
-one SIGKILL to the group also ends what they started (Python-backend stubs, locust workers).
+one SIGKILL to the group also ends what they started (Python-backend stubs, locust workers). The
+servers are also started with `die_with_parent()`: the kernel SIGKILLs them when the command that
+started them dies, even by SIGKILL, so no tritonserver is left holding its ports.
+
+`SignalLatch` is how a command waits for SIGINT/SIGTERM: its handler only appends to a list (no
+lock: Python runs a handler between bytecodes of the main thread, so a handler that takes a lock,
+as `threading.Event.set()` does, deadlocks when a second signal lands inside the first handler).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 
-__all__ = ["free_port", "stop_process_group"]
+__all__ = ["SignalLatch", "die_with_parent", "free_port", "stop_process_group"]
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child of a fork must not load libraries
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the kernel SIGKILL the child when this process dies, or None
+    off the main thread.
+
+    Linux ties the death signal to the *thread* that forked, so it is set only for children
+    started by the main thread (every command starts its servers there; a child started by another
+    thread would die with that thread). The child also exits at once if its parent died before
+    the setting took effect.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+class SignalLatch:
+    """Records SIGINT and SIGTERM while entered (main thread only); never blocks in a handler.
+
+    `received` lists the signals in order; `wait(timeout_s)` returns True once a signal newer than
+    `seen` arrived. While `raising` is set (e.g. during a start-up that polls for readiness), the
+    next signal also raises KeyboardInterrupt, once, and clears it: later signals are only
+    recorded, so no interrupt lands inside the clean-up of the first. The previous handlers come
+    back on exit.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.raising = False
+        self._previous: dict[int, object] = {}
+
+    def _record(self, signum: int, frame: object) -> None:
+        self.received.append(signum)  # list.append takes no Python-level lock
+        if self.raising:
+            self.raising = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> SignalLatch:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    @property
+    def count(self) -> int:
+        return len(self.received)
+
+    def wait(self, timeout_s: float, seen: int = 0) -> bool:
+        """Sleep until more than `seen` signals were received (True) or `timeout_s` passed (False)."""
+        deadline = time.monotonic() + timeout_s
+        while self.count <= seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(0.05, left))
+        return True
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -27,12 +111,19 @@ def _text(data: bytes | str | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
 
 
-def stop_process_group(process: subprocess.Popen, grace_s: float = 15.0, *, term_group: bool = True) -> str:
+def stop_process_group(
+    process: subprocess.Popen,
+    grace_s: float = 15.0,
+    *,
+    term_group: bool = True,
+    hurry: Callable[[], bool] | None = None,
+) -> str:
     """Stop `process` and everything in its process group; idempotent.
 
     SIGTERM first (to the whole group, or with `term_group=False` to the process alone, for a
-    process that stops its own children), then, if it has not exited within `grace_s`, SIGKILL to
-    the group; leftovers of the group get SIGKILL in any case.
+    process that stops its own children), then, if it has not exited within `grace_s` (or as soon
+    as `hurry()` turns true, e.g. a second Ctrl-C), SIGKILL to the group; leftovers of the group get
+    SIGKILL in any case.
 
     Returns:
         What the process wrote to a piped stdout while it stopped ("" when not piped).
@@ -44,6 +135,13 @@ def stop_process_group(process: subprocess.Popen, grace_s: float = 15.0, *, term
                 process.send_signal(signum)
             else:
                 os.killpg(process.pid, signum)
+        if signum == signal.SIGTERM and hurry is not None and process.stdout is None:
+            deadline = time.monotonic() + grace_s
+            while process.poll() is None and time.monotonic() < deadline and not hurry():
+                time.sleep(0.05)
+            if process.poll() is None:
+                continue  # SIGKILL now
+            break
         try:
             output = _text(process.communicate(timeout=grace_s)[0])
             break

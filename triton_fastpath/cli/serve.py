@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig
 
@@ -150,37 +150,24 @@ def start_watchdog(server: EmbeddedTritonServer, max_restarts: int, metrics_port
     return watchdog, httpd, f"http://{host}:{httpd.server_address[1]}/metrics"
 
 
-def watch_until_signal(watchdog, httpd: ThreadingHTTPServer) -> int:
-    """Run the watchdog until SIGINT/SIGTERM (0) or until it gives up (EXIT_GAVE_UP)."""
+def watch_until_signal(watchdog, httpd: ThreadingHTTPServer, latch: SignalLatch) -> int:
+    """Run the watchdog until SIGINT/SIGTERM (0) or until it gives up (EXIT_GAVE_UP).
+
+    Its checks run on the main thread, so a tritonserver it restarts is started there too and dies
+    with this command (`die_with_parent` ties the death signal to the forking thread).
+    """
     from triton_fastpath.serve.watchdog import GaveUp
 
-    stop, failure = threading.Event(), []
-
-    def run() -> None:
-        try:
-            watchdog.run()
-        except GaveUp as error:
-            failure.append(error)
-            stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    thread = threading.Thread(target=run, name="watchdog", daemon=True)
-    thread.start()
-    stop.wait()
-    watchdog.stop()
-    thread.join(timeout=60)
-    httpd.shutdown()
-    if failure:
-        print(f"error: watchdog gave up: {failure[0]}", file=sys.stderr)
+    try:
+        while not latch.wait(watchdog.policy.interval_s):  # any signal since the command started
+            watchdog.tick()
+    except GaveUp as error:
+        print(f"error: watchdog gave up: {error}", file=sys.stderr)
         return EXIT_GAVE_UP
+    finally:
+        httpd.shutdown()
     LOGGER.info("Signal received; stopping tritonserver")
     return 0
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    """Turn SIGTERM into KeyboardInterrupt so startup is cleaned up like Ctrl-C."""
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache_size_mb < 0:
         parser.error("--cache-size-mb must be >= 0 (0 disables the cache)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    with SignalLatch() as latch:  # every SIGINT/SIGTERM of this command, recorded without a lock
+        return _serve(parser, args, latch)
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: SignalLatch) -> int:
+    """Start, watch until a signal, stop. The first signal during start-up interrupts it
+    (KeyboardInterrupt); any signal after it only stops; a signal during the stop SIGKILLs
+    tritonserver instead of waiting out its drain."""
     server: EmbeddedTritonServer | None = None
     ready = False
     mode, load_models = args.model_control_mode, tuple(args.load_model)
@@ -213,8 +207,14 @@ def main(argv: list[str] | None = None) -> int:
             exit_timeout_s=args.exit_timeout_s,
         )
         server = EmbeddedTritonServer(config)
+        if latch.count:
+            raise KeyboardInterrupt
+        latch.raising = True
         server.start(ready_timeout_s=args.ready_timeout_s)
+        latch.raising = False
         ready = True  # before the banner: a Ctrl-C right after it is a normal stop
+        if latch.count:
+            raise KeyboardInterrupt
         watching = None
         if not args.no_watchdog:
             watching = start_watchdog(server, args.max_restarts, args.watchdog_port, args.address)
@@ -229,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         if watching:
-            return watch_until_signal(watching[0], watching[1])
-        code = server.wait()
+            return watch_until_signal(watching[0], watching[1], latch)
+        code = server.wait(latch)
         if code is not None:
             raise ProcessError(f"tritonserver exited unexpectedly with code {code}; see {server.log_path}")
         LOGGER.info("Signal received; stopping tritonserver")
@@ -245,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         print("Interrupted during startup; stopped.", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        latch.raising = False
         if server is not None:
-            for signum in (signal.SIGINT, signal.SIGTERM):  # let the (bounded) stop finish
-                signal.signal(signum, signal.SIG_IGN)
-            server.stop()
+            seen = latch.count  # a signal during the (bounded) stop only shortens it
+            server.stop(hurry=lambda: latch.count > seen)
 
 
 if __name__ == "__main__":

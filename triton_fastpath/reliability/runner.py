@@ -19,7 +19,7 @@ from pathlib import Path
 
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.reliability import faults, generator, healing, matrix, overload, security
+from triton_fastpath.reliability import faults, generator, healing, matrix, overload, security, stopping
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
 
@@ -64,6 +64,15 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
         return rows
 
 
+def _stopping(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
+    repo = variant_repository(base, work / "stop-repo", only=("digits",))  # small: each trial starts a server
+    return [
+        stopping.signal_bursts(repo, trials=10, under_make=False, progress=progress),
+        stopping.signal_bursts(repo, trials=6, under_make=True, progress=progress),
+        stopping.sigkill_serve(repo, progress=progress),
+    ]
+
+
 def _short_deadline_restart(
     repository: Path, work: Path, progress: Progress, base: RepoSettings
 ) -> list[ScenarioResult]:
@@ -82,6 +91,7 @@ SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress, RepoSettings], 
         f"heal-{kind}": (True, lambda r, w, p, b, kind=kind: [healing.heal(r, w, kind, settings=b, progress=p)])
         for kind in healing.KINDS
     },
+    "stop": (True, _stopping),
     "restart-short-deadline": (False, _short_deadline_restart),
     "overload": (False, _overload),
 }

@@ -29,7 +29,7 @@ from typing import Any, Self
 
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import ROOT
-from triton_fastpath.processes import free_port, stop_process_group
+from triton_fastpath.processes import die_with_parent, free_port, stop_process_group
 
 LOGGER = logging.getLogger(__name__)
 
@@ -131,7 +131,12 @@ class PrometheusServer:
         args = self.args(workdir)
         LOGGER.info("Starting %s", " ".join(args))
         self._process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 (die_with_parent loads nothing in the child)
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.processes import free_port, stop_process_group
+from triton_fastpath.processes import die_with_parent, free_port, stop_process_group
 
 LOGGER = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class RedisServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 (die_with_parent loads nothing in the child)
         )
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=0.5)
         deadline = time.monotonic() + timeout_s

@@ -16,18 +16,18 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Self
 
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.processes import stop_process_group
+from triton_fastpath.processes import SignalLatch, die_with_parent, stop_process_group
 from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
@@ -220,8 +220,9 @@ class EmbeddedTritonServer:
                     env=env,
                     stdout=self._log,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # own group/session
+                    start_new_session=True,  # own group/session
+                    preexec_fn=die_with_parent(),  # noqa: PLW1509 (SIGKILLed if this command dies)
+                )
             except OSError as exc:
                 if self._log is not None:
                     self._log.close()
@@ -267,11 +268,12 @@ class EmbeddedTritonServer:
             f"{read_log_tail(self._log_path, self._log_offset)}"
         )
 
-    def stop(self) -> int | None:
+    def stop(self, hurry: Callable[[], bool] | None = None) -> int | None:
         """Stop tritonserver and its process group; idempotent. Returns the exit code or None.
 
         Sends SIGTERM, waits ``exit_timeout_s`` plus a grace (tritonserver itself drains for
-        ``exit_timeout_s``), then SIGKILLs the group; leftover stubs in the group are killed too.
+        ``exit_timeout_s``), or until `hurry()` turns true (a second Ctrl-C), then SIGKILLs the
+        group; leftover stubs in the group are killed too.
         """
         with self._lock:
             process = self._process
@@ -281,29 +283,21 @@ class EmbeddedTritonServer:
                 LOGGER.info("Stopping tritonserver (pid %s)", process.pid)
             # SIGTERM to tritonserver alone (it drains and stops its stubs), SIGKILL to the group
             # after the drain and a grace; leftover stubs in the group are killed in any case.
-            stop_process_group(process, self.config.exit_timeout_s + KILL_GRACE_S, term_group=False)
+            stop_process_group(process, self.config.exit_timeout_s + KILL_GRACE_S, term_group=False, hurry=hurry)
             if self._log is not None:
                 self._log.close()
                 self._log = None
             atexit.unregister(self.stop)  # only now: an interrupted stop is retried at exit
             return process.returncode
 
-    def wait(self) -> int | None:
+    def wait(self, latch: SignalLatch | None = None) -> int | None:
         """Block until tritonserver exits (return its code) or SIGINT/SIGTERM (return None).
 
-        Signal handlers are installed only in the main thread and restored afterwards.
+        The signals are recorded by `latch` (one is entered here when not given; handlers only in
+        the main thread, restored afterwards): a handler that never blocks, however many arrive.
         """
-        got_signal = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, lambda *_: got_signal.set())
-        try:
-            while not got_signal.is_set():
+        with contextlib.nullcontext(latch) if latch is not None else SignalLatch() as signals:
+            while not signals.wait(0.5):  # any signal the latch ever recorded stops the wait
                 if self._process is None or self._process.poll() is not None:
                     return None if self._process is None else self._process.returncode
-                got_signal.wait(0.5)
             return None
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)

@@ -244,13 +244,18 @@ class Watchdog:
     def run(self) -> None:
         """Check every `interval_s` until `stop()`; a `GaveUp` ends the loop (and is raised)."""
         while not self._stop.wait(self.policy.interval_s):
-            try:
-                self.check()
-            except GaveUp:
-                self.metrics.healthy = 0
-                raise
-            except Exception:  # a failed look (e.g. the server went down mid-call) is retried next time
-                LOGGER.exception("watchdog: check failed; retrying in %.1f s", self.policy.interval_s)
+            self.tick()
+
+    def tick(self) -> None:
+        """One `check()`; a failed look (e.g. the server went down mid-call) is logged and retried
+        next time; `GaveUp` is raised (health 0)."""
+        try:
+            self.check()
+        except GaveUp:
+            self.metrics.healthy = 0
+            raise
+        except Exception:
+            LOGGER.exception("watchdog: check failed; retrying in %.1f s", self.policy.interval_s)
 
     def stop(self) -> None:
         self._stop.set()
