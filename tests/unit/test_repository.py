@@ -49,7 +49,14 @@ HOPS_WITHOUT_NATIVE = {  # embedded, --no-native: onnxruntime in a Python model
 
 
 def specs_by_name(rendering: str, target: str, **settings) -> dict[str, ModelSpec]:
+    if rendering == "graph":  # no cache-lookup step: the graph rendering is built uncached
+        settings.setdefault("cache", False)
     return {s.name: s for s in default_specs(RepoSettings(rendering=rendering, **settings), target)}
+
+
+def test_the_graph_rendering_refuses_the_python_caches() -> None:
+    with pytest.raises(ConfigError, match=r"rendering='graph' has no cache-lookup step.*--no-cache"):
+        default_specs(RepoSettings(rendering="graph", cache=True))
 
 
 def top_level(specs: dict[str, ModelSpec]) -> set[str]:
@@ -237,7 +244,7 @@ def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
     # Triton loads models concurrently and a failed warmup fails the load: a warmup through BLS
     # could run before the encoder is loaded.
     for rendering in RENDERINGS:
-        for spec in default_specs(RepoSettings(rendering=rendering), "container"):
+        for spec in specs_by_name(rendering, "container").values():
             if "encoder_model" in spec.parameters:
                 assert spec.warmups == (), spec.name
 
@@ -260,7 +267,7 @@ def test_no_batcher_has_a_queue_policy_or_priority_levels() -> None:
     # In Triton 2.51 either turns payload prefetching off and exposes the 500 ms batcher stall.
     for rendering in RENDERINGS:
         for target in TARGETS:
-            for spec in default_specs(RepoSettings(rendering=rendering, service_levels_ms=STRICT), target):
+            for spec in specs_by_name(rendering, target, service_levels_ms=STRICT).values():
                 batching = spec.dynamic_batching
                 if batching is None:
                     continue

@@ -177,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             trt_precision=args.trt_precision,
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
+        if args.rendering == "graph" and not args.no_cache:
+            progress(
+                "rendering graph: no L1/Redis L2 cache (those are Python steps); Triton's response cache on "
+                "the ensemble stays (--rendering fused keeps every cache)"
+            )
+            args.no_cache = True
         settings = RepoSettings.tuned(
             service_levels_ms=service_levels(args.service_levels),
             rendering=args.rendering,

@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        rendering = {"rendering": args.rendering} if args.rendering else {}
+        # the graph rendering has no cache-lookup step (Python); Triton's response cache stays
+        rendering = {"rendering": args.rendering, "cache": args.rendering != "graph"} if args.rendering else {}
         settings = RepoSettings.tuned(precision=precision, max_length=args.max_length or 64, **rendering)
         common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":

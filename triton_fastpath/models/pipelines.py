@@ -204,6 +204,11 @@ def text_graph_specs(
         ConfigError: the embedded target with the native backend off.
     """
     container = as_target(target) is Target.CONTAINER
+    if settings.cache:
+        raise ConfigError(
+            f"model {name!r}: rendering='graph' has no cache-lookup step (the L1/Redis L2 caches are Python "
+            "models): set cache=False (fastpath build --no-cache; Triton's response cache stays) or use 'fused'"
+        )
     if not container and not settings.native:
         raise ConfigError(
             f"model {name!r}: rendering='graph' is served by the kit's native backend on the embedded target, "
