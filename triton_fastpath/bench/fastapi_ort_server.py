@@ -88,20 +88,29 @@ def classify(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
     return session.run(["probabilities"], feeds)[0]
 
 
+def new_app(title: str) -> Any:
+    """A FastAPI app with `GET /health` (what the harness polls before it sends load)."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title=title)
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"ready": True}
+
+    return app
+
+
 def create_app(build_dir: Path = BUILD_DIR, ort_threads: int = 1) -> Any:
     """The FastAPI app serving the built sentiment (INT8) and digits ONNX models."""
-    from fastapi import FastAPI, HTTPException
+    from fastapi import HTTPException
 
     tokenizer = load_tokenizer(build_dir / "sentiment" / "onnx" / "tokenizer.json")
     sentiment_session = load_session(build_dir / "sentiment" / "onnx" / "model.int8.onnx", ort_threads)
     digits_session = load_session(build_dir / "digits" / "onnx" / "model.onnx", ort_threads)
     id2label = json.loads((build_dir / "sentiment" / "hf" / "config.json").read_text())["id2label"]
     labels = [id2label[str(i)] for i in range(len(id2label))]
-    app = FastAPI(title="FastAPI + onnxruntime baseline")
-
-    @app.get("/health")
-    async def health() -> dict:
-        return {"ready": True}
+    app = new_app("FastAPI + onnxruntime baseline")
 
     @app.post("/v1/sentiment")
     async def sentiment(request: TextRequest) -> dict:
@@ -130,16 +139,12 @@ def create_text_app(name: str, onnx_file: Path, tokenizer_file: Path, max_length
     """A text model (e.g. an imported sentence-transformers encoder, pooling in the graph):
     `POST /v1/<name> {"text": "..."}`, the text tokenized at its natural length (truncated at
     `max_length`), one Run a request; answers `{"probabilities": first output row}`."""
-    from fastapi import FastAPI, HTTPException
+    from fastapi import HTTPException
 
     tokenizer = load_tokenizer(tokenizer_file, max_length)
     session = load_session(onnx_file, ort_threads)
     wanted = {i.name for i in session.get_inputs()}
-    app = FastAPI(title=f"FastAPI + onnxruntime: {name}")
-
-    @app.get("/health")
-    async def health() -> dict:
-        return {"ready": True}
+    app = new_app(f"FastAPI + onnxruntime: {name}")
 
     @app.post(f"/v1/{name}")
     async def infer(request: TextRequest) -> dict:
@@ -163,16 +168,12 @@ def create_onnx_app(name: str, onnx_file: Path, ort_threads: int = 1) -> Any:
     Answers `{"outputs": {output: row}}`, and `probabilities` too when the model has a class-scores
     output of that name or only one float output.
     """
-    from fastapi import FastAPI, HTTPException
+    from fastapi import HTTPException
 
     session = load_session(onnx_file, ort_threads)
     dtypes = {i.name: _ORT_DTYPES.get(i.type, np.float32) for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
-    app = FastAPI(title=f"FastAPI + onnxruntime: {name}")
-
-    @app.get("/health")
-    async def health() -> dict:
-        return {"ready": True}
+    app = new_app(f"FastAPI + onnxruntime: {name}")
 
     @app.post(f"/v1/{name}")
     async def infer(request: RowRequest) -> dict:

@@ -183,6 +183,25 @@ def wrapper_ensemble(
     )
 
 
+def tokenizer_step(
+    name: str, outputs: Sequence[TensorSpec], settings: RepoSettings, batching, instances: int = 1
+) -> ModelSpec:
+    """`<name>_tokenizer`, the ensemble rendering's Python tokenizer step: text -> `outputs`
+    (ids, mask, truncated flag) at natural length, truncated at `settings.max_length`."""
+    return ModelSpec(
+        name=PipelineMembers(name).tokenizer,
+        kind=ModelKind.PYTHON,
+        python_model="tokenizer",
+        max_batch_size=settings.max_batch_size,
+        inputs=(TensorSpec("text", "TYPE_STRING", (1,)),),
+        outputs=tuple(outputs),
+        instance_count=instances,
+        dynamic_batching=batching,
+        warmups=warmup_of((TensorSpec("text", "TYPE_STRING", (1,)),), settings.max_batch_size, files=True),
+        parameters={"tokenizer_file": "tokenizer.json", "max_length": str(settings.max_length)},
+    )
+
+
 def text_graph_specs(
     name: str,
     labels: Sequence[str] | None,
@@ -317,17 +336,8 @@ def text_classifier_specs(
         wrapper = wrapper_ensemble(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, wrapper]
-    tokenizer = ModelSpec(
-        name=PipelineMembers(name).tokenizer,
-        kind=ModelKind.PYTHON,
-        python_model="tokenizer",
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(ids, mask, truncated),
-        instance_count=settings.tokenizer_instances,
-        dynamic_batching=settings.batching(name, queues),
-        warmups=warmup_of((text,), batch, files=True),
-        parameters=tokenizer_parameters,
+    tokenizer = tokenizer_step(
+        name, (ids, mask, truncated), settings, settings.batching(name, queues), settings.tokenizer_instances
     )
     postprocess = ModelSpec(
         name=PipelineMembers(name).postprocess,
@@ -443,17 +453,7 @@ def embedding_specs(
         fused = fused_model(name, served, parameters, settings, target, instances=instances)
         native = [encoder] if as_target(target) is Target.CONTAINER else []
         return [fused, *native, wrapper_ensemble(name, fused, settings)]
-    tokenizer = ModelSpec(
-        name=PipelineMembers(name).tokenizer,
-        kind=ModelKind.PYTHON,
-        python_model="tokenizer",
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(ids, mask, flag),
-        dynamic_batching=settings.batching(name),
-        warmups=warmup_of((text,), batch, files=True),
-        parameters=tokenizer_parameters,
-    )
+    tokenizer = tokenizer_step(name, (ids, mask, flag), settings, settings.batching(name))
     ensemble = ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
