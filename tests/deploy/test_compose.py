@@ -31,7 +31,7 @@ CONTAINER_ADAPTERS = tuple(
         {
             adapter
             for rendering in RENDERINGS
-            for spec in default_specs(RepoSettings(rendering=rendering), "container")
+            for spec in default_specs(RepoSettings().with_rendering(rendering), "container")
             if (adapter := python_adapter(spec, "container"))
         }
     )
@@ -240,7 +240,7 @@ def test_the_default_container_repository_never_opens_onnxruntime_in_python() ->
     """What makes onnxruntime unreachable by default: every fused model calls its encoder by BLS
     and no semantic layer is on."""
     for rendering in RENDERINGS:
-        for spec in default_specs(RepoSettings(rendering=rendering), "container"):
+        for spec in default_specs(RepoSettings().with_rendering(rendering), "container"):
             if python_adapter(spec, "container") == "text_pipeline":
                 assert spec.parameters["encoder"] == "bls", spec.name
                 assert "onnx_file" not in spec.parameters and "semantic_onnx_file" not in spec.parameters, spec.name

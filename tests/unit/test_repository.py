@@ -49,9 +49,7 @@ HOPS_WITHOUT_NATIVE = {  # embedded, --no-native: onnxruntime in a Python model
 
 
 def specs_by_name(rendering: str, target: str, **settings) -> dict[str, ModelSpec]:
-    if rendering == "graph":  # no cache-lookup step: the graph rendering is built uncached
-        settings.setdefault("cache", False)
-    return {s.name: s for s in default_specs(RepoSettings(rendering=rendering, **settings), target)}
+    return {s.name: s for s in default_specs(RepoSettings(**settings).with_rendering(rendering), target)}
 
 
 def test_the_graph_rendering_refuses_the_python_caches() -> None:

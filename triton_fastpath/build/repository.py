@@ -300,9 +300,7 @@ def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], set
         spec.name
         for rendering in RENDERINGS
         for target in Target
-        for spec in default_specs(
-            dataclasses.replace(settings, rendering=rendering, cache=settings.cache and rendering != "graph"), target
-        )
+        for spec in default_specs(settings.with_rendering(rendering), target)
     }
     removed = []
     for name in sorted(bundled - keep):

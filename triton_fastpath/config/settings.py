@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,11 @@ class RepoSettings:
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
     native: bool = True
+
+    def with_rendering(self, rendering: str) -> RepoSettings:
+        """These settings in `rendering`; the graph rendering has no cache-lookup step (the L1/L2
+        caches are Python models), so there `cache` is off."""
+        return replace(self, rendering=rendering, cache=self.cache and rendering != "graph")
 
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
