@@ -2,8 +2,11 @@
 
 Systems: the naive FastAPI + torch server; FastAPI + `tokenizers` + onnxruntime INT8, the ~40-line
 service a team writes instead of Triton (`fastapi-ort`: 1 uvicorn worker as commonly run;
-`fastapi-ort-2w`: one worker per core); PyTriton; ours in both renderings (`ours-fused`, the
-headline, and `ours-ensemble`), over HTTP, in FP32, and cached (reported apart).
+`fastapi-ort-2w`: one worker per core); PyTriton; ours in each rendering (`ours-fused`, the
+headline, `ours-ensemble`, `ours-graph`: the text graph on the native backend, no Python), digits
+behind a Python stub (`ours-python-digits`, what the native backend removes), over HTTP, in FP32,
+and cached (reported apart). `--also-imported minilm` appends an imported model's table (e.g. the
+public MiniLM from `make import-minilm`), measured the same way against the same baselines.
 
 Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
 sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
@@ -18,6 +21,7 @@ Examples:
     fastpath bench serving --smoke             # a few minutes: checks the harness, timings mean nothing
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused --publish
     fastpath bench serving --imported filetype --model-repository build/public/repository
+    fastpath bench serving --also-imported minilm --model-repository build/public/repository
 """
 
 from __future__ import annotations
@@ -58,7 +62,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="instead: the row of an imported ONNX model, ours vs FastAPI + onnxruntime on the same file",
     )
-    p.add_argument("--model-repository", type=Path, help="with --imported: where it is (default model_repository)")
+    p.add_argument(
+        "--also-imported",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="after the run, each imported model's table too (ours vs FastAPI + onnxruntime on its file)",
+    )
+    p.add_argument(
+        "--model-repository", type=Path, help="with --imported/--also-imported: where it is (default model_repository)"
+    )
     p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
     add_service_levels(p)
     return p
@@ -93,6 +106,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"outputs: {out}")
             return 0
         run_benchmark(config, out, progress)
+        if args.also_imported:
+            from triton_fastpath.bench.imported import run_imported_benchmark
+            from triton_fastpath.paths import DEFAULT_REPOSITORY
+
+            tables = []
+            for name in args.also_imported:
+                found = run_imported_benchmark(
+                    name, args.model_repository or DEFAULT_REPOSITORY, out / "imported" / name, config=config
+                )
+                tables.append(f"### {name} (imported; same baselines, same load generator)\n\n{found['table']}\n")
+            with (out / "table.md").open("a") as table:
+                table.write("\n" + "\n".join(tables))
     except FastpathError as error:
         print(f"benchmark failed: {error}", file=sys.stderr)
         return 1
