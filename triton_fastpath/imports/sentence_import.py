@@ -304,6 +304,8 @@ def import_sentence_model(
                 verdict=verdict,
                 progress=progress,
             )
+        # the texts the load-test scenario (`--scenario imported`) sends, as for ONNX imports
+        np.savez(stage / "samples.npz", text=np.array([[t] for t in texts[:256]], dtype=str))
         if out_dir.exists():
             shutil.rmtree(out_dir)
         stage.replace(out_dir)
