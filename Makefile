@@ -67,7 +67,8 @@ generate-clients: $(VENV_STAMP)  ## regenerate the typed client SDKs in clients/
 	$(FASTPATH) clients generate $(ARGS)
 
 .PHONY: benchmark tune
-benchmark: build  ## naive FastAPI vs PyTriton vs our ensembles, one run: table, plot, JSON in build/benchmark/ (ARGS="--smoke", "--publish")
+benchmark: build  ## sentiment + digits, then the public MiniLM (imported first if missing): ours vs FastAPI + ORT (1, 2 workers) vs PyTriton; table, plot, JSON in build/benchmark/ (ARGS="--smoke", "--publish")
+	@test -f build/public/repository/minilm/config.pbtxt || $(MAKE) import-minilm
 	$(FASTPATH) bench serving $(ARGS)
 
 tune: build  ## search batching delay, preferred batches, instances, ORT threads under a p99 bound; writes tuning/embedded.json (ARGS="--dry-run")

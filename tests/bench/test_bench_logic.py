@@ -394,3 +394,19 @@ def test_the_imported_row_says_when_no_level_met_the_bound_instead_of_nan() -> N
     assert "| ours (embedded tritonserver, gRPC) | none within bound | 2.00 ms |" in table
     assert "| ours / fastapi-ort | - | 1.00x |" in table
     assert "nan" not in table.lower()
+
+
+def test_the_second_model_is_minilm_where_imported_and_a_named_one_must_exist(tmp_path: Path) -> None:
+    from triton_fastpath.cli.benchmark import DEFAULT_SECOND_MODEL, second_models
+    from triton_fastpath.errors import FastpathError
+
+    said: list[str] = []
+    assert second_models(None, False, tmp_path, said.append) == []
+    assert "make import-minilm" in said[0]  # left out, and says how to add it
+    (tmp_path / DEFAULT_SECOND_MODEL).mkdir()
+    (tmp_path / DEFAULT_SECOND_MODEL / "config.pbtxt").write_text('name: "minilm"\n')
+    assert second_models(None, False, tmp_path, said.append) == [DEFAULT_SECOND_MODEL]
+    assert second_models(None, True, tmp_path, said.append) == []  # --no-imported
+    assert second_models([DEFAULT_SECOND_MODEL], False, tmp_path, said.append) == [DEFAULT_SECOND_MODEL]
+    with pytest.raises(FastpathError, match="minilm_sentiment: no such model"):
+        second_models(["minilm_sentiment"], False, tmp_path, said.append)

@@ -35,7 +35,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def smoke_results(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("benchmark")
-    _run("bench", "serving", "--smoke", "--out", str(out))
+    _run("bench", "serving", "--smoke", "--no-imported", "--out", str(out))
     return out, json.loads((out / "results.json").read_text())
 
 

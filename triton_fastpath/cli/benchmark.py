@@ -5,8 +5,10 @@ service a team writes instead of Triton (`fastapi-ort`: 1 uvicorn worker as comm
 `fastapi-ort-2w`: one worker per core); PyTriton; ours in each rendering (`ours-fused`, the
 headline, `ours-ensemble`, `ours-graph`: the text graph on the native backend, no Python), digits
 behind a Python stub (`ours-python-digits`, what the native backend removes), over HTTP, in FP32,
-and cached (reported apart). `--also-imported minilm` appends an imported model's table (e.g. the
-public MiniLM from `make import-minilm`), measured the same way against the same baselines.
+and cached (reported apart). Then the second model's table: the public MiniLM encoder that
+`make import-minilm` puts in build/public/repository (`make benchmark` imports it first when it is
+missing), measured the same way against the same baselines at natural length; `--also-imported NAME`
+picks other imported models, `--no-imported` leaves them out.
 
 Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
 sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
@@ -21,7 +23,7 @@ Examples:
     fastpath bench serving --smoke             # a few minutes: checks the harness, timings mean nothing
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused --publish
     fastpath bench serving --imported filetype --model-repository build/public/repository
-    fastpath bench serving --also-imported minilm --model-repository build/public/repository
+    fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
 
 from __future__ import annotations
@@ -31,12 +33,17 @@ import dataclasses
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
+
+# The second model of every benchmark: the public all-MiniLM-L6-v2 encoder (`make import-minilm`).
+PUBLIC_REPOSITORY = BUILD_DIR / "public" / "repository"
+DEFAULT_SECOND_MODEL = "minilm"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,16 +72,47 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--also-imported",
         nargs="+",
-        default=[],
+        default=None,
         metavar="NAME",
-        help="after the run, each imported model's table too (ours vs FastAPI + onnxruntime on its file)",
+        help=f"after the run, each imported model's table too (ours vs FastAPI + onnxruntime on its file); "
+        f"default: {DEFAULT_SECOND_MODEL} from {PUBLIC_REPOSITORY} when it has been imported (make import-minilm)",
     )
+    p.add_argument("--no-imported", action="store_true", help="no imported model's table (the bundled models only)")
     p.add_argument(
-        "--model-repository", type=Path, help="with --imported/--also-imported: where it is (default model_repository)"
+        "--model-repository",
+        type=Path,
+        help=f"with --imported/--also-imported: where it is (default {PUBLIC_REPOSITORY} for "
+        "--also-imported, model_repository for --imported)",
     )
     p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
     add_service_levels(p)
     return p
+
+
+def second_models(names: list[str] | None, skip: bool, repository: Path, progress: Callable[[str], None]) -> list[str]:
+    """The imported models whose tables follow the bundled ones: `names` as given (each must be in
+    `repository`), else `DEFAULT_SECOND_MODEL` where it has been imported, else none (said).
+
+    Raises:
+        FastpathError: a named model is not in `repository`.
+    """
+    if skip:
+        return []
+    if names is not None:
+        missing = [name for name in names if not (repository / name / "config.pbtxt").is_file()]
+        if missing:
+            raise FastpathError(
+                f"--also-imported {' '.join(missing)}: no such model in {repository} "
+                "(import it first, e.g. make import-minilm, or pass --model-repository)"
+            )
+        return list(names)
+    if (repository / DEFAULT_SECOND_MODEL / "config.pbtxt").is_file():
+        return [DEFAULT_SECOND_MODEL]
+    progress(
+        f"no {DEFAULT_SECOND_MODEL} in {repository}: its table is left out "
+        "(run `make import-minilm` once, about 3 minutes, or use `make benchmark`, which does)"
+    )
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,16 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"outputs: {out}")
             return 0
+        repository = args.model_repository or PUBLIC_REPOSITORY
+        second = second_models(args.also_imported, args.no_imported, repository, progress)
         run_benchmark(config, out, progress)
-        if args.also_imported:
+        if second:
             from triton_fastpath.bench.imported import run_imported_benchmark
-            from triton_fastpath.paths import DEFAULT_REPOSITORY
 
             tables = []
-            for name in args.also_imported:
-                found = run_imported_benchmark(
-                    name, args.model_repository or DEFAULT_REPOSITORY, out / "imported" / name, config=config
-                )
+            for name in second:
+                found = run_imported_benchmark(name, repository, out / "imported" / name, config=config)
                 tables.append(f"### {name} (imported; same baselines, same load generator)\n\n{found['table']}\n")
             with (out / "table.md").open("a") as table:
                 table.write("\n" + "\n".join(tables))
