@@ -10,6 +10,8 @@ BACKENDS_DIR = ROOT / "python_backends"
 ADAPTERS_DIR = BACKENDS_DIR / "models"
 BACKEND_PACKAGE = BACKENDS_DIR / "fastpath_backends"
 DEFAULT_REPOSITORY = ROOT / "model_repository"
+# The typed client SDK generated from DEFAULT_REPOSITORY (`fastpath clients generate`).
+SDK_PACKAGE = ROOT / "clients" / "fastpath_models"
 BUILD_DIR = ROOT / "build"
 DOCS_DIR = ROOT / "docs"
 RESULTS_DIR = DOCS_DIR / "results"  # measured figures the measuring jobs publish (--publish)

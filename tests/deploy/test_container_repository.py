@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild
-from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
+from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
@@ -109,21 +109,16 @@ def _without_ragged(tensor):
 def test_both_targets_render_the_same_interfaces_from_the_same_specs(container_root: Path) -> None:
     container = configs(container_root / "model_repository")
     embedded = configs(DEFAULT_REPOSITORY)
-    # The native encoders are only served on the container (the embedded fused models run them in
-    # process): compare them with the embedded rendering of the same specs, as the ensemble lays them out.
-    only_container = sorted(set(container) - set(embedded))
-    assert only_container == ["embed_encoder", "sentiment_encoder"]
-    assert set(embedded) <= set(container)
-    for spec in default_specs(RepoSettings(rendering="ensemble", service_levels_ms=SERVICE_LEVEL_PROFILES["default"])):
-        if spec.name in only_container:
-            embedded[spec.name] = parse_pbtxt(to_pbtxt(spec, "embedded"))
+    # Both targets serve each text pipeline's encoder on its own: the container's fused models call
+    # it by BLS, the embedded target serves it as the ids lane (native backend).
+    assert set(embedded) == set(container)
     for name, config in container.items():
         other = embedded[name]
-        # Only a Python model pads ragged token rows itself: the embedded rendering of an encoder
-        # says allow_ragged_batch, the native one batches requests of equal length.
+        # Ragged token rows are batched where the backend pads them (the kit's Python and native
+        # backends: allow_ragged_batch); Triton's own backends batch requests of equal length.
         embedded_inputs = [_without_ragged(t) for t in other.input]
         assert (list(config.input), list(config.output)) == (embedded_inputs, list(other.output)), name
-        if name.endswith("_fused") or name in only_container:
+        if name.endswith(("_fused", "_encoder")):
             # On the container a fused model calls its native encoder: the two share the p99's
             # budget, so its admission budgets are halved; the batchers are alike (no queue policy).
             assert config.dynamic_batching == other.dynamic_batching, name

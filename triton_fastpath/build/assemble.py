@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import hashlib
 import logging
 import shutil
 import struct
@@ -190,6 +191,20 @@ def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tup
     return list(specs), library
 
 
+def with_tokenizer_digest(spec: ModelSpec, entries: Sequence[Path | tuple[Path, str]]) -> ModelSpec:
+    """`spec` with `tokenizer_sha256` when it names a `tokenizer_file` among `entries` (an ids lane:
+    its clients check that they tokenize with the same file, `fastpath_client.ids_lane`)."""
+    wanted = spec.parameters.get("tokenizer_file")
+    if not wanted or spec.kind is ModelKind.PYTHON:
+        return spec
+    for entry in entries:
+        source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
+        if name == wanted and source.is_file():
+            digest = hashlib.sha256(source.read_bytes()).hexdigest()
+            return dataclasses.replace(spec, parameters={**spec.parameters, "tokenizer_sha256": digest})
+    return spec
+
+
 def assemble(
     specs: Sequence[ModelSpec],
     repository: Path,
@@ -221,6 +236,7 @@ def assemble(
     written = []
     for spec in specs:
         model_dir = Path(repository) / spec.name
+        spec = with_tokenizer_digest(spec, files.get(spec.name, ()))
         written.append(write_config(spec, target, repository, options))
         for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
             _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())

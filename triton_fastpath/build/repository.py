@@ -31,7 +31,7 @@ from triton_fastpath.build.assemble import (
 )
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.errors import ExportError
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, backends_importable
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
 from triton_fastpath.models.pipelines import SEMANTIC_ONNX, SEMANTIC_TOKENIZER, python_hops
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
@@ -283,6 +283,12 @@ def build_repository(
         + ", ".join(f"{name} {count}" for name, count in sorted(hops.items()))
         + ")"
     )
+    if as_target(target) is Target.EMBEDDED and Path(repository).resolve() == DEFAULT_REPOSITORY.resolve():
+        from triton_fastpath.sdk.package import write_tokenizers
+
+        written = write_tokenizers(Path(repository), SDK_PACKAGE)
+        if written:
+            progress(f"ids lane: tokenizer files of {', '.join(written)} written beside their clients in {SDK_PACKAGE}")
     if as_target(target) is Target.CONTAINER:
         plan = write_container_engine_plan(selected, Path(repository), files, settings.max_length)
         progress(f"trt-builder plan: {plan} (TensorRT engines are built on the GPU host: docker compose up)")

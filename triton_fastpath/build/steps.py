@@ -366,7 +366,7 @@ def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tu
     members = PipelineMembers(name)
     files = {
         members.tokenizer: [tokenizer],
-        members.encoder: weights,
+        members.encoder: [*weights, tokenizer],  # the tokenizer: the ids lane's clients tokenize with it
         members.cache: [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
         members.fused: [tokenizer, *weights, *identity],
     }

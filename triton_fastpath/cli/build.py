@@ -114,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
         "onnxruntime backend fastpath_ort (used by default where g++ can build it; docs/native-backend.md)",
     )
     p.add_argument(
+        "--no-ids-lane",
+        action="store_true",
+        help="embedded target: leave out each text pipeline's encoder served on its own for clients that "
+        "tokenize themselves (the SDK's <Name>IdsClient; docs/native-backend.md, 'The ids lane')",
+    )
+    p.add_argument(
         "--semantic",
         action="store_true",
         help="enable the semantic cache layer, calibrated on this build: threshold, confidence margin and "
@@ -196,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             response_cache=not args.no_response_cache,
             cache=not args.no_cache,
             native=not args.no_native,
+            ids_lane=not args.no_ids_lane,
         )
         reports = build_repository(
             repository=repository,

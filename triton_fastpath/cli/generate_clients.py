@@ -29,13 +29,13 @@ import sys
 from pathlib import Path
 
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT
-from triton_fastpath.sdk.codegen import load_labels, load_repository, plan_models
+from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE
+from triton_fastpath.sdk.codegen import load_labels, load_repository, load_tokenizers, plan_models
 from triton_fastpath.sdk.package import Distribution, build_wheel, stale_files, write_distribution, write_files
 from triton_fastpath.sdk.render import Naming, render_package
 
 LOGGER = logging.getLogger("generate_clients")
-IN_REPOSITORY = ROOT / "clients" / "fastpath_models"
+IN_REPOSITORY = SDK_PACKAGE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,11 +80,14 @@ def _run(args: argparse.Namespace) -> int:
     configs = load_repository(args.repository)
     plan = plan_models(configs, include_steps=args.all)
     labels = load_labels(args.repository, configs)
+    tokenizers = load_tokenizers(args.repository, configs)
     for name, reason in sorted(plan.skipped.items()):
         LOGGER.info("skipped %s: %s", name, reason)
     if args.package:
         dist = Distribution(args.package, args.version)
-        files = render_package(plan, configs, args.repository.name, labels, Naming(dist.package, "._runtime"))
+        files = render_package(
+            plan, configs, args.repository.name, labels, Naming(dist.package, "._runtime"), tokenizers=tokenizers
+        )
         root = write_distribution(
             args.output or ROOT / "build" / "sdk" / dist.package, dist, files, args.repository.name
         )
@@ -94,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
             LOGGER.info("wheel: %s", build_wheel(root, args.wheel))
         return 0
     output = args.output or IN_REPOSITORY
-    files = render_package(plan, configs, source=args.repository.name, labels=labels)
+    files = render_package(plan, configs, source=args.repository.name, labels=labels, tokenizers=tokenizers)
     if args.check:
         problems = stale_files(output, files)
         for text in problems.values():

@@ -114,7 +114,7 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     config: dict[str, Any] = {"name": spec.name}
     _set_platform(config, spec, target)
     _set_batching(config, spec)
-    _set_io(config, spec, ragged=python_adapter(spec, target) is not None)
+    _set_io(config, spec, ragged=python_adapter(spec, target) is not None or native_backend(spec, target))
     _set_instances(config, spec, target)
     _set_warmup(config, spec)
     _set_ensemble(config, spec)
@@ -197,7 +197,7 @@ def _tensor(tensor: TensorSpec, *, is_input: bool, ragged: bool = False) -> dict
 
 
 def _set_io(config: dict[str, Any], spec: ModelSpec, *, ragged: bool) -> None:
-    """`ragged`: the model is a Python model, which pads ragged inputs itself."""
+    """`ragged`: the model pads ragged inputs itself (a Python model, or the kit's native backend)."""
     config["input"] = [_tensor(t, is_input=True, ragged=ragged) for t in spec.inputs]
     config["output"] = [_tensor(t, is_input=False) for t in spec.outputs]
 

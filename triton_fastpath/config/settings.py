@@ -192,6 +192,12 @@ class RepoSettings:
             instead of a Python model (no Python process on their path). The build compiles it
             (g++) and falls back to the Python backend, saying why, where it cannot;
             `fastpath build --no-native` turns it off.
+        ids_lane: on the embedded target with the native backend, also serve each text pipeline's
+            encoder on its own (`<name>_encoder`, ids in) for clients that tokenize themselves: the
+            generated SDK's `<Name>IdsClient` tokenizes with the model's own tokenizer file (it ships
+            with the SDK) and calls it, so a request crosses no Python process in any rendering.
+            Costs one more onnxruntime session per encoder instance; `fastpath build --no-ids-lane`
+            leaves it out. (The ensemble rendering and the container target have the encoder anyway.)
         The three semantic settings are chosen by `make build ARGS="--semantic"`, calibrated on
         the model just built (`triton_fastpath.cache.semantic_calibration`); setting them by hand skips
         that measurement.
@@ -227,6 +233,7 @@ class RepoSettings:
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
     native: bool = True
+    ids_lane: bool = True
 
     def with_rendering(self, rendering: str) -> RepoSettings:
         """These settings in `rendering`; the graph rendering has no cache-lookup step (the L1/L2

@@ -58,9 +58,10 @@ class TensorSpec:
     """One input or output tensor, dims without the batch dimension.
 
     `ragged`: an input whose variable dims differ between the requests of one batch (token rows
-    at each text's natural length). Where a Python model serves the input, it is rendered
-    `allow_ragged_batch` and the model pads the rows of a batch to its longest; a native backend
-    (container target) batches only requests of equal shape, as Triton does for any -1 dim.
+    at each text's natural length). Where a Python model or the kit's native backend serves the
+    input, it is rendered `allow_ragged_batch` and the model pads the rows of a batch to its
+    longest; Triton's own backends (container target) batch only requests of equal shape, as
+    Triton does for any -1 dim.
     """
 
     name: str

@@ -274,6 +274,28 @@ def text_graph_specs(
     return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
 
 
+def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> list[ModelSpec]:
+    """`[encoder]` as the ids lane of a fused or graph pipeline, or `[]`.
+
+    The ids lane serves the pipeline's encoder on its own, ids in, for clients that tokenize
+    themselves (the generated SDK's `...IdsClient`, with the tokenizer file that the model's
+    `tokenizer_file` parameter names): on the embedded target, by the native backend, a request
+    crosses no Python process. The container target always has the encoder (the fused model calls
+    it by BLS); the embedded one with `settings.ids_lane` and the native backend on.
+    """
+    if as_target(target) is Target.CONTAINER:
+        return [encoder]
+    return [encoder] if settings.ids_lane and settings.native else []
+
+
+def _with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
+    """`encoder` naming the tokenizer file beside it and the length it truncates at: what a
+    client needs to call it with ids (`fastpath_client.ids_lane`)."""
+    return replace(
+        encoder, parameters={**encoder.parameters, "tokenizer_file": "tokenizer.json", "max_length": str(max_length)}
+    )
+
+
 def text_classifier_specs(
     name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
 ) -> list[ModelSpec]:
@@ -303,8 +325,6 @@ def text_classifier_specs(
     # The batched queues a request passes through, which share the pipeline's queueing budget:
     # fused, 1 (2 on the container target, whose fused model calls the native encoder);
     # ensemble, tokenizer -> [cache] -> encoder -> postprocess.
-    if settings.rendering == "graph":
-        return [*text_graph_specs(name, labels, settings, target)]
     if settings.rendering == "fused":
         queues = 1 if as_target(target) is Target.EMBEDDED else 2
     else:
@@ -323,6 +343,11 @@ def text_classifier_specs(
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
         parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
+    if settings.rendering == "graph":
+        # the ids lane's encoder names its labels: a client calling it directly gets label names
+        lane = replace(encoder, outputs=(labelled, label_index), labels=tuple(labels))
+        lanes = ids_lane(_with_tokenizer(lane, length), settings, target)
+        return [*text_graph_specs(name, labels, settings, target), *lanes]
     semantic = settings.cache and settings.semantic_threshold > 0
     if settings.rendering == "fused":
         parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters}
@@ -334,8 +359,8 @@ def text_classifier_specs(
             parameters.update(_semantic_embedder(settings, target))
         fused = fused_model(name, (label, probability, probabilities, truncated), parameters, settings, target)
         wrapper = wrapper_ensemble(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
-        native = [encoder] if as_target(target) is Target.CONTAINER else []
-        return [fused, *native, wrapper]
+        lane = replace(encoder, outputs=(labelled, label_index), labels=tuple(labels))
+        return [fused, *ids_lane(_with_tokenizer(lane, length), settings, target), wrapper]
     tokenizer = tokenizer_step(
         name, (ids, mask, truncated), settings, settings.batching(name, queues), settings.tokenizer_instances
     )
@@ -451,8 +476,8 @@ def embedding_specs(
         parameters.update(encoder_parameters(encoder, settings, target))
         parameters.update(fused_parameters or {})
         fused = fused_model(name, served, parameters, settings, target, instances=instances)
-        native = [encoder] if as_target(target) is Target.CONTAINER else []
-        return [fused, *native, wrapper_ensemble(name, fused, settings)]
+        lane = ids_lane(_with_tokenizer(encoder, length), settings, target)
+        return [fused, *lane, wrapper_ensemble(name, fused, settings)]
     tokenizer = tokenizer_step(name, (ids, mask, flag), settings, settings.batching(name))
     ensemble = ModelSpec(
         name=name,

@@ -32,8 +32,10 @@ __all__ = [
     "ModelPlan",
     "class_prefix",
     "field_name",
+    "ids_lane_of",
     "load_labels",
     "load_repository",
+    "load_tokenizers",
     "module_name",
     "plan_models",
     "signature_of",
@@ -214,3 +216,44 @@ def signature_of(
         max_batch_size=config.max_batch_size,
         priority_levels=_priority_levels(name, configs),
     )
+
+
+IDS_INPUTS = ("input_ids", "attention_mask")
+
+
+def ids_lane_of(config: model_config_pb2.ModelConfig) -> tuple[str, int] | None:
+    """`(tokenizer file, max_length)` of a model served as an ids lane, or None.
+
+    An ids lane (`triton_fastpath.models.pipelines.ids_lane`) is an encoder whose inputs are
+    `input_ids` and `attention_mask` and whose parameters name its tokenizer file and the token
+    length it truncates at; its client tokenizes texts itself (`fastpath_client.ids_lane`).
+    """
+    parameters = config.parameters
+    if tuple(t.name for t in config.input) != IDS_INPUTS or "tokenizer_file" not in parameters:
+        return None
+    outputs = {t.name for t in config.output}
+    if not ({"probabilities", "label_index"} <= outputs or "embedding" in outputs):
+        return None
+    try:
+        max_length = int(parameters["max_length"].string_value)
+    except (KeyError, ValueError):
+        return None
+    return parameters["tokenizer_file"].string_value, max_length
+
+
+def load_tokenizers(repository: Path, configs: Mapping[str, model_config_pb2.ModelConfig]) -> dict[str, str]:
+    """The tokenizer file's text of every ids-lane model whose file is in its newest version folder.
+
+    A model whose file is missing (a repository whose weights were not built) gets no entry: its
+    client is still generated, and says where to pass the file (`tokenizer_file=`) when made.
+    """
+    found = {}
+    for name, config in configs.items():
+        lane = ids_lane_of(config)
+        if lane is None:
+            continue
+        folders = (Path(repository) / name).glob("[0-9]*")
+        versions = sorted((p for p in folders if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+        if versions and (versions[-1] / lane[0]).is_file():
+            found[name] = (versions[-1] / lane[0]).read_text(encoding="utf-8")
+    return found

@@ -25,15 +25,28 @@ from pathlib import Path
 import fastpath_client
 from triton_fastpath.errors import ConfigError
 
-__all__ = ["RUNTIME_DEPENDENCIES", "Distribution", "build_wheel", "stale_files", "write_distribution", "write_files"]
+__all__ = [
+    "RUNTIME_DEPENDENCIES",
+    "Distribution",
+    "build_wheel",
+    "stale_files",
+    "write_distribution",
+    "write_files",
+    "write_tokenizers",
+]
 
 # What the runtime imports, as pip requirements; the ranges are those tested here (requirements.txt).
 RUNTIME_DEPENDENCIES = ("tritonclient[grpc]>=2.50,<3", "numpy>=1.24")
+# The ids lane's clients tokenize in the client (`fastpath_client.ids_lane`): the optional extra `ids`.
+IDS_LANE_DEPENDENCIES = ("tokenizers>=0.20,<1",)
+# Tokenizer files that ids-lane clients read, beside their modules (`triton_fastpath.sdk.render`).
+TOKENIZER_GLOB = "*.tokenizer.json"
 # The runtime's modules a standalone package carries (not its README, not the untyped test client).
 _RUNTIME_MODULES = (
     "__init__.py",
     "client_base.py",
     "errors.py",
+    "ids_lane.py",
     "retry.py",
     "runtime.py",
     "shm.py",
@@ -71,9 +84,15 @@ class Distribution:
 
 
 def stale_files(output: Path, files: dict[str, str]) -> dict[str, str]:
-    """Files of `output` that differ from `files` (or are missing, or are extra), each with a diff."""
+    """Modules of `output` that differ from `files` (or are missing, or are extra), each with a diff.
+
+    Tokenizer files are not compared: they are build outputs (a retrained tokenizer differs byte for
+    byte), never committed; an ids-lane client checks its file against the server's model itself.
+    """
     problems = {}
     for name, text in sorted(files.items()):
+        if not name.endswith(".py"):
+            continue
         path = output / name
         current = path.read_text() if path.is_file() else ""
         if current != text:
@@ -100,11 +119,32 @@ def write_files(output: Path, files: dict[str, str]) -> list[str]:
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
             changed.append(name)
-    for path in sorted(output.glob("*.py")):
+    for path in sorted([*output.glob("*.py"), *output.glob(TOKENIZER_GLOB)]):
         if path.name not in files:
             path.unlink()
             changed.append(path.name)
     return changed
+
+
+def write_tokenizers(repository: Path, output: Path) -> list[str]:
+    """Write the tokenizer file of each ids-lane model of `repository` beside its generated module in
+    `output` (`<module>.tokenizer.json`, only where it changed); the modules are left as they are.
+
+    The build calls it for the in-repository SDK: the tokenizer is a build output (never committed),
+    so after every build the ids-lane clients read the file the served model was built with.
+
+    Returns:
+        The models whose file was written.
+    """
+    from triton_fastpath.sdk.codegen import load_repository, load_tokenizers, module_name
+
+    written = []
+    for name, text in sorted(load_tokenizers(repository, load_repository(repository)).items()):
+        path = output / f"{module_name(name)}{TOKENIZER_GLOB[1:]}"
+        if path.parent.is_dir() and (not path.is_file() or path.read_text(encoding="utf-8") != text):
+            path.write_text(text, encoding="utf-8")
+            written.append(name)
+    return written
 
 
 def write_distribution(root: Path, dist: Distribution, files: dict[str, str], source: str = "") -> Path:
@@ -130,6 +170,7 @@ def write_distribution(root: Path, dist: Distribution, files: dict[str, str], so
         shutil.copyfile(runtime_src / name, runtime_dir / name)
     (package_dir / "py.typed").write_text("")
     dependencies = ", ".join(f'"{d}"' for d in RUNTIME_DEPENDENCIES)
+    ids_dependencies = ", ".join(f'"{d}"' for d in IDS_LANE_DEPENDENCIES)
     (root / "pyproject.toml").write_text(
         f"""[build-system]
 requires = ["setuptools>=68"]
@@ -143,11 +184,14 @@ readme = "README.md"
 requires-python = ">=3.10"
 dependencies = [{dependencies}]
 
+[project.optional-dependencies]
+ids = [{ids_dependencies}]
+
 [tool.setuptools.packages.find]
 include = ["{dist.package}*"]
 
 [tool.setuptools.package-data]
-"{dist.package}" = ["py.typed"]
+"{dist.package}" = ["py.typed", "{TOKENIZER_GLOB}"]
 """
     )
     models = sorted(name.removesuffix(".py") for name in files if name != "__init__.py")
