@@ -11,11 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from triton_fastpath.bench import tuner
 from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
 from triton_fastpath.bench.loadgen import metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
-from triton_fastpath.bench.tuner import TuneConfig, beats, format_frontier, frontier, write_tuning
+from triton_fastpath.bench.tuner import (
+    MODEL_KNOBS,
+    SEARCH_SPACE,
+    TuneConfig,
+    beats,
+    format_frontier,
+    frontier,
+    restrict_space,
+    write_tuning,
+)
+from triton_fastpath.cli import tune as tune_cli
 from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
 from triton_fastpath.errors import ConfigError
 
@@ -410,3 +421,192 @@ def test_the_second_model_is_minilm_where_imported_and_a_named_one_must_exist(tm
     assert second_models([DEFAULT_SECOND_MODEL], False, tmp_path, said.append) == [DEFAULT_SECOND_MODEL]
     with pytest.raises(FastpathError, match="minilm_sentiment: no such model"):
         second_models(["minilm_sentiment"], False, tmp_path, said.append)
+
+
+# --- the tuner's per-model choices (a fake measurement: no server starts) ---------------------------------
+
+
+# (model, rendering or native) -> (req/s under the bound, p50 at concurrency 1 in ms)
+FIGURES = {
+    ("sentiment", "fused"): (1987.0, 0.95),
+    ("sentiment", "ensemble"): (1102.0, 1.50),
+    ("sentiment", "graph"): (1885.0, 0.60),
+    ("digits", True): (6748.0, 0.40),
+    ("digits", False): (3566.0, 0.90),
+}
+
+
+def _fake_measurement(monkeypatch: pytest.MonkeyPatch, figures: dict) -> list[tuple[str, dict]]:
+    """Replace the tuner's server-backed measurement by `figures`; returns the calls, in order."""
+    calls: list[tuple[str, dict]] = []
+
+    def evaluate(settings, config, work_dir, inputs, progress, *, model="sentiment"):
+        calls.append((model, tuner.tunables(settings)))
+        found = figures[(model, settings.rendering if model == "sentiment" else settings.native)]
+        rps, p50 = found.pop(0) if isinstance(found, list) else found
+        return {
+            "model": model,
+            "settings": tuner.tunables(settings),
+            "p50_c1_ms": p50,
+            "throughput_rps": rps,
+            "p99_ms": 30.0,
+            "concurrency": 16,
+            "rows": [],
+        }
+
+    monkeypatch.setattr(tuner, "evaluate", evaluate)
+    monkeypatch.setattr(tuner, "write_inputs", lambda path: {})
+    return calls
+
+
+def _run_tuner(tmp_path: Path, knobs: tuple[str, ...] = ("rendering", "native"), confirm: bool = False) -> dict:
+    config = TuneConfig(space=restrict_space(knobs), confirm=confirm)
+    return tuner.tune(config, tmp_path, progress=lambda message: None)
+
+
+def test_the_graph_rendering_is_a_candidate_and_native_is_measured_on_digits() -> None:
+    assert SEARCH_SPACE["rendering"] == ("fused", "ensemble", "graph")
+    assert SEARCH_SPACE["native"] == (True, False)
+    assert MODEL_KNOBS == {"rendering": "sentiment", "native": "digits"}
+    assert "native" in FACTORY_TUNABLES and FACTORY_TUNABLES["native"] is True
+
+
+def test_tuning_writes_each_models_choice_its_candidates_and_why(tmp_path: Path, monkeypatch) -> None:
+    calls = _fake_measurement(monkeypatch, dict(FIGURES))
+    result = _run_tuner(tmp_path)
+    # sentiment: the start (fused) and the two other renderings; digits: native (the start), then python
+    assert [(model, found["rendering"], found["native"]) for model, found in calls] == [
+        ("sentiment", "fused", True),
+        ("sentiment", "ensemble", True),
+        ("sentiment", "graph", True),
+        ("digits", "fused", True),
+        ("digits", "fused", False),
+    ]
+    assert len(result["candidates"]) == 3 and len(result["other_candidates"]) == 2  # the frontier is sentiment's
+    path = write_tuning(result, tmp_path / "embedded.json", "fastpath tune --knobs rendering native")
+    document = json.loads(path.read_text())
+    sentiment, digits = document["models"]["sentiment"], document["models"]["digits"]
+    assert (sentiment["knob"], sentiment["chosen"]) == ("rendering", "fused")
+    assert sentiment["candidates"]["graph"] == {
+        "throughput_rps": 1885.0,
+        "p99_ms": 30.0,
+        "concurrency": 16,
+        "p50_c1_ms": 0.6,
+    }
+    assert sentiment["why"] == (
+        "ensemble: 1,102 req/s vs fused 1,987: not better by the 5% margin; "
+        "graph: 1,885 req/s vs fused 1,987: not better by the 5% margin; kept fused"
+    )
+    assert (digits["knob"], digits["chosen"]) == ("native", "native")
+    assert digits["candidates"]["python"]["throughput_rps"] == 3566.0
+    assert digits["candidates"]["native"]["p50_c1_ms"] == 0.4
+    assert digits["why"] == "python: 3,566 req/s vs native 6,748: not better by the 5% margin; kept native"
+    assert document["settings"]["rendering"] == "fused" and document["settings"]["native"] is True
+    assert "digits (native): native. python: 3,566 req/s" in tuner.format_models(result)
+
+
+def test_a_faster_python_digits_is_chosen_and_said_why(tmp_path: Path, monkeypatch) -> None:
+    _fake_measurement(monkeypatch, {**FIGURES, ("digits", True): (3000.0, 0.50), ("digits", False): (3500.0, 0.45)})
+    result = _run_tuner(tmp_path, knobs=("native",))
+    assert result["settings"]["native"] is False and result["settings"]["rendering"] == "fused"
+    assert result["models"]["digits"]["why"] == (
+        "python: 3,500 vs 3,000 req/s for native, p50 at concurrency 1 0.45 vs 0.50 ms"
+    )
+    assert "sentiment" not in result["models"]  # the rendering was not searched
+    found = load_tuning(write_tuning(result, tmp_path / "embedded.json"))
+    assert found["native"] is False
+
+
+def test_a_winning_graph_rendering_keeps_digits_native_without_measuring_python(tmp_path: Path, monkeypatch) -> None:
+    calls = _fake_measurement(monkeypatch, {**FIGURES, ("sentiment", "graph"): (2500.0, 0.70)})
+    result = _run_tuner(tmp_path)
+    assert result["settings"]["rendering"] == "graph" and result["settings"]["native"] is True
+    assert result["models"]["sentiment"]["why"] == (
+        "graph: 2,500 vs 1,987 req/s for fused, p50 at concurrency 1 0.70 vs 0.95 ms; "
+        "ensemble: 1,102 req/s vs fused 1,987: not better by the 5% margin"
+    )
+    python = result["models"]["digits"]["candidates"]["python"]
+    assert python["throughput_rps"] is None and "native backend" in python["not_measured"]
+    assert ("digits", False) not in [(model, found["native"]) for model, found in calls]  # never served
+
+
+def test_a_choice_not_confirmed_back_to_back_reverts_to_the_start(tmp_path: Path, monkeypatch) -> None:
+    # python wins the search (3,500 vs 3,000), then loses when both are measured again
+    figures = {
+        **FIGURES,
+        ("digits", True): [(3000.0, 0.5), (3000.0, 0.5)],
+        ("digits", False): [(3500.0, 0.5), (2900.0, 0.5)],
+    }
+    _fake_measurement(monkeypatch, figures)
+    result = _run_tuner(tmp_path, knobs=("native",), confirm=True)
+    digits = result["models"]["digits"]
+    assert result["settings"]["native"] is True and digits["chosen"] == "native"
+    assert digits["confirmation"] == {"winner_rps": 2900.0, "start_rps": 3000.0, "confirmed": False}
+    assert digits["why"].endswith(
+        "; not confirmed when measured again back to back (2,900 vs 3,000 req/s): kept native"
+    )
+
+
+def test_a_tuned_graph_rendering_with_the_caches_on_is_served_fused_with_a_note(tmp_path: Path) -> None:
+    from triton_fastpath.models.bundled import model_specs
+
+    path = tmp_path / "embedded.json"
+    path.write_text(json.dumps({"settings": {"rendering": "graph", "encoder_instances": 3}}))
+    with pytest.raises(ConfigError, match="no cache-lookup step"):
+        model_specs(["sentiment"], RepoSettings(rendering="graph"))  # what the build would refuse
+    settings, notes = RepoSettings.tuned_with_notes(path)
+    assert (settings.rendering, settings.cache, settings.encoder_instances) == ("fused", True, 3)
+    assert len(notes) == 1 and "rendering 'graph'" in notes[0] and "cache=True" in notes[0] and "'fused'" in notes[0]
+    assert RepoSettings.tuned(path) == settings  # the existing signature, same answer
+    assert [s.name for s in model_specs(["sentiment"], settings)] != []  # now it builds
+    assert RepoSettings.tuned_with_notes(path, cache=False) == (
+        RepoSettings(rendering="graph", encoder_instances=3, cache=False),
+        (),
+    )
+    no_native, notes = RepoSettings.tuned_with_notes(path, cache=False, native=False)
+    assert no_native.rendering == "fused" and "native=False" in notes[0]
+    explicit, notes = RepoSettings.tuned_with_notes(path, rendering="graph", cache=False)
+    assert explicit.rendering == "graph" and notes == ()  # an explicit rendering is the caller's
+
+
+def test_knobs_restrict_the_search_in_its_order_and_unknown_ones_are_named() -> None:
+    space = restrict_space(["native", "rendering"])
+    assert list(space) == ["rendering", "native"]  # the search order, not the command line's
+    assert space["rendering"] == ("fused", "ensemble", "graph")
+    with pytest.raises(ConfigError, match=r"unknown knob\(s\) \['bogus'\]; the tuner searches \['rendering', 'native'"):
+        restrict_space(["rendering", "bogus"])
+
+
+def test_the_knobs_option_reaches_the_search_and_rejects_an_unknown_knob(tmp_path: Path, monkeypatch, capsys) -> None:
+    seen = []
+
+    def fake_tune(config, work_dir, progress):
+        seen.append(config)
+        return {"sla_p99_ms": 50.0, "winner": {"settings": {}}, "settings": {}, "candidates": [], "frontier": []}
+
+    monkeypatch.setattr(tune_cli, "tune", fake_tune)
+    assert tune_cli.main(["--knobs", "native", "rendering", "--dry-run", "--work-dir", str(tmp_path)]) == 0
+    assert list(seen[0].space) == ["rendering", "native"] and seen[0].confirm
+    with pytest.raises(SystemExit) as exit_info:
+        tune_cli.main(["--knobs", "rendring", "--dry-run", "--work-dir", str(tmp_path)])
+    assert exit_info.value.code == 2 and len(seen) == 1
+    err = capsys.readouterr().err
+    assert "--knobs: unknown knob(s) ['rendring']" in err and "'preferred_batch_sizes'" in err
+    assert "--knobs NAME" in tune_cli.parser().format_help()
+
+
+def test_native_round_trips_through_the_tuning_file_and_counts_still_refuse_bools(tmp_path: Path) -> None:
+    result = {
+        "sla_p99_ms": 50,
+        "settings": {**FACTORY_TUNABLES, "native": False},
+        "winner": {"throughput_rps": 700.0, "p99_ms": 30.0, "concurrency": 16},
+        "candidates": [{}],
+    }
+    path = write_tuning(result, tmp_path / "embedded.json")
+    assert load_tuning(path)["native"] is False
+    assert RepoSettings.tuned(path).native is False
+    assert validate_tuning({"native": True}) == {"native": True}
+    with pytest.raises(ConfigError, match=r"^tuning: native=1; expected true or false$"):
+        validate_tuning({"native": 1})
+    with pytest.raises(ConfigError, match=r"^tuning: encoder_instances=True; expected a non-negative integer$"):
+        validate_tuning({"encoder_instances": True})

@@ -1,14 +1,20 @@
 """An SLA-driven search over our repository's serving settings, on the embedded CPU target.
 
 Like Model Analyzer's quick (coordinate) search: start from the current settings, vary one knob
-at a time (the rendering: fused or ensemble, dynamic batching delay, preferred batch sizes,
-encoder and tokenizer instances, onnxruntime intra-op threads), measure each candidate's best
-throughput with client p99 under the bound (the sentiment pipeline over gRPC, INT8, caches off,
-closed loop, every text unique), keep a value only when it beats the current one by more than
-the noise margin without raising the p50 of a lone request (concurrency 1) by more than the
-low-load tolerance, and go on to the next knob. The
-frontier (throughput vs p99 of every candidate) is printed; the winner is written as the
-`settings` of `tuning/embedded.json`, which `RepoSettings` reads as its defaults.
+at a time (the rendering: fused, ensemble or graph; the native C++ onnxruntime backend or a Python
+model for ONNX models; dynamic batching delay, preferred batch sizes, encoder and tokenizer
+instances, onnxruntime intra-op threads), measure each candidate's best throughput with client p99
+under the bound (gRPC, INT8, caches off, closed loop, every item unique), keep a value only when it
+beats the current one by more than the noise margin without raising the p50 of a lone request
+(concurrency 1) by more than the low-load tolerance, and go on to the next knob.
+
+Each knob is measured on one model (`MODEL_KNOBS`): `native` on digits (the ONNX model it
+serves), every other knob on the sentiment pipeline. The per-model choices (sentiment's
+rendering, digits' backend) are recorded with every candidate's figures and a one-sentence
+`why` in the tuning file's `models` section. `TuneConfig.space` (`fastpath tune --knobs`,
+`restrict_space`) limits the search to some knobs. The frontier (throughput vs p99 of every
+sentiment candidate) is printed; the winner is written as the `settings` of
+`tuning/embedded.json`, which `RepoSettings` reads as its defaults.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ from typing import Any
 from triton_fastpath.bench.harness import run_loadgen, write_inputs
 from triton_fastpath.bench.report import best_under
 from triton_fastpath.bench.systems import System, start_system
-from triton_fastpath.config.settings import FACTORY_TUNABLES, TUNING_FILE, RepoSettings, service_levels
+from triton_fastpath.config.settings import (
+    FACTORY_TUNABLES,
+    TUNING_FILE,
+    RepoSettings,
+    graph_refusal,
+    service_levels,
+)
+from triton_fastpath.errors import ConfigError
 
 Progress = Callable[[str], None]
 # The container target cannot be measured here (no GPU, no container engine): its default is
@@ -40,13 +53,18 @@ CONTAINER_CHOICE = {
 }
 # Candidate values per knob, in search order.
 SEARCH_SPACE: dict[str, tuple] = {
-    "rendering": ("fused", "ensemble"),
+    "rendering": ("fused", "ensemble", "graph"),
+    "native": (True, False),
     "max_queue_delay_us": (0, 250, 1000, 2000),
     "encoder_instances": (1, 2, 3),
     "onnx_threads": (1, 2),
     "tokenizer_instances": (1, 2),
     "preferred_batch_sizes": ((), (4, 8, 16, 32)),
 }
+# The pipeline the settings are tuned on; every knob not in MODEL_KNOBS is measured on it.
+PIPELINE = "sentiment"
+# The knobs chosen per model (the tuning file's `models` section), and the model each is measured on.
+MODEL_KNOBS = {"rendering": PIPELINE, "native": "digits"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +81,8 @@ class TuneConfig:
             every lone request wait is not a win for a millisecond kit (at every load).
         confirm: re-measure the winner against the starting settings before writing it.
         service_levels: the p99 profile the candidates' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
-        space: knobs and their candidate values, searched in order.
+        space: knobs and their candidate values, searched in order (`SEARCH_SPACE`; `restrict_space`
+            keeps some of them). A knob left out keeps its starting value.
     """
 
     sla_p99_ms: float = 50.0
@@ -95,6 +114,90 @@ def tunables(settings: RepoSettings) -> dict[str, Any]:
     return {name: getattr(settings, name) for name in FACTORY_TUNABLES}
 
 
+def restrict_space(knobs: Sequence[str], space: dict[str, tuple] | None = None) -> dict[str, tuple]:
+    """The knobs of `space` (default `SEARCH_SPACE`) named in `knobs`, in the search order (pure).
+
+    Raises:
+        ConfigError: a name that is not a knob of `space`, naming the valid knobs.
+    """
+    space = dict(SEARCH_SPACE if space is None else space)
+    unknown = [name for name in knobs if name not in space]
+    if unknown:
+        raise ConfigError(f"unknown knob(s) {unknown}; the tuner searches {list(space)}")
+    return {knob: values for knob, values in space.items() if knob in knobs}
+
+
+def label(knob: str, value: Any) -> str:
+    """How the `models` section and the progress lines name a knob's value: `native` is 'native' or 'python'."""
+    if knob == "native":
+        return "native" if value else "python"
+    return str(list(value) if isinstance(value, tuple) else value)
+
+
+def shortfall(candidate: dict[str, Any], best: dict[str, Any], config: TuneConfig) -> str | None:
+    """Why `candidate` does not beat `best` (the `beats` rule, in words), or None when it does (pure)."""
+    if beats(candidate, best, config):
+        return None
+    if candidate["throughput_rps"] <= 0:
+        return "no concurrency level met the p99 bound"
+    if candidate["throughput_rps"] <= best["throughput_rps"] * (1 + config.margin):
+        return f"not better by the {config.margin:.0%} margin"
+    return (
+        f"p50 at concurrency 1 {candidate['p50_c1_ms']:.2f} vs {best['p50_c1_ms']:.2f} ms, beyond the "
+        f"{config.low_load_tolerance:.0%} low-load tolerance"
+    )
+
+
+def _refusal(settings: RepoSettings) -> str | None:
+    """Why `settings` cannot be built (the graph rendering's needs), or None."""
+    if settings.rendering != "graph":
+        return None
+    reason = graph_refusal(cache=settings.cache, native=settings.native)
+    return f"not buildable with rendering 'graph': {reason}" if reason else None
+
+
+def explain(knob: str, start: Any, chosen: Any, trials: dict[str, dict[str, Any]]) -> str:
+    """One sentence: what was chosen for `knob` over which figures, and why the others lost (pure).
+
+    `trials` maps each candidate's `label` to {"result": its measurement or None, "verdict": why it
+    lost (or "" for the starting value and the winner)}.
+    """
+    start_label, chosen_label = label(knob, start), label(knob, chosen)
+
+    def lost(name: str) -> str:
+        trial = trials[name]
+        if trial["result"] is None:
+            return f"{name}: {trial['verdict']}"
+        return f"{name}: {trial['result']['throughput_rps']:,.0f} req/s {trial['verdict']}"
+
+    others = [lost(name) for name in trials if name not in (start_label, chosen_label)]
+    if chosen_label == start_label:
+        if not others:
+            return f"kept {start_label}: no other candidate measured"
+        return "; ".join([*others, f"kept {start_label}"])
+    won, was = trials[chosen_label]["result"], trials[start_label]["result"]
+    head = f"{chosen_label}: {won['throughput_rps']:,.0f} vs {was['throughput_rps']:,.0f} req/s for {start_label}"
+    if not math.isnan(won.get("p50_c1_ms", math.nan)) and not math.isnan(was.get("p50_c1_ms", math.nan)):
+        head += f", p50 at concurrency 1 {won['p50_c1_ms']:.2f} vs {was['p50_c1_ms']:.2f} ms"
+    return "; ".join([head, *others])
+
+
+def _figures(result: dict[str, Any] | None) -> dict[str, Any]:
+    """A candidate's figures for the `models` section (NaN as null)."""
+    if result is None:
+        return {"throughput_rps": None, "p99_ms": None, "concurrency": None, "p50_c1_ms": None}
+
+    def rounded(value: float | None, digits: int) -> float | None:
+        return None if value is None or math.isnan(value) else round(value, digits)
+
+    return {
+        "throughput_rps": rounded(result["throughput_rps"], 1),
+        "p99_ms": rounded(result["p99_ms"], 2),
+        "concurrency": result["concurrency"],
+        "p50_c1_ms": rounded(result.get("p50_c1_ms", math.nan), 3),
+    }
+
+
 def frontier(candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Candidates no other beats on both throughput (higher) and p99 (lower); pure."""
     scored = [c for c in candidates if c["throughput_rps"] > 0]
@@ -114,12 +217,18 @@ def frontier(candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def evaluate(
-    settings: RepoSettings, config: TuneConfig, work_dir: Path, inputs: Path, progress: Progress
+    settings: RepoSettings,
+    config: TuneConfig,
+    work_dir: Path,
+    inputs: Path,
+    progress: Progress,
+    *,
+    model: str = PIPELINE,
 ) -> dict[str, Any]:
-    """Serve `settings` (INT8, caches off), sweep the load, return its best point under the bound."""
-    system = System("tune", "tuner candidate", "ours", "grpc", ("sentiment",), settings=settings)
+    """Serve `settings` (INT8, caches off), sweep the load on `model`, return its best point under the bound."""
+    system = System("tune", f"tuner candidate ({model})", "ours", "grpc", (model,), settings=settings)
     with start_system(system, work_dir) as running:
-        args = ["--protocol", "grpc", "--url", running.url, "--model", "sentiment", "--inputs", str(inputs)]
+        args = ["--protocol", "grpc", "--url", running.url, "--model", model, "--inputs", str(inputs)]
         args += ["--concurrency", *map(str, config.concurrency), "--warmup-s", str(config.warmup_s)]
         args += ["--window-s", str(config.window_s), "--max-windows", str(config.max_windows)]
         args += ["--stop-p99-ms", str(2 * config.sla_p99_ms)]
@@ -127,6 +236,7 @@ def evaluate(
     best = best_under(rows, config.sla_p99_ms)
     lone = [r for r in rows if r["concurrency"] == 1 and r["errors"] == 0]
     return {
+        "model": model,
         "settings": tunables(settings),
         "p50_c1_ms": lone[0]["p50_ms"] if lone else math.nan,
         "throughput_rps": best["throughput_rps"] if best else 0.0,
@@ -137,55 +247,128 @@ def evaluate(
 
 
 def tune(config: TuneConfig, work_dir: Path, progress: Progress = print) -> dict[str, Any]:
-    """Coordinate search from the current defaults; returns the winner, every candidate and the frontier."""
+    """Coordinate search from the current defaults; returns the winner, every candidate and the frontier.
+
+    Every knob of `config.space` is measured on its model (`MODEL_KNOBS`; the sentiment pipeline
+    otherwise), from the best settings found so far; a candidate the build would refuse (the graph
+    rendering without the native backend) is not measured and says why. Keys of the result:
+    sla_p99_ms, winner (sentiment's best), settings, candidates and frontier (sentiment's),
+    other_candidates (the other models'), models (the per-model choices: `MODEL_KNOBS` searched),
+    confirmation, low_load_tolerance, elapsed_s.
+    """
     started = time.monotonic()
     inputs = work_dir / "inputs.json"
     write_inputs(inputs)
     base = RepoSettings(
         precision="int8", cache=False, response_cache=False, service_levels_ms=service_levels(config.service_levels)
     )
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def measured(settings: RepoSettings) -> dict[str, Any]:
-        key = json.dumps(tunables(settings), sort_keys=True, default=list)
+    def measured(settings: RepoSettings, model: str = PIPELINE) -> dict[str, Any]:
+        key = (model, _key(tunables(settings)))
         if key not in seen:
-            progress(f"candidate {len(seen) + 1}: {_describe(tunables(settings))} ({time.monotonic() - started:.0f}s)")
-            seen[key] = evaluate(settings, config, work_dir, inputs, progress)
+            progress(
+                f"candidate {len(seen) + 1} ({model}): {_describe(tunables(settings))} "
+                f"({time.monotonic() - started:.0f}s)"
+            )
+            seen[key] = evaluate(settings, config, work_dir, inputs, progress, model=model)
             found = seen[key]
             progress(f"  -> {found['throughput_rps']:.0f} req/s with p99 {found['p99_ms']:.1f} ms")
         return seen[key]
 
-    best_settings, best = base, measured(base)
+    best_settings = base
+    best = {PIPELINE: measured(base)}
+    models: dict[str, dict[str, Any]] = {}
     for knob, values in config.space.items():
+        model = MODEL_KNOBS.get(knob, PIPELINE)
+        if model not in best:
+            best[model] = measured(best_settings, model)
+        start = getattr(best_settings, knob)
+        trials = {label(knob, start): {"result": best[model], "verdict": ""}}
         for value in values:
             candidate = dataclasses.replace(best_settings, **{knob: value})
-            result = measured(candidate)
-            if beats(result, best, config):
-                best_settings, best = candidate, result
-        progress(f"{knob}: keeping {getattr(best_settings, knob)!r} ({best['throughput_rps']:.0f} req/s)")
-    candidates = list(seen.values())
+            if candidate == best_settings:
+                continue
+            refusal = _refusal(candidate)
+            if refusal:
+                progress(f"{knob}={label(knob, value)}: {refusal}; not measured")
+                trials[label(knob, value)] = {
+                    "result": None,
+                    "verdict": f"not measured ({refusal})",
+                    "refusal": refusal,
+                }
+                continue
+            result = measured(candidate, model)
+            current = f"{label(knob, getattr(best_settings, knob))} {best[model]['throughput_rps']:,.0f}"
+            reason = shortfall(result, best[model], config)
+            trials[label(knob, value)] = {
+                "result": result,
+                "verdict": "" if reason is None else f"vs {current}: {reason}",
+            }
+            if reason is None:
+                superseded = label(knob, getattr(best_settings, knob))
+                if superseded != label(knob, start):  # an earlier winner of this knob, beaten in turn
+                    trials[superseded]["verdict"] = f"then beaten by {label(knob, value)}"
+                best_settings, best[model] = candidate, result
+        chosen = getattr(best_settings, knob)
+        progress(f"{knob}: keeping {label(knob, chosen)} ({model}: {best[model]['throughput_rps']:.0f} req/s)")
+        if knob in MODEL_KNOBS:
+            models[model] = {
+                "knob": knob,
+                "chosen": label(knob, chosen),
+                "candidates": {name: _figures(trial["result"]) for name, trial in trials.items()},
+                "why": explain(knob, start, chosen, trials),
+            }
+            for name, trial in trials.items():
+                if trial["result"] is None:
+                    models[model]["candidates"][name]["not_measured"] = trial["refusal"]
     confirmation = None
-    if config.confirm and best_settings != base:
-        # On a shared host one lucky window can crown a candidate: measure the winner and the
-        # starting point once more, back to back, and keep the winner only if it still wins.
-        progress("confirming: the winner and the starting settings again, back to back")
-        again = evaluate(best_settings, config, work_dir, inputs, progress)
-        start_again = evaluate(base, config, work_dir, inputs, progress)
-        confirmation = {"winner_rps": again["throughput_rps"], "start_rps": start_again["throughput_rps"]}
-        if not beats(again, start_again, config):
+    if config.confirm:
+        # On a shared host one lucky window can crown a candidate: per model, measure the winner and
+        # the starting point once more, back to back, and keep the winner only if it still wins.
+        for model in list(best):
+            knobs = [k for k in config.space if MODEL_KNOBS.get(k, PIPELINE) == model]
+            start_settings = dataclasses.replace(best_settings, **{k: getattr(base, k) for k in knobs})
+            if start_settings == best_settings:
+                continue
+            progress(f"confirming ({model}): the winner and the starting settings again, back to back")
+            again = evaluate(best_settings, config, work_dir, inputs, progress, model=model)
+            start_again = evaluate(start_settings, config, work_dir, inputs, progress, model=model)
+            figures = {"winner_rps": again["throughput_rps"], "start_rps": start_again["throughput_rps"]}
+            kept = beats(again, start_again, config)
+            if model == PIPELINE:
+                confirmation = figures
+            # the per-model knob's record, where this confirmation is about its choice
+            per_model = models.get(model)
+            start_label = label(per_model["knob"], getattr(start_settings, per_model["knob"])) if per_model else None
+            if per_model is not None and per_model["chosen"] != start_label:
+                per_model["confirmation"] = {**figures, "confirmed": kept}
+            else:
+                per_model = None
+            if kept:
+                progress(f"confirmed: {again['throughput_rps']:.0f} vs {start_again['throughput_rps']:.0f} req/s")
+                continue
             progress(
                 f"not confirmed ({again['throughput_rps']:.0f} vs {start_again['throughput_rps']:.0f} req/s): "
-                "keeping the starting settings"
+                f"keeping the starting settings of {model}"
             )
-            best_settings, best = base, seen[json.dumps(tunables(base), sort_keys=True, default=list)]
-        else:
-            progress(f"confirmed: {again['throughput_rps']:.0f} vs {start_again['throughput_rps']:.0f} req/s")
+            best_settings = start_settings
+            best[model] = seen.get((model, _key(tunables(start_settings))), start_again)
+            if per_model is not None:
+                per_model["chosen"] = start_label
+                per_model["why"] += (
+                    f"; not confirmed when measured again back to back ({again['throughput_rps']:,.0f} vs "
+                    f"{start_again['throughput_rps']:,.0f} req/s): kept {per_model['chosen']}"
+                )
+    candidates = [c for (model, _), c in seen.items() if model == PIPELINE]
     return {
         "sla_p99_ms": config.sla_p99_ms,
-        "winner": best,
+        "winner": best[PIPELINE],
         "settings": tunables(best_settings),
         "candidates": candidates,
         "frontier": frontier(candidates),
+        "other_candidates": [c for (model, _), c in seen.items() if model != PIPELINE],
+        "models": models,
         "confirmation": confirmation,
         "low_load_tolerance": config.low_load_tolerance,
         "elapsed_s": time.monotonic() - started,
@@ -204,6 +387,10 @@ def beats(candidate: dict[str, Any], best: dict[str, Any], config: TuneConfig) -
         best.get("p50_c1_ms", math.nan) * (1 + config.low_load_tolerance),
     )
     return math.isnan(lone) or math.isnan(limit) or lone <= limit
+
+
+def _key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=list)
 
 
 def _describe(settings: dict[str, Any]) -> str:
@@ -229,15 +416,27 @@ def format_frontier(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_models(result: dict[str, Any]) -> str:
+    """The per-model choices, one line each: model, knob, choice and why."""
+    return "\n".join(
+        f"{model} ({choice['knob']}): {choice['chosen']}. {choice['why']}"
+        for model, choice in result.get("models", {}).items()
+    )
+
+
 def write_tuning(result: dict[str, Any], path: Path = TUNING_FILE, command: str = "") -> Path:
-    """Write the winner as `{"settings": ...}` plus how it was measured (read by `RepoSettings`)."""
+    """Write the winner as `{"settings": ...}` plus how it was measured (read by `RepoSettings`).
+
+    `models` holds the per-model choices of the search (sentiment's rendering, digits' native
+    backend or Python model): the choice, each candidate's figures and why.
+    """
     document = {
         "target": "embedded",
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in result["settings"].items()},
         "measured": {
             "what": "sentiment pipeline, INT8, caches off, gRPC, closed loop, unique texts; best throughput with "
-            "p99 under the bound (a batching delay or the ensemble rendering is kept only when it beats the "
-            "current best by the noise margin)",
+            "p99 under the bound (a batching delay or another rendering is kept only when it beats the "
+            "current best by the noise margin); the native backend is measured on digits (see models)",
             "sla_p99_ms": result["sla_p99_ms"],
             "throughput_rps": round(result["winner"]["throughput_rps"], 1),
             "p99_ms": round(result["winner"]["p99_ms"], 2),
@@ -249,6 +448,7 @@ def write_tuning(result: dict[str, Any], path: Path = TUNING_FILE, command: str 
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": command,
         },
+        "models": result.get("models", {}),
     }
     document["other_targets"] = CONTAINER_CHOICE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -62,10 +62,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rendering",
         choices=RENDERINGS,
-        default=defaults.rendering,
+        default=None,
         help="fused: one Python model per text pipeline (tokenize, cache, encoder for missed rows, labels in one "
-        "process; at most one Python hop per request); ensemble: one Python model per step (the classic layout). "
-        "Clients see the same models either way. Default: %(default)s (from tuning/embedded.json)",
+        "process; at most one Python hop per request); ensemble: one Python model per step (the classic layout); "
+        "graph: one ONNX graph with the tokenizer inside on the native backend (no L1/L2 cache). "
+        f"Clients see the same models either way. Default: {defaults.rendering} (from tuning/embedded.json; a "
+        "tuned 'graph' is served as 'fused' unless --no-cache, since the caches need a Python rendering)",
     )
     p.add_argument(
         "--precision",
@@ -111,7 +113,8 @@ def parser() -> argparse.ArgumentParser:
         "--no-native",
         action="store_true",
         help="embedded target: serve ONNX models through the Python backend instead of the kit's C++ "
-        "onnxruntime backend fastpath_ort (used by default where g++ can build it; docs/native-backend.md)",
+        "onnxruntime backend fastpath_ort (used by default where g++ can build it, unless tuning/embedded.json "
+        "says native: false; docs/native-backend.md)",
     )
     p.add_argument(
         "--no-ids-lane",
@@ -189,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                 "the ensemble stays (--rendering fused keeps every cache)"
             )
             args.no_cache = True
-        settings = RepoSettings.tuned(
+        settings, notes = RepoSettings.tuned_with_notes(
             service_levels_ms=service_levels(args.service_levels),
-            rendering=args.rendering,
+            **({"rendering": args.rendering} if args.rendering else {}),
             precision=precision,
             max_length=args.max_length,
             max_batch_size=args.max_batch_size,
@@ -201,9 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             max_queue_delay_us=args.max_queue_delay_us,
             response_cache=not args.no_response_cache,
             cache=not args.no_cache,
-            native=not args.no_native,
             ids_lane=not args.no_ids_lane,
+            **({"native": False} if args.no_native else {}),
         )
+        for note in notes:
+            progress(note)
         reports = build_repository(
             repository=repository,
             settings=settings,

@@ -1,15 +1,19 @@
 """Tune the repository's serving settings under a p99 bound and write the winner into the spec.
 
-Searches the rendering (fused | ensemble), dynamic batching delay, preferred batch sizes,
-encoder and tokenizer instances and onnxruntime intra-op threads, one knob at a time (a
-coordinate search), each candidate served by the embedded tritonserver and loaded by the
-benchmark's load generator; prints the frontier and writes the winning settings to
-tuning/embedded.json, which RepoSettings reads as its defaults.
-Then `fastpath build` re-renders model_repository/ with them.
+Searches, one knob at a time (a coordinate search), in this order: the rendering of the sentiment
+pipeline (fused | ensemble | graph), the backend of the ONNX models (native C++ onnxruntime |
+Python model, measured on digits), dynamic batching delay, encoder instances, onnxruntime
+intra-op threads, tokenizer instances and preferred batch sizes. Each candidate is served by the
+embedded tritonserver and loaded by the benchmark's load generator; a value is kept only when it
+beats the current one by the noise margin without slowing a lone request. Prints the frontier
+and the per-model choices, and writes the winning settings to tuning/embedded.json (its `models`
+section: each model's choice, every candidate's figures and why), which RepoSettings reads as
+its defaults. Then `fastpath build` re-renders model_repository/ with them.
 
 Examples:
-    fastpath tune                    # about 8-10 minutes on 2 cores
+    fastpath tune                    # about a minute per candidate on 2 cores (~15 minutes)
     fastpath tune --sla-p99-ms 20
+    fastpath tune --knobs rendering native   # the renderings, and digits native vs Python only
     fastpath tune --smoke --output /tmp/tuning.json   # seconds: checks the tuner works
 """
 
@@ -22,10 +26,21 @@ import sys
 import time
 from pathlib import Path
 
-from triton_fastpath.bench.tuner import TuneConfig, format_frontier, tune, write_tuning
+from triton_fastpath.bench.tuner import (
+    MODEL_KNOBS,
+    PIPELINE,
+    SEARCH_SPACE,
+    TuneConfig,
+    format_frontier,
+    format_models,
+    label,
+    restrict_space,
+    tune,
+    write_tuning,
+)
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.config.settings import TUNING_FILE
-from triton_fastpath.errors import FastpathError
+from triton_fastpath.errors import ConfigError, FastpathError
 from triton_fastpath.paths import BUILD_DIR
 
 
@@ -38,14 +53,34 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None, help=f"tuning file to write (default {TUNING_FILE})")
     p.add_argument("--dry-run", action="store_true", help="print the frontier, write nothing")
     p.add_argument("--work-dir", type=Path, help="repositories and logs (default build/tune/<timestamp>)")
+    knobs = ", ".join(
+        f"{knob} ({MODEL_KNOBS.get(knob, PIPELINE)}: {' | '.join(label(knob, v) for v in values)})"
+        for knob, values in SEARCH_SPACE.items()
+    )
+    p.add_argument(
+        "--knobs",
+        nargs="+",
+        metavar="NAME",
+        default=None,
+        help="search only these knobs, in the search order; the others keep their starting values (the "
+        f"factory defaults). Knobs (measured on: candidates): {knobs}. E.g. --knobs rendering native: the "
+        "renderings on sentiment and digits native vs Python. With --smoke: these knobs' candidates, tiny "
+        "windows. Default: every knob",
+    )
     add_service_levels(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     config = TuneConfig.smoke_config() if args.smoke else TuneConfig()
     config = dataclasses.replace(config, sla_p99_ms=args.sla_p99_ms, service_levels=args.service_levels)
+    if args.knobs:
+        try:
+            config = dataclasses.replace(config, space=restrict_space(args.knobs))
+        except ConfigError as error:
+            p.error(f"--knobs: {error}")
     work_dir = args.work_dir or BUILD_DIR / "tune" / time.strftime("%Y%m%d-%H%M%S")
     started = time.monotonic()
 
@@ -60,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     (work_dir / "tune.json").write_text(json.dumps(result, indent=1, default=list))
     print()
     print(format_frontier(result))
+    if result.get("models"):
+        print()
+        print(format_models(result))
     print(f"\nwinner: {json.dumps(result['settings'], default=list)}")
     if args.smoke and args.output is None:
         print(f"\nsmoke run: {TUNING_FILE} left as it is (pass --output to write a file)")

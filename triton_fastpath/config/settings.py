@@ -1,6 +1,7 @@
 """The repository's settings: every knob the specs read (`RepoSettings`), the tuned defaults that
-`fastpath tune` measured (`RepoSettings.tuned()`), and the service levels that queue timeouts are
-cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
+`fastpath tune` measured (`RepoSettings.tuned()`; `RepoSettings.tuned_with_notes()` also says where a
+tuned value could not be used with the caller's settings), and the service levels that queue timeouts
+are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ LABELS_FILE = "labels.txt"
 # The settings `fastpath tune` searches, with the values used when no tuning file overrides them.
 # Batching delay 0: Triton's batcher waits the whole delay whenever a batch cannot reach a
 # preferred size, even with idle instances, so a delay must be measured to pay before it is used.
+# `native` (the C++ onnxruntime backend for ONNX models) is measured on digits, the rest on sentiment.
 FACTORY_TUNABLES: dict[str, Any] = {
     "max_queue_delay_us": 0,
     "preferred_batch_sizes": (),
@@ -35,6 +37,7 @@ FACTORY_TUNABLES: dict[str, Any] = {
     "encoder_instances": 2,
     "onnx_threads": 1,
     "rendering": "fused",
+    "native": True,
 }
 # The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
 # `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
@@ -73,7 +76,12 @@ def load_tuning(path: Path = TUNING_FILE) -> dict[str, Any]:
 
 
 def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[str, Any]:
-    """Check names and types of tuned settings; lists become tuples (pure)."""
+    """Check names and types of tuned settings; lists become tuples (pure).
+
+    Raises:
+        ConfigError: an unknown name, a rendering not in `RENDERINGS`, a `native` that is not a
+            bool, or a count that is not a non-negative integer (a bool is not one).
+    """
     unknown = sorted(set(found) - set(FACTORY_TUNABLES))
     if unknown:
         raise ConfigError(f"{where}: unknown settings {unknown}; the tuner owns {sorted(FACTORY_TUNABLES)}")
@@ -87,11 +95,28 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and v >= 1 for v in value):
                 raise ConfigError(f"{where}: preferred_batch_sizes={value!r}; expected a list of positive integers")
             settings[name] = tuple(value)
+        elif name == "native":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: native={value!r}; expected true or false")
+            settings[name] = value
         elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{where}: {name}={value!r}; expected a non-negative integer")
         else:
             settings[name] = value
     return settings
+
+
+def graph_refusal(*, cache: bool, native: bool, container: bool = False) -> str | None:
+    """Why the 'graph' rendering cannot be built with these settings, or None when it can (pure).
+
+    The graph has no cache-lookup step (the L1/Redis L2 caches are Python models), and on the
+    embedded target it is served by the native backend: `text_graph_specs` refuses it otherwise.
+    """
+    if cache:
+        return "the graph rendering has no cache-lookup step and cache=True (the L1/L2 caches are Python models)"
+    if not native and not container:
+        return "the graph rendering is served by the native backend and native=False"
+    return None
 
 
 def service_levels(profile: str = "default") -> tuple[tuple[str, float], ...]:
@@ -122,10 +147,11 @@ def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ..
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
 
-    The tunable defaults (batching delay, preferred batch sizes, tokenizer and encoder instances,
-    onnxruntime threads) are `FACTORY_TUNABLES`; nothing is read at import. What `fastpath tune`
-    measured (`tuning/embedded.json`) is loaded explicitly: `RepoSettings.tuned()`, which the build,
-    the benchmark and the reliability scenarios use for the repository they serve.
+    The tunable defaults (rendering, batching delay, preferred batch sizes, tokenizer and encoder
+    instances, onnxruntime threads, native backend) are `FACTORY_TUNABLES`; nothing is read at
+    import. What `fastpath tune` measured (`tuning/embedded.json`) is loaded explicitly:
+    `RepoSettings.tuned()`, which the build, the benchmark and the reliability scenarios use for the
+    repository they serve.
 
     Attributes:
         rendering: how each text pipeline (`sentiment`, `embed`) becomes Triton models:
@@ -232,7 +258,7 @@ class RepoSettings:
     semantic_guard: bool = False
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
-    native: bool = True
+    native: bool = FACTORY_TUNABLES["native"]
     ids_lane: bool = True
 
     def with_rendering(self, rendering: str) -> RepoSettings:
@@ -243,12 +269,42 @@ class RepoSettings:
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
         """Settings with what `fastpath tune` measured in `path` (its tuned defaults and measured
-        rates), read now; `overrides` win. Without the file: the factory defaults.
+        rates), read now; `overrides` win. Without the file: the factory defaults. A tuned rendering
+        these settings cannot build is replaced (`tuned_with_notes` says why).
 
         Raises:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
         """
-        return cls(**{**load_tuning(path), "measured_rates": load_measured_rates(path), **overrides})
+        return cls.tuned_with_notes(path, **overrides)[0]
+
+    @classmethod
+    def tuned_with_notes(cls, path: Path = TUNING_FILE, **overrides: Any) -> tuple[RepoSettings, tuple[str, ...]]:
+        """`tuned()`, and a note for each tuned value that was not used, for the build to print.
+
+        The tuner measures with the caches off; the tuned rendering 'graph' has no cache-lookup
+        step and runs on the native backend. Where the effective settings have `cache` on (the
+        default build) or `native` off, and the rendering is the tuned one (not in `overrides`),
+        the 'fused' rendering serves instead: a model whose caching options need the cache-lookup
+        model is served by a Python rendering. An explicit `rendering` override is kept as given
+        (the build then says what is wrong with it).
+
+        Raises:
+            ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
+        """
+        tuning = load_tuning(path)
+        values = {**tuning, "measured_rates": load_measured_rates(path), **overrides}
+        notes: list[str] = []
+        if tuning.get("rendering") == "graph" and "rendering" not in overrides:
+            refusal = graph_refusal(
+                cache=values.get("cache", cls.cache), native=values.get("native", FACTORY_TUNABLES["native"])
+            )
+            if refusal:
+                values["rendering"] = "fused"
+                notes.append(
+                    f"{path.name} chose rendering 'graph' (measured with the caches off), but {refusal}: "
+                    "serving the 'fused' rendering instead (the graph needs --no-cache and the native backend)"
+                )
+        return cls(**values), tuple(notes)
 
     def __post_init__(self) -> None:
         if self.rendering not in RENDERINGS:
