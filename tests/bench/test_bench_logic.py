@@ -252,6 +252,15 @@ def test_budget_rows_of_the_fused_rendering_have_one_step_and_its_wrapper_cost()
     assert rows["one-step ensemble wrapper"] == pytest.approx(0.3)
     assert math.isnan(rows["ensemble overhead (issue's definition)"])  # no encoder timed alone
     assert "tokenizer" not in rows
+    assert "ids lane (client tokenizes, encoder alone)" not in rows  # not measured: no row
+
+
+def test_the_ids_lane_gets_its_own_budget_row_beside_the_encoder_alone() -> None:
+    p50 = {"client_serialisation": 0.01, "ensemble": 1.5, "fused_alone": 1.3, "encoder_alone": 0.6, "ids_lane": 0.7}
+    server = {"sentiment": {"request_us": 1100}, "sentiment_fused": {"compute_us": 900, "request_us": 1000}}
+    rows = {r["part"]: r["ms"] for r in budget_rows(p50, server, ["sentiment_fused"])}
+    assert rows["ids lane (client tokenizes, encoder alone)"] == pytest.approx(0.7)
+    assert rows["ensemble overhead (issue's definition)"] == pytest.approx(0.9)
 
 
 def test_ensemble_steps_are_read_from_the_model_config_in_order() -> None:

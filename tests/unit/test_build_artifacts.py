@@ -133,7 +133,7 @@ def test_a_variant_repository_holds_exactly_the_models_of_its_rendering_with_the
 def test_a_variant_repository_replaces_what_was_in_its_folder(fake_build: Path, tmp_path: Path) -> None:
     target = tmp_path / "variant"
     build.variant_repository(RepoSettings(rendering="ensemble"), target)
-    build.variant_repository(RepoSettings(rendering="fused"), target, only=("sentiment",))
+    build.variant_repository(RepoSettings(rendering="fused", ids_lane=False), target, only=("sentiment",))
     assert sorted(p.name for p in target.iterdir()) == ["sentiment", "sentiment_fused"]
 
 
@@ -163,10 +163,13 @@ def test_tuning_is_read_only_when_asked(tmp_path: Path) -> None:
 def test_removing_the_other_rendering_keeps_the_selected_and_user_models(tmp_path: Path) -> None:
     for name in ("sentiment_tokenizer", "sentiment_cache", "embed_encoder", "sentiment_fused", "my_model"):
         (tmp_path / name / "1").mkdir(parents=True)
-    settings = RepoSettings(rendering="fused")
+    settings = RepoSettings(rendering="fused", ids_lane=False)
     removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings)
     assert removed == ["embed_encoder", "sentiment_cache", "sentiment_tokenizer"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_model", "sentiment_fused"]
-    container = default_specs(settings, "container")  # the fused container target serves the encoders
     (tmp_path / "embed_encoder" / "1").mkdir(parents=True)
+    with_lane = RepoSettings(rendering="fused")  # the ids lane keeps the encoders
+    assert build.remove_other_renderings(tmp_path, default_specs(with_lane), with_lane) == []
+    container = default_specs(settings, "container")  # the fused container target serves the encoders
     assert build.remove_other_renderings(tmp_path, container, settings) == []
+    assert (tmp_path / "embed_encoder" / "1").is_dir()

@@ -158,7 +158,8 @@ def test_models_a_client_cannot_serve_are_skipped_with_the_reason_even_with_all(
 
 def test_the_real_repository_gets_clients_for_its_top_level_models_not_their_steps() -> None:
     plan = plan_models(load_repository(ROOT / "model_repository"))
-    assert set(plan.selected) == {"digits", "embed", "sentiment"}
+    # the encoders are the ids lane (called directly, with ids), so they get clients too
+    assert set(plan.selected) == {"digits", "embed", "sentiment", "embed_encoder", "sentiment_encoder"}
     assert plan.skipped == {
         "sentiment_fused": "a step of ensemble sentiment (use --all to include steps)",
         "embed_fused": "a step of ensemble embed (use --all to include steps)",

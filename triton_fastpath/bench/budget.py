@@ -125,8 +125,12 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
     after = scrape_metrics(metrics_url)
     server = server_stats(before, after, metric_models(after))
 
-    encoded = encoder.encode(texts)
-    tokens = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    # each text alone, at its natural length (as a client that tokenizes itself sends it)
+    rows_encoded = [encoder.encode([text]) for text in texts]
+    tokens = {
+        "input_ids": [e.input_ids for e in rows_encoded],
+        "attention_mask": [e.attention_mask for e in rows_encoded],
+    }
 
     def build(plan: list[tuple[str, str, list[int]]], row: int) -> list:
         tensors = []
@@ -134,7 +138,7 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
             if source == "text":
                 array = np.array([texts[row].encode()], dtype=object).reshape(shape)
             elif source == "tokens":
-                array = tokens[name][row : row + 1]
+                array = tokens[name][row]
             else:
                 array = np.zeros(shape, dtype=NUMPY_TYPES[source])
             tensor = grpcclient.InferInput(name, list(array.shape), "BYTES" if source == "text" else _dtype(array))
@@ -157,12 +161,32 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
         alone[step] = _timed(
             lambda step=step, plan=plan, rows=rows: client.infer(step, build(plan, next(rows))), len(texts)
         )
+    if ENCODER in alone:
+        # The ids lane (`fastpath_client.ids_lane`): the client tokenizes, then calls the encoder
+        # (native backend, no Python process); timed together, tokenizing included.
+        plan = input_plan(client.get_model_config(ENCODER, as_json=True), list(tokens))
+        local = iter(texts)
+
+        def ids_lane_call() -> None:
+            found = encoder.encode([next(local)])
+            row = {"input_ids": found.input_ids, "attention_mask": found.attention_mask}
+            tensors = []
+            for name, _, _ in plan:
+                tensor = grpcclient.InferInput(name, list(row[name].shape), "INT64")
+                tensor.set_data_from_numpy(row[name])
+                tensors.append(tensor)
+            client.infer(ENCODER, tensors)
+
+        alone["ids_lane"] = _timed(ids_lane_call, len(texts))
     client.close()
 
     p50 = {
         "client_serialisation": percentiles_ms(serialisation)[50.0],
         "ensemble": percentiles_ms(top_level)[50.0],
-        **{f"{short_name(step, model)}_alone": percentiles_ms(values)[50.0] for step, values in alone.items()},
+        **{
+            ("ids_lane" if step == "ids_lane" else f"{short_name(step, model)}_alone"): percentiles_ms(values)[50.0]
+            for step, values in alone.items()
+        },
     }
     return {
         "model": model,
@@ -222,6 +246,14 @@ def budget_rows(
             "top-level p50 - encoder-alone p50 (same tokens sent to the encoder directly)",
         ),
     ]
+    if "ids_lane" in p50:
+        rows.append(
+            (
+                "ids lane (client tokenizes, encoder alone)",
+                p50["ids_lane"],
+                "client p50: tokenize here + the encoder model with ids (native backend, no Python)",
+            )
+        )
     if len(steps) == 1:
         only = short_name(steps[0], model)
         rows.append(

@@ -5,6 +5,12 @@ request per example from a few concurrent clients, and prints accuracy measured 
 server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
 It calls the models the way applications do: through the generated SDKs (`clients/fastpath_models/`).
 
+Side by side, on the same texts: the repository as built (the fused rendering with its L1/Redis
+L2 caches, then the same texts again, answered by the caches), the ids lane (the SDK tokenizes,
+the native encoder answers), and the `graph` rendering, the fastest for a lone request (the
+tokenizer inside the ONNX graph on the native backend: no Python process, no L1/L2 caches),
+served from a second repository (`build/demo/graph-repository`; `--no-graph` skips it).
+
     fastpath demo                  # build if needed, 300 requests per model
     fastpath demo --requests 1000 --concurrency 16
 """
@@ -81,13 +87,53 @@ def serve_requests(server, sentiment, digits, args, progress):
     again, again_lat, again_wall = run_load(
         server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency
     )
-    return (
-        (text_results, text_lat, text_wall),
-        (img_results, img_lat, img_wall),
-        (again, again_lat, again_wall),
-        n_text,
-        n_img,
+    rows = {
+        "sentiment": (text_results, text_lat, text_wall),
+        "digits": (img_results, img_lat, img_wall),
+        "sentiment, repeated (cached)": (again, again_lat, again_wall),
+    }
+    tokenizer = args.repository / "sentiment_encoder" / "1" / "tokenizer.json"
+    if tokenizer.is_file():
+        progress("the same texts through the ids lane: tokenized here, sentiment_encoder on the native backend")
+        rows["sentiment, ids lane (SDK tokenizes)"] = run_load(
+            server.grpc_url, ids_client(tokenizer), list(sentiment.x[:n_text]), args.concurrency
+        )
+    return rows, n_img
+
+
+def ids_client(tokenizer: Path):
+    """`SentimentIdsClient` reading `tokenizer` (the served model's own file)."""
+    from fastpath_models import SentimentIdsClient
+
+    return lambda url, **options: SentimentIdsClient(url, tokenizer_file=tokenizer, **options)
+
+
+def serve_graph(sentiment, args, progress) -> tuple | None:
+    """The `sentiment` texts through the graph rendering (a second server, caches off), or None
+    where it cannot be served here (no native backend); says which."""
+    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.native import build as native_build
+
+    if native_build.backend_or_none() is None:
+        progress("graph rendering: skipped (the native backend is not built here; see the build's warning)")
+        return None
+    settings = RepoSettings.tuned().with_rendering("graph")
+    repository = variant_repository(settings, BUILD_DIR / "demo" / "graph-repository", only=("sentiment",))
+    config = ServerConfig(
+        model_repository=repository,
+        http_port=0,
+        grpc_port=0,
+        metrics_port=0,
+        log_file=BUILD_DIR / "logs" / "demo-graph-tritonserver.log",
     )
+    progress("starting a second tritonserver: sentiment in the graph rendering (no Python process, no L1/L2)")
+    server = EmbeddedTritonServer(config).start()
+    try:
+        n_text = min(args.requests, len(sentiment))
+        return run_load(server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency)
+    finally:
+        server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default: %(default)s)")
     parser.add_argument("--skip-build", action="store_true", help="serve the repository as it is")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
+    parser.add_argument(
+        "--no-graph", action="store_true", help="skip the side-by-side run of the graph rendering (a second server)"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
 
@@ -123,32 +172,35 @@ def main(argv: list[str] | None = None) -> int:
             progress("starting the embedded tritonserver (models load and warm up)")
             server = EmbeddedTritonServer(config).start()
             try:
-                results = serve_requests(server, sentiment, digits, args, progress)
+                rows, n_img = serve_requests(server, sentiment, digits, args, progress)
             finally:
                 server.stop()
+        if not args.no_graph:
+            graph = serve_graph(sentiment, args, progress)
+            if graph is not None:
+                rows["sentiment, graph rendering (no Python)"] = graph
         progress("servers stopped")
     except FastpathError as error:
         print(f"demo failed: {error}", file=sys.stderr)
         return 1
-    (
-        (text_results, text_lat, text_wall),
-        (img_results, img_lat, img_wall),
-        (again, again_lat, again_wall),
-        n_text,
-        n_img,
-    ) = results
-    text_acc = np.mean([r.label == "positive" for r in text_results] == sentiment.y[:n_text].astype(bool))
-    img_acc = np.mean(np.array([r.label for r in img_results]) == digits.y[:n_img])
-    text_acc_again = np.mean([r.label == "positive" for r in again] == sentiment.y[:n_text].astype(bool))
+    truth = {"digits": digits.y[:n_img]}
     print("\nMeasured through the server (client-side latency, one example per request):")
-    print(f"{'model':<30}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
-    for name, n, acc, lat, wall in (
-        ("sentiment", n_text, text_acc, text_lat, text_wall),
-        ("digits", n_img, img_acc, img_lat, img_wall),
-        ("sentiment, repeated (cached)", n_text, text_acc_again, again_lat, again_wall),
-    ):
-        found = percentiles_ms(lat, (50.0, 99.0))
-        print(f"{name:<30}{n:>9}{acc:>10.2%}{found[50.0]:>9.2f}{found[99.0]:>9.2f}{n / wall:>8.0f}")
+    print(f"{'model':<40}{'requests':>9}{'accuracy':>10}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}")
+    for name, (results, latencies, wall) in rows.items():
+        if name == "digits":
+            accuracy = np.mean(np.array([r.label for r in results]) == truth["digits"])
+        else:
+            positive = np.array([r.label == "positive" for r in results])
+            accuracy = np.mean(positive == sentiment.y[: len(results)].astype(bool))
+        found = percentiles_ms(latencies, (50.0, 99.0))
+        rate = len(results) / wall
+        print(f"{name:<40}{len(results):>9}{accuracy:>10.2%}{found[50.0]:>9.2f}{found[99.0]:>9.2f}{rate:>8.0f}")
+    print(
+        "\nThe fused rendering (as built) keeps the L1/Redis L2 caches; the graph rendering has no Python "
+        "process on the path\nand no L1/L2 caches (Triton's response cache stays): `fastpath build --rendering "
+        "graph` serves it. The ids lane\nneeds `tokenizers` in the client. docs/text-graph.md, "
+        "docs/native-backend.md."
+    )
     print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
     return 0
 

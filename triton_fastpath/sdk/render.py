@@ -20,7 +20,7 @@ from tritonclient.grpc import model_config_pb2
 from fastpath_client.tensors import ModelSignature, TensorField
 from triton_fastpath.sdk.codegen import ModelPlan, class_prefix, ids_lane_of, module_name, signature_of, steps_of
 
-__all__ = ["GeneratedModule", "Naming", "render_module", "render_package"]
+__all__ = ["GeneratedModule", "Naming", "render_module", "render_package", "verb_of_lane"]
 
 LINE_LENGTH = 120
 # The tokenizer file an ids-lane client reads, beside its module (`fastpath_client.ids_lane`).
