@@ -92,7 +92,13 @@ def test_a_generated_sdk_wheel_installs_alone_and_calls_the_server(built_reposit
     assert not any(n.startswith(("fastpath_client/", "triton_fastpath/")) for n in names)
     metadata = next(n for n in names if n.endswith("METADATA"))
     requires = [line for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines() if "Requires-Dist" in line]
-    assert sorted(requires) == ["Requires-Dist: numpy>=1.24", "Requires-Dist: tritonclient[grpc]<3,>=2.50"]
+    assert sorted(requires) == [
+        "Requires-Dist: numpy>=1.24",
+        'Requires-Dist: tokenizers<1,>=0.20; extra == "ids"',  # the ids lane tokenizes in the client
+        "Requires-Dist: tritonclient[grpc]<3,>=2.50",
+    ]
+    # the ids lane's client reads the model's tokenizer, carried as package data beside its module
+    assert "acme_sdk/sentiment_encoder.tokenizer.json" in names and "acme_sdk/_runtime/ids_lane.py" in names
 
     python = _fresh_venv(tmp_path / "venv")
     _pip(python, str(wheel))

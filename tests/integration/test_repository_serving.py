@@ -28,6 +28,10 @@ def digits_test():
     return datasets.load_digits_dataset().test
 
 
+# How far an INT8 row's probabilities move with the other rows of its batch (see below).
+INT8_BATCH_TOLERANCE = 0.02
+
+
 def reference_sentiment(texts: list[str]) -> np.ndarray:
     """Probabilities computed in-process: the built tokenizer and INT8 ONNX files, no server."""
     backends_importable()
@@ -46,8 +50,16 @@ def test_sentiment_served_equals_onnxruntime_in_process(sentiment, sentiment_tes
     served = sentiment.classify(texts)
     expected = reference_sentiment(texts)
     got = np.array([p.probabilities for p in served], dtype=np.float32)
-    np.testing.assert_allclose(got, expected, atol=1e-5)
-    assert [p.label for p in served] == ["positive" if row.argmax() == 1 else "negative" for row in expected]
+    # INT8 with dynamic (per-tensor) activation scales: a row's result depends on the rows it is
+    # computed with (the served fused model runs length buckets of 4; the reference, the whole 64
+    # padded to its longest; the L2 cache may hold a row computed in another batch). Measured on a
+    # build of this model: up to 8.6e-3 between the two groupings (FP32: 0.0). Labels must agree
+    # wherever the reference is not that close to the boundary.
+    np.testing.assert_allclose(got, expected, atol=INT8_BATCH_TOLERANCE)
+    clear = np.abs(expected[:, 1] - 0.5) > INT8_BATCH_TOLERANCE
+    labels = np.array([p.label for p in served])
+    reference = np.where(expected.argmax(axis=1) == 1, "positive", "negative")
+    assert (labels[clear] == reference[clear]).all()
 
 
 def test_both_renderings_give_the_same_answers_errors_and_classification(triton, triton_ensemble, sentiment_test):
