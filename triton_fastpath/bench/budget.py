@@ -233,7 +233,7 @@ def budget_rows(
         (
             short_name(step, model),
             s.get("compute_us", math.nan) / 1000,
-            f"server: mean compute of {step} (Python model, IPC included)",
+            f"server: mean compute of {step} (a Python model's includes its IPC)",
         )
         for step, s in stats.items()
     ]
