@@ -16,7 +16,8 @@ tokenizer in the client and it has the caches.
 Texts are checked as the server checks them (empty, whitespace only, not UTF-8, NUL, too large:
 `InvalidInput` naming the row, before anything is sent), cut to the same number of characters and
 truncated at the model's `max_length` tokens, flagged `truncated` as the text lane flags them.
-Texts of equal token length share a request, so nothing is padded. Before its first request the
+A call's texts go out sorted by length in as few requests as the max batch allows, each padded
+only to its own longest text (the mask marks the padding). Before its first request the
 client checks that its tokenizer file is the one the server's model was built with (the
 `tokenizer_sha256` parameter of the encoder's config): a retrained model with a stale SDK is an
 error, not silently wrong ids.
@@ -40,7 +41,7 @@ from tritonclient.utils import InferenceServerException
 from .errors import ClientError, InvalidInput, Timeout, map_exception
 from .runtime import ModelClient
 
-__all__ = ["EmbeddedText", "IdsLaneClient", "LabelledText", "LocalTokenizer", "check_texts", "length_groups"]
+__all__ = ["EmbeddedText", "IdsLaneClient", "LabelledText", "LocalTokenizer", "check_texts", "chunks_by_length"]
 
 # The server's limits (fastpath_backends.text): the most bytes a text may have, and the characters
 # a text is cut to before tokenizing (a huge text costs no more than a long one; flagged truncated).
@@ -108,6 +109,7 @@ class LocalTokenizer:
         self.max_length = max_length
         self.max_chars = cut_chars(max_length)
         self._tokenizer = Tokenizer.from_file(str(path))
+        self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0  # as the server pads (masked anyway)
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_length)
 
@@ -119,15 +121,15 @@ class LocalTokenizer:
         return ids, truncated
 
 
-def length_groups(lengths: Sequence[int], max_rows: int) -> list[list[int]]:
-    """Row indices grouped by equal length, at most `max_rows` per group (0: no limit), in first-seen order."""
-    groups: dict[int, list[list[int]]] = {}
-    for index, length in enumerate(lengths):
-        chunks = groups.setdefault(length, [[]])
-        if max_rows and len(chunks[-1]) == max_rows:
-            chunks.append([])
-        chunks[-1].append(index)
-    return [chunk for chunks in groups.values() for chunk in chunks]
+def chunks_by_length(lengths: Sequence[int], max_rows: int) -> list[list[int]]:
+    """Row indices sorted by length, cut into requests of at most `max_rows` (0: one request).
+
+    Each request is padded to its own longest row; sorting keeps the rows of a request close in
+    length, as the text lane's length buckets do on the server.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    step = max_rows or len(order) or 1
+    return [order[start : start + step] for start in range(0, len(order), step)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,6 +171,8 @@ class IdsLaneClient(Generic[ResultT]):
         self.encoder = self.ENCODER(url, **options)
         self.model_name = self.encoder.model_name
         self._checked = False
+        outputs = {spec.name: spec for spec in self.ENCODER.SIGNATURE.outputs}
+        self._labels = outputs["probabilities"].labels if "probabilities" in outputs else ()
 
     def __enter__(self) -> IdsLaneClient[ResultT]:
         return self
@@ -204,23 +208,29 @@ class IdsLaneClient(Generic[ResultT]):
         self._checked = True
 
     def _call(self, texts: Sequence[str | bytes], *, timeout_s: float | None, priority: int, request_id: str) -> list:
-        """Check, tokenize, send each length group (one deadline for all) and join the answers in order."""
+        """Check, tokenize, send (as few requests as the max batch allows; one deadline for all), join in order."""
         checked = check_texts(self.model_name, texts)
         ids, truncated = self._tokenizer.encode(checked)
         budget = self.encoder.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + budget
         self.check_tokenizer()
-        signature = self.ENCODER.SIGNATURE
         results: list[Any] = [None] * len(checked)
-        groups = length_groups([len(row) for row in ids], signature.max_batch_size)
-        for number, group in enumerate(groups):
+        chunks = chunks_by_length([len(row) for row in ids], self.ENCODER.SIGNATURE.max_batch_size)
+        for number, chunk in enumerate(chunks):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Timeout(f"{self.model_name}: the deadline of {budget:g} s passed", model=self.model_name)
-            rows = [self.ENCODER.REQUEST(ids[i], np.ones_like(ids[i])) for i in group]
-            rid = f"{request_id}/{number}" if request_id and len(groups) > 1 else request_id
+            longest = max(len(ids[i]) for i in chunk)
+            rows = []
+            for i in chunk:
+                row = np.full(longest, self._tokenizer.pad_id, dtype=np.int64)
+                row[: len(ids[i])] = ids[i]
+                mask = np.zeros(longest, dtype=np.int64)
+                mask[: len(ids[i])] = 1
+                rows.append(self.ENCODER.REQUEST(row, mask))
+            rid = f"{request_id}/{number}" if request_id and len(chunks) > 1 else request_id
             answers = self.encoder._run(rows, timeout_s=remaining, priority=priority, request_id=rid)
-            for i, answer in zip(group, answers):
+            for i, answer in zip(chunk, answers):
                 results[i] = self._result(answer, truncated[i])
         return results
 
@@ -229,6 +239,5 @@ class IdsLaneClient(Generic[ResultT]):
             return EmbeddedText(np.asarray(answer.embedding), truncated)
         scores = np.asarray(answer.probabilities)
         index = int(np.asarray(answer.label_index).reshape(-1)[0])
-        names = next(s.labels for s in self.ENCODER.SIGNATURE.outputs if s.name == "probabilities")
-        label = names[index] if index < len(names) else str(index)
+        label = self._labels[index] if index < len(self._labels) else str(index)
         return LabelledText(label, float(scores[index]), scores, truncated)

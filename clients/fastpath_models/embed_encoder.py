@@ -139,7 +139,7 @@ class EmbedIdsClient(IdsLaneClient[EmbeddedText]):
         priority: int = 0,
         request_id: str = "",
     ) -> list[EmbeddedText]:
-        """Embed `texts` through `embed_encoder`: texts of equal token length share a request.
+        """Embed `texts` through `embed_encoder`: sorted by length, requests padded to their longest.
 
         Args:
             texts: str (or UTF-8 bytes) each; checked as the server checks them, truncated at 64 tokens.

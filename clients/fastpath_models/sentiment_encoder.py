@@ -148,7 +148,7 @@ class SentimentIdsClient(IdsLaneClient[LabelledText]):
         priority: int = 0,
         request_id: str = "",
     ) -> list[LabelledText]:
-        """Classify `texts` through `sentiment_encoder`: texts of equal token length share a request.
+        """Classify `texts` through `sentiment_encoder`: sorted by length, requests padded to their longest.
 
         Args:
             texts: str (or UTF-8 bytes) each; checked as the server checks them, truncated at 64 tokens.

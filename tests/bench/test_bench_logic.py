@@ -619,3 +619,15 @@ def test_native_round_trips_through_the_tuning_file_and_counts_still_refuse_bool
         validate_tuning({"native": 1})
     with pytest.raises(ConfigError, match=r"^tuning: encoder_instances=True; expected a non-negative integer$"):
         validate_tuning({"encoder_instances": True})
+
+
+def test_rounds_merge_into_each_systems_best_round_with_every_failure_counted() -> None:
+    from triton_fastpath.bench.report import best_round
+
+    first = {"throughput_rps": 900.0, "p50_c1_ms": 1.2, "failed": 0, "rounds": 1, "concurrency": 8}
+    second = {"throughput_rps": 1000.0, "p50_c1_ms": 1.4, "failed": 3, "rounds": 1, "concurrency": 16}
+    merged = best_round(first, second)
+    assert (merged["throughput_rps"], merged["concurrency"]) == (1000.0, 16)  # the better round
+    assert merged["p50_c1_ms"] == 1.2  # the lower lone-request p50 of the two
+    assert (merged["failed"], merged["rounds"]) == (3, 2)
+    assert best_round(second, {**first, "p50_c1_ms": math.nan})["p50_c1_ms"] == 1.4

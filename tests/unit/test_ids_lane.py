@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fastpath_client.errors import ClientError, InvalidInput
-from fastpath_client.ids_lane import LocalTokenizer, check_texts, length_groups
+from fastpath_client.ids_lane import LocalTokenizer, check_texts, chunks_by_length
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.bundled import default_specs
@@ -97,10 +97,11 @@ def test_texts_are_checked_as_the_server_checks_them() -> None:
         check_texts("m", [])
 
 
-def test_rows_are_grouped_by_equal_length_within_the_max_batch() -> None:
-    assert length_groups([5, 3, 5, 5, 3], 0) == [[0, 2, 3], [1, 4]]
-    assert length_groups([5, 3, 5, 5, 3], 2) == [[0, 2], [3], [1, 4]]
-    assert length_groups([7], 8) == [[0]]
+def test_rows_go_sorted_by_length_in_as_few_requests_as_the_max_batch_allows() -> None:
+    assert chunks_by_length([5, 3, 9, 5, 3], 0) == [[1, 4, 0, 3, 2]]
+    assert chunks_by_length([5, 3, 9, 5, 3], 2) == [[1, 4], [0, 3], [2]]
+    assert chunks_by_length([7], 64) == [[0]]
+    assert chunks_by_length([], 64) == []
 
 
 def test_the_local_tokenizer_truncates_without_padding_and_flags_it(tmp_path: Path) -> None:
@@ -133,3 +134,17 @@ def test_the_repository_serves_the_ids_lane_with_the_native_backend_unless_turne
     assert "sentiment_encoder" in graph
     for off in (RepoSettings(ids_lane=False), RepoSettings(native=False)):
         assert not {"sentiment_encoder", "embed_encoder"} & {s.name for s in default_specs(off)}
+
+
+def test_the_clients_limits_are_the_servers(tmp_path: Path) -> None:
+    from fastpath_client import ids_lane
+    from triton_fastpath.paths import backends_importable
+
+    backends_importable()
+    from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
+
+    assert ids_lane.MAX_TEXT_BYTES == DEFAULT_MAX_TEXT_BYTES
+    path = tmp_path / "tokenizer.json"
+    path.write_text(TOKENIZER)
+    for max_length in (8, 64, 256):
+        assert ids_lane.cut_chars(max_length) == TextEncoder(path, max_length).max_chars

@@ -48,6 +48,8 @@ class BenchConfig:
         budget_requests: sequential requests for the latency budget.
         smoke: tiny windows (checks that the harness works; its timings mean nothing).
         only: run only these system keys (all when empty).
+        rounds: how many times every system is swept, the order reversed every other round; the
+            headline takes each system's best round (its failed requests are summed over all).
         service_levels: the p99 profile our servers' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
     """
 
@@ -62,6 +64,7 @@ class BenchConfig:
     budget_requests: int = 300
     smoke: bool = False
     only: tuple[str, ...] = ()
+    rounds: int = 1
     service_levels: str = "default"
 
     @classmethod
@@ -276,43 +279,54 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
         else:
             groups.append([system])
     limit_s = 60 + len(config.concurrency) * (config.warmup_s + config.max_windows * config.window_s + 30)
-    for group in groups:
-        head = group[0]
-        progress(f"starting {head.kind} for {', '.join(s.key for s in group)} ({time.monotonic() - started:.0f}s)")
-        with start_system(head, out_dir) as running_head:
-            for system in group:
-                running = running_head
-                if system.protocol != head.protocol:  # another view of the same server
-                    running = _other_protocol(system, running_head)
-                for model in system.models:
-                    args = _load_args(system, running, model, inputs_file)
-                    ratios = config.duplicate_ratios if system.cached else (0.0,)
-                    for ratio in ratios:
-                        levels = config.cached_concurrency if system.cached else config.concurrency
-                        progress(
-                            f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}"
+    # Rounds alternate the order (round 2 runs the systems in reverse), so no system always runs
+    # first or last on a shared, drifting machine; the headline takes each system's best round.
+    for number in range(config.rounds):
+        if config.rounds > 1:
+            progress(f"round {number + 1}/{config.rounds} ({'in order' if number % 2 == 0 else 'reversed'})")
+        for group in groups if number % 2 == 0 else groups[::-1]:
+            head = group[0]
+            progress(f"starting {head.kind} for {', '.join(s.key for s in group)} ({time.monotonic() - started:.0f}s)")
+            with start_system(head, out_dir) as running_head:
+                for system in group:
+                    running = running_head
+                    if system.protocol != head.protocol:  # another view of the same server
+                        running = _other_protocol(system, running_head)
+                    for model in system.models:
+                        args = _load_args(system, running, model, inputs_file)
+                        ratios = config.duplicate_ratios if system.cached else (0.0,)
+                        for ratio in ratios:
+                            levels = config.cached_concurrency if system.cached else config.concurrency
+                            progress(
+                                f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}"
+                            )
+                            sweep = [
+                                *args,
+                                *("--concurrency", *map(str, levels)),
+                                *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
+                                *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
+                                *("--duplicate-ratio", str(ratio)),
+                            ]
+                            if not system.cached and number == 0:  # first the same items one by one: same model?
+                                sweep += ["--predict", str(PREDICT_ITEMS)]
+                            rows = run_loadgen(sweep, progress, limit_s)
+                            if rows and "predictions" in rows[0]:
+                                predictions.setdefault(model, {})[system.key] = rows.pop(0)["predictions"]
+                            results["runs"].append(
+                                {
+                                    "system": system.key,
+                                    "model": model,
+                                    "duplicate_ratio": ratio,
+                                    "round": number + 1,
+                                    "rows": rows,
+                                }
+                            )
+                    if system.key in BUDGET_SYSTEMS and number == 0:
+                        rendering = BUDGET_SYSTEMS[system.key]
+                        progress(f"latency budget ({rendering}): one request at a time, top-level model and each step")
+                        results.setdefault("budget", {})[rendering] = budget.measure(
+                            running.grpc_url, running.metrics_url, config.budget_requests
                         )
-                        sweep = [
-                            *args,
-                            *("--concurrency", *map(str, levels)),
-                            *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
-                            *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
-                            *("--duplicate-ratio", str(ratio)),
-                        ]
-                        if not system.cached:  # first the same items one by one: is it the same model?
-                            sweep += ["--predict", str(PREDICT_ITEMS)]
-                        rows = run_loadgen(sweep, progress, limit_s)
-                        if rows and "predictions" in rows[0]:
-                            predictions.setdefault(model, {})[system.key] = rows.pop(0)["predictions"]
-                        results["runs"].append(
-                            {"system": system.key, "model": model, "duplicate_ratio": ratio, "rows": rows}
-                        )
-                if system.key in BUDGET_SYSTEMS:
-                    rendering = BUDGET_SYSTEMS[system.key]
-                    progress(f"latency budget ({rendering}): one request at a time, top-level model and each step")
-                    results.setdefault("budget", {})[rendering] = budget.measure(
-                        running.grpc_url, running.metrics_url, config.budget_requests
-                    )
     reference_key = "naive"
     for model, found in predictions.items():
         labels = inputs[f"{model}_labels"]

@@ -22,6 +22,7 @@ Examples:
     fastpath bench serving                     # the full run (about 25 minutes on 2 cores)
     fastpath bench serving --smoke             # a few minutes: checks the harness, timings mean nothing
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused --publish
+    fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused ours-graph --rounds 2   # alternated
     fastpath bench serving --imported filetype --model-repository build/public/repository
     fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
@@ -60,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, nargs="+", help=f"closed-loop levels (default {defaults.concurrency})")
     p.add_argument("--window-s", type=float, help=f"measurement window (default {defaults.window_s})")
     p.add_argument("--sla-p99-ms", type=float, help=f"headline p99 bound (default {defaults.sla_p99_ms})")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="sweep every system this many times, the order reversed every other round (a shared machine "
+        "drifts); the table takes each system's best round and sums its failed requests "
+        f"(default {defaults.rounds})",
+    )
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
     p.add_argument(
         "--publish", action="store_true", help="also copy the outputs to docs/results/benchmark.{md,png,json}"
@@ -123,8 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         "window_s": args.window_s,
         "sla_p99_ms": args.sla_p99_ms,
         "only": tuple(args.only),
+        "rounds": args.rounds,
         "service_levels": args.service_levels,
     }
+    if args.rounds is not None and args.rounds < 1:
+        print(f"--rounds {args.rounds}: expected 1 or more", file=sys.stderr)
+        return 2
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
     out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")
     started = time.monotonic()

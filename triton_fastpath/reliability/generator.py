@@ -169,6 +169,13 @@ def measure_capacity(
     return capacity
 
 
+# Each open-loop request's client deadline. Generous on purpose: an expired deadline cancels its
+# gRPC call, and a cancelled call can crash Triton 2.51's gRPC front end (server#7368, DESIGN.md;
+# seen here once with 1 s deadlines in the 3x sentiment/digits flood: SIGSEGV in tritonserver).
+# Overload is shed by the server's admission control, not by the client giving up.
+OPEN_LOOP_DEADLINE_S = 10.0
+
+
 @dataclass
 class OpenLoopClass:
     """One class of requests in an open loop: a rate, a priority, and what happened to them.
@@ -180,7 +187,7 @@ class OpenLoopClass:
     name: str
     rate_rps: float
     priority: int = 0
-    timeout_s: float = 1.0
+    timeout_s: float = OPEN_LOOP_DEADLINE_S
     retries: bool = True
     tally: Tally = field(default_factory=Tally, init=False)
     failure_latencies_s: list[float] = field(default_factory=list, init=False)

@@ -31,6 +31,7 @@ import numpy as np
 from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
 from triton_fastpath.load import percentiles_ms
 from triton_fastpath.reliability.generator import (
+    OPEN_LOOP_DEADLINE_S,
     CoreSplit,
     LoadProcess,
     OpenLoopClass,
@@ -205,6 +206,7 @@ def _verdicts(
         low_tally.result(
             f"{load.model}: priority-2 flood at {factor:.0f}x capacity (shed)",
             passed=low_tally.lost == 0 and low_tally.failed > 0,
-            note="shed with SDK retries on (rejections end at their retry budget or 1 s deadline)",
+            note=f"shed with SDK retries on (rejections end at the retry budget or the {OPEN_LOOP_DEADLINE_S:g} s"
+            " deadline)",
         ),
     ]

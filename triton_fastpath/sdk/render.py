@@ -355,7 +355,7 @@ def _ids_client(signature: ModelSignature, name: str, encoder_client: str, resul
         f"Python process on the server's path). Options: `ModelClient`'s, and `tokenizer_file` (default: "
         f"{module_name(model)}.tokenizer.json beside this module). Needs `tokenizers`."
     )
-    method_doc = f"""{verb.capitalize()} `texts` through `{model}`: texts of equal token length share a request.
+    method_doc = f"""{verb.capitalize()} `texts` through `{model}`: sorted by length, requests padded to their longest.
 
 Args:
     texts: str (or UTF-8 bytes) each; checked as the server checks them, truncated at {max_length} tokens.
