@@ -12,10 +12,11 @@ import json
 import os
 import time
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.admission import admission_from_parameters
-from fastpath_backends.batch import run_isolated
+from fastpath_backends.batch import run_by_length, run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
 from fastpath_backends.onnx_model import OnnxModel
@@ -66,13 +67,20 @@ class TritonPythonModel:
             cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
             index, guard_ids = index_from_parameters(params, tokenizer.token_id)
             if index is not None:  # off unless the build calibrated it: docs/results/semantic-threshold.md
-                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], max_length)
+                # the bundled `embed` (default) or an imported encoder (`semantic_embedder`, its own token limit)
+                semantic_length = int(params.get("semantic_max_length", max_length))
+                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], semantic_length)
                 if "semantic_encoder_model" in params:  # the container's native embed encoder
                     rows = int(params["semantic_max_batch_size"])
                     embed = bls_encoder(pb_utils, params["semantic_encoder_model"], "embedding", rows)
                 else:
                     embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
-                semantic = SemanticLayer(index, lambda texts: embed(*_ids_and_mask(embedder, texts)), guard_ids)
+                if params.get("semantic_normalize") == "true":  # an encoder without a Normalize module
+                    embed = _normalized(embed)
+                buckets = int(params.get("length_bucket_rows", "0"))  # a transformer embedder pays for padding too
+                semantic = SemanticLayer(
+                    index, lambda texts: run_by_length(embed, *_ids_and_mask(embedder, texts), buckets), guard_ids
+                )
         self.pipeline = TextPipeline(
             tokenizer,
             run_encoder,
@@ -107,6 +115,14 @@ class TritonPythonModel:
 
     def finalize(self):
         self.pipeline = None
+
+
+def _normalized(embed):
+    def run(ids, mask):
+        vectors = embed(ids, mask)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    return run
 
 
 def _ids_and_mask(encoder, texts):

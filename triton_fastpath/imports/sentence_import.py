@@ -306,6 +306,18 @@ def import_sentence_model(
             )
         # the texts the load-test scenario (`--scenario imported`) sends, as for ONNX imports
         np.savez(stage / "samples.npz", text=np.array([[t] for t in texts[:256]], dtype=str))
+        if head is None:  # an encoder can also be the semantic cache's embedder (`--semantic-embedder NAME`)
+            from triton_fastpath.cache.embedders import write_embedder_record
+
+            write_embedder_record(
+                stage,
+                name=name,
+                dimension=sentence.dimension,
+                max_length=sentence.max_seq_length,
+                normalized=sentence.normalize,
+                served_file=PRECISIONS[chosen],
+                source=str(folder.path),
+            )
         if out_dir.exists():
             shutil.rmtree(out_dir)
         stage.replace(out_dir)

@@ -13,8 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from triton_fastpath.cache.embedders import SEMANTIC_ONNX, SEMANTIC_TOKENIZER
 from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
-from triton_fastpath.config.settings import LABELS_FILE, PRECISIONS, TEXT_GRAPHS, RepoSettings
+from triton_fastpath.config.settings import (
+    BUNDLED_EMBEDDER,
+    BUNDLED_EMBEDDER_DIM,
+    LABELS_FILE,
+    PRECISIONS,
+    TEXT_GRAPHS,
+    RepoSettings,
+)
 from triton_fastpath.config.spec import (
     EnsembleStep,
     ModelKind,
@@ -88,9 +96,16 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
             semantic_threshold=str(settings.semantic_threshold),
             semantic_min_margin=str(settings.semantic_min_margin),
             semantic_guard="true" if settings.semantic_guard else "false",
-            semantic_dim=str(EMBED_DIM),
+            semantic_dim=str(settings.semantic_embedder.dimension),
             semantic_capacity=str(settings.semantic_capacity),
         )
+        embedder = settings.semantic_embedder
+        if embedder.max_length:
+            parameters["semantic_max_length"] = str(embedder.max_length)
+        if embedder.normalize:
+            parameters["semantic_normalize"] = "true"
+        if not embedder.bundled:
+            parameters["semantic_embedder"] = embedder.name
         parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic_measured})
     return parameters
 
@@ -117,6 +132,11 @@ def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str
     found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
     if as_target(target) is Target.EMBEDDED:
         return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
+    if not settings.semantic_embedder.bundled:
+        raise ConfigError(
+            f"semantic embedder {settings.semantic_embedder.name!r}: the container target's fused model embeds by "
+            "BLS on the bundled embed_encoder; an imported embedder serves on the embedded target only"
+        )
     return {
         **found,
         "semantic_encoder_model": PipelineMembers(EMBED_NAME).encoder,
@@ -546,12 +566,9 @@ def onnx_classifier_spec(
     )
 
 
-EMBED_NAME = "embed"
+EMBED_NAME = BUNDLED_EMBEDDER
 ADMISSION_BATCH_FACTOR = 4
-EMBED_DIM = 256  # wordllama l2_supercat_256
-# The `embed` files as a fused sentiment model's semantic layer holds them (beside its own).
-SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
-SEMANTIC_ONNX = "semantic.onnx"
+EMBED_DIM = BUNDLED_EMBEDDER_DIM  # wordllama l2_supercat_256
 
 
 def _embedding_steps() -> tuple[EnsembleStep, ...]:
