@@ -176,3 +176,22 @@ def metric_value(metrics_url: str, name: str, **labels: str) -> float:
     from triton_fastpath.load import parse_metric, scrape_metrics
 
     return parse_metric(scrape_metrics(metrics_url), name, **labels)
+
+
+class CacheCounts:
+    """Deltas of the cache row counters and the rows the encoder computed (both renderings export them)."""
+
+    def __init__(self, server) -> None:
+        self.url = server.metrics_url
+        self.before = self.read()
+
+    def read(self) -> dict[str, float]:
+        outcomes = ("l1_hit", "l2_hit", "semantic_hit", "miss")
+        rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in outcomes}
+        rows["encoded"] = metric_value(self.url, "fastpath_encoder_rows_total", pipeline="sentiment")
+        rows["l2_errors"] = metric_value(self.url, "fastpath_cache_l2_failures_total")
+        return rows
+
+    def delta(self) -> dict[str, float]:
+        now = self.read()
+        return {k: now[k] - self.before[k] for k in now}

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from fastpath_models import SentimentClient
+from tests.conftest import CacheCounts as Counts
 from tests.conftest import infer, metric_value, served_settings, start_server
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
@@ -51,25 +52,6 @@ def l2_stack(request, built_repository, own_redis, tmp_path_factory):
 
 def unique(text: str) -> str:
     return f"{text} {uuid.uuid4().hex[:8]}"
-
-
-class Counts:
-    """Deltas of the cache row counters and the rows the encoder computed (both renderings export them)."""
-
-    def __init__(self, server) -> None:
-        self.url = server.metrics_url
-        self.before = self.read()
-
-    def read(self) -> dict[str, float]:
-        outcomes = ("l1_hit", "l2_hit", "semantic_hit", "miss")
-        rows = {o: metric_value(self.url, "fastpath_cache_rows_total", outcome=o) for o in outcomes}
-        rows["encoded"] = metric_value(self.url, "fastpath_encoder_rows_total", pipeline="sentiment")
-        rows["l2_errors"] = metric_value(self.url, "fastpath_cache_l2_failures_total")
-        return rows
-
-    def delta(self) -> dict[str, float]:
-        now = self.read()
-        return {k: now[k] - self.before[k] for k in now}
 
 
 def test_miss_then_l2_hit_returns_the_same_answer(l2_stack):

@@ -188,3 +188,68 @@ def test_int8_is_kept_only_when_it_passes_its_gate_measured_against_sentence_tra
         against_source = cosines(_source(imported["minilm"]).encode(texts), int8)
         gate = Int8Gate()
         assert against_source.mean() >= gate.min_cosine_mean and against_source.min() >= gate.min_cosine_min
+
+
+def test_minilm_is_the_semantic_caches_embedder_calibrated_with_and_served_in_process(
+    imported, built_repository, tmp_path
+):
+    """`fastpath build --semantic --semantic-embedder minilm`, in its two halves: the calibration
+    measures with the 384-dim encoder the import recorded (on a subset here: the build's full run
+    takes about 2 minutes), and the fused sentiment model runs it in process, so a near-duplicate
+    is answered from the semantic layer with the cached answer and an unrelated text is not."""
+    import uuid
+
+    from fastpath_models import SentimentClient
+    from tests.conftest import CacheCounts
+    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.cache.embedders import resolve_embedder
+    from triton_fastpath.cache.semantic_calibration import calibrate
+    from triton_fastpath.config.settings import PRECISIONS
+    from triton_fastpath.load import measuring_client
+    from triton_fastpath.models.data import load_sentiment
+
+    embedder = resolve_embedder("minilm")  # recorded by the fixture's import of the public folder
+    assert (embedder.choice.dimension, embedder.choice.max_length, embedder.choice.normalize) == (384, 256, False)
+    data = load_sentiment(BUILD_DIR / "data")
+    found = calibrate(
+        sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
+        embedder=embedder,
+        train_texts=data.train.x[:400],
+        heldout_texts=data.test.x[:200],
+        precision_file=PRECISIONS["int8"],
+        max_length=64,
+        perturbed=150,
+        bucket_rows=4,
+    )
+    assert (found.embedder, found.embedder_dimension) == ("minilm", 384)
+    assert found.embed_us_per_text > 0 and found.classify_us_per_text > 0 and "us/text" in found.cost_note()
+    plain = next(r for r in found.rows if (r["threshold"], r["min_margin"], r["guarded"]) == (0.9, 0.0, False))
+    assert plain["punct_hit_rate"] >= 0.9 and plain["heldout_hit_rate"] <= 0.03, plain  # neighbours by meaning
+
+    settings = served_settings(
+        rendering="fused",
+        response_cache=False,
+        cache_instances=1,
+        encoder_instances=1,
+        semantic_threshold=0.9,
+        semantic_embedder=embedder.choice,
+    )
+    repository = variant_repository(settings, tmp_path / "repository")
+    fused = repository / "sentiment_fused"
+    assert (fused / "1" / "semantic.onnx").read_bytes() == embedder.onnx_file.read_bytes()
+    config = (fused / "config.pbtxt").read_text()
+    assert 'key: "semantic_dim"\n  value {\n    string_value: "384"' in config
+    server = start_server(repository, tmp_path)
+    try:
+        base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
+        with measuring_client(SentimentClient, server.grpc_url) as client:
+            first = client.classify([base + "."])[0]
+            counts = CacheCounts(server)
+            near = client.classify([base])[0]  # the period dropped: other tokens, the same meaning
+            unrelated = client.classify(["Loud, dumb and endless."])[0]
+        delta = counts.delta()
+        assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
+        assert np.array_equal(near.probabilities, first.probabilities)
+        assert unrelated.label in ("positive", "negative")
+    finally:
+        server.stop()
