@@ -4,9 +4,10 @@ without confidence gating and the negation guard, measured on the model in build
 The measurement is `triton_fastpath.cache.semantic_calibration.calibrate`, the same one
 `fastpath build --semantic` runs on every build to choose the served setting. This script
 writes it up: docs/results/semantic-threshold.md, docs/results/semantic-threshold.png and
-build/semantic-calibration.json.
+build/semantic-calibration.json; with `--embedder NAME` (an imported sentence-transformers encoder,
+e.g. `minilm`), docs/results/semantic-threshold-NAME.md and .png.
 
-    fastpath cache threshold [--perturbed 5000] [--max-wrong 0.005]
+    fastpath cache threshold [--perturbed 5000] [--max-wrong 0.005] [--embedder minilm]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import sys
 import time
 
+from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.cache.semantic_calibration import (
     CHOICE_SAFETY,
     KINDS,
@@ -25,6 +27,7 @@ from triton_fastpath.cache.semantic_calibration import (
     measure_semantic,
 )
 from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 
 KIND_NAMES = {
@@ -62,8 +65,14 @@ def table(rows: list[dict], chosen: dict | None) -> list[str]:
     return lines
 
 
+def results_stem(embedder: str) -> str:
+    """docs/results/<stem>.md/.png: the bundled embedder's write-up keeps its name; others get theirs."""
+    return "semantic-threshold" if embedder == "embed" else f"semantic-threshold-{embedder}"
+
+
 def write_outputs(found: Calibration, command: str) -> None:
     chosen = found.chosen
+    stem = results_stem(found.embedder)
     margin = chosen["min_margin"] if chosen else max(r["min_margin"] for r in found.rows)
     plain = found.best_without_gating()
     lines = [
@@ -79,8 +88,8 @@ def write_outputs(found: Calibration, command: str) -> None:
         "exact-cache hits and are left out. The setting is chosen on a random half of the queries (most "
         f"punctuation + dropped-word hits with wrong hits under {found.max_wrong_rate * CHOICE_SAFETY:.2%}, "
         f"half the bound) and must keep wrong hits under {found.max_wrong_rate:.1%} on the other half; the "
-        f"tables below are that other half. Embedding cost: {found.embed_us_per_text:.0f} us "
-        "per text (wordllama l2_supercat_256, mean-pooled in ONNX).",
+        f"tables below are that other half. Embedder: `{found.embedder}` ({found.embedder_dimension} dims); "
+        f"{found.cost_note()} (batches of 32 held-out texts in length buckets).",
         "",
         "## Result",
         "",
@@ -124,15 +133,13 @@ def write_outputs(found: Calibration, command: str) -> None:
         for e in found.examples:
             clean = [str(e[k]).replace("|", "/")[:140] for k in ("query", "cached")]
             lines.append(f"| {KIND_NAMES[e['kind']]} | {clean[0]} | {clean[1]} | {e['cosine']:.4f} |")
-    (RESULTS_DIR / "semantic-threshold.md").write_text("\n".join(lines) + "\n")
+    (RESULTS_DIR / f"{stem}.md").write_text("\n".join(lines) + "\n")
     (BUILD_DIR / "semantic-calibration.json").write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
-    plot(found, margin)
-    print(
-        "wrote docs/results/semantic-threshold.md, docs/results/semantic-threshold.png, build/semantic-calibration.json"
-    )
+    plot(found, margin, RESULTS_DIR / f"{stem}.png")
+    print(f"wrote docs/results/{stem}.md, docs/results/{stem}.png, build/semantic-calibration.json")
 
 
-def plot(found: Calibration, margin: float) -> None:
+def plot(found: Calibration, margin: float, path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,15 +172,27 @@ def plot(found: Calibration, margin: float) -> None:
         axis.legend(fontsize=7)
         axis.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(RESULTS_DIR / "semantic-threshold.png", dpi=110)
+    fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--perturbed", type=int, default=5000, help="training texts to perturb (default %(default)s)")
     parser.add_argument("--max-wrong", type=float, default=MAX_WRONG_RATE, help="wrong-hit bound (default %(default)s)")
+    parser.add_argument(
+        "--embedder",
+        default="embed",
+        metavar="NAME",
+        help="the semantic layer's embedder: 'embed' (bundled, default) or an imported sentence-transformers "
+        "encoder such as 'minilm' (`make import-minilm`), as `fastpath build --semantic-embedder` takes",
+    )
     args = parser.parse_args(argv)
-    found = measure_semantic(RepoSettings(), args.max_wrong, args.perturbed)
+    try:
+        choice = resolve_embedder(args.embedder).choice
+    except FastpathError as error:
+        print(f"cache threshold: {error}", file=sys.stderr)
+        return 2
+    found = measure_semantic(RepoSettings(semantic_embedder=choice), args.max_wrong, args.perturbed)
     print(found.summary())
     write_outputs(found, " ".join(["fastpath cache threshold", *(argv if argv is not None else sys.argv[1:])]))
     return 0
