@@ -343,6 +343,7 @@ struct Pending {
   TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INVALID_ARG;
   std::string error;  // "" while the request is good
   int64_t rows = 1;   // along the batch axis (1 when the model does not batch)
+  int64_t length = 0;  // its longest row: elements along a -1 axis, or bytes of a text (length buckets)
   std::vector<RequestInput> inputs;
   uint64_t compute_start_ns = 0;
   uint64_t compute_end_ns = 0;
@@ -447,6 +448,17 @@ void ReadRequest(const ModelSettings& settings, Pending* p) {
   }
   if (!p->error.empty() || !settings.batched()) return;
   p->rows = p->inputs[0].shape[0];
+  for (size_t i = 0; i < p->inputs.size(); ++i) {
+    const TensorSpec& spec = settings.inputs[i];
+    const RequestInput& in = p->inputs[i];
+    if (spec.is_string()) {
+      for (const std::string& text : in.strings) p->length = std::max<int64_t>(p->length, text.size());
+    } else if (spec.ragged) {
+      for (size_t a = 0; a < spec.dims.size() && a + 1 < in.shape.size(); ++a) {
+        if (spec.dims[a] == -1) p->length = std::max(p->length, in.shape[a + 1]);
+      }
+    }
+  }
   for (size_t i = 1; i < p->inputs.size(); ++i) {
     if (p->inputs[i].shape[0] != p->rows) {
       p->error = "inputs disagree on the batch size: '" + settings.inputs[0].name + "' has " +
@@ -796,8 +808,9 @@ void ObserveBatch(InstanceState* s, const std::vector<Pending*>& good) {
 }
 
 // Runs the good requests of `batch` together; if that Run fails and there is more than one, runs
-// each alone so only the one that fails gets the error.
-void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_start) {
+// each alone so only the one that fails gets the error. `report`: one batch statistic per Run
+// (false: the caller reports the execution as a whole).
+void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_start, bool report = true) {
   if (good.empty()) return;
   std::string error;
   int64_t rows = 0;
@@ -807,7 +820,7 @@ void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_
     rows = run.rows();
   }
   if (error.empty()) {
-    ReportBatch(s, rows, exec_start, good[0]->compute_start_ns, good[0]->compute_end_ns, NowNs());
+    if (report) ReportBatch(s, rows, exec_start, good[0]->compute_start_ns, good[0]->compute_end_ns, NowNs());
     return;
   }
   if (good.size() == 1) {
@@ -819,7 +832,43 @@ void RunGood(InstanceState* s, const std::vector<Pending*>& good, uint64_t exec_
   }
   Log(TRITONSERVER_LOG_WARN, __LINE__, s->name + ": a batch of " + std::to_string(good.size()) +
                                           " requests failed (" + error + "); running them one by one");
-  for (Pending* p : good) RunGood(s, {p}, exec_start);
+  for (Pending* p : good) RunGood(s, {p}, exec_start, report);
+}
+
+// Runs the good requests of a batch in length buckets (`length_bucket_rows`): sorted by their
+// longest row, then about that many rows per Run, each padded only to its own longest, so short
+// texts never pay for a long one's padding. 0, or a batch that fits one bucket: one Run. Triton
+// sees one execution either way (its statistics span the bucket Runs).
+void RunInBuckets(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start) {
+  const int64_t bucket = s->model->settings.length_bucket_rows;
+  int64_t rows = 0;
+  for (const Pending* p : good) rows += p->rows;
+  if (bucket <= 0 || rows <= bucket) {
+    RunGood(s, good, exec_start);
+    ObserveBatch(s, good);
+    return;
+  }
+  std::stable_sort(good.begin(), good.end(), [](const Pending* a, const Pending* b) { return a->length < b->length; });
+  std::vector<Pending*> part;
+  int64_t part_rows = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    part.push_back(good[i]);
+    part_rows += good[i]->rows;
+    if (part_rows < bucket && i + 1 < good.size()) continue;
+    RunGood(s, part, exec_start, /*report=*/false);
+    ObserveBatch(s, part);
+    part.clear();
+    part_rows = 0;
+  }
+  uint64_t start = 0, end = 0;
+  int64_t computed = 0;
+  for (const Pending* p : good) {
+    if (!p->error.empty() || p->compute_start_ns == 0) continue;
+    start = start == 0 ? p->compute_start_ns : std::min(start, p->compute_start_ns);
+    end = std::max(end, p->compute_end_ns);
+    computed += p->rows;
+  }
+  if (computed > 0) ReportBatch(s, computed, exec_start, start, end, NowNs());
 }
 
 }  // namespace
@@ -966,8 +1015,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   try {
     if (settings.batched()) {
       Admit(s, &good);
-      RunGood(s, good, exec_start);
-      ObserveBatch(s, good);
+      RunInBuckets(s, good, exec_start);
     } else {
       for (Pending* p : good) RunGood(s, {p}, exec_start);
     }

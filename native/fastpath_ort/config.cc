@@ -117,6 +117,9 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     (key == "max_string_bytes" ? s->max_string_bytes : s->cut_string_chars) = number;
   } else if (key == "cut_flag_output") {
     s->cut_flag_output = value;
+  } else if (key == "length_bucket_rows") {
+    if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: one Run per batch)";
+    s->length_bucket_rows = number;
   } else if (key == "max_sequence_length") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
     s->max_sequence_length = number;

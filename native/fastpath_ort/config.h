@@ -26,6 +26,9 @@
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
+//   length_bucket_rows        a batch's requests sorted by their longest row (elements along a -1
+//                             axis, or bytes of text) and run about this many rows at a time, each
+//                             Run padded only to its own longest (default 0: one Run per batch)
 #pragma once
 
 #include <cstdint>
@@ -71,6 +74,7 @@ struct ModelSettings {
   std::string cut_flag_output;
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
+  int64_t length_bucket_rows = 0;
 
   bool batched() const { return max_batch_size > 0; }
 };

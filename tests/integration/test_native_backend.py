@@ -144,6 +144,21 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         write_ragged_graph(repository.parent / "ragged.onnx"),
     )
+    # the same graph, its batches run in length buckets of 2 rows (sorted by length, each Run padded
+    # only to its own longest), as the kit renders its native encoders and text graphs
+    models["ragged_bucketed"] = (
+        config_text(
+            "ragged_bucketed",
+            inputs='input { name: "ids" data_type: TYPE_INT64 dims: [-1] allow_ragged_batch: true }\n'
+            'input { name: "mask" data_type: TYPE_INT64 dims: [-1] allow_ragged_batch: true }',
+            outputs='output { name: "masked" data_type: TYPE_INT64 dims: [-1] }\n'
+            'output { name: "total" data_type: TYPE_INT64 dims: [1] }\n'
+            'output { name: "scaled" data_type: TYPE_FP32 dims: [-1] }',
+            parameters={"max_sequence_length": MAX_SEQUENCE_LENGTH, "length_bucket_rows": 2},
+            delay_us=BATCHING_DELAY_US,
+        ),
+        models["ragged"][1],
+    )
     if _has_extensions():
         import onnxruntime_extensions as extensions
 
@@ -236,18 +251,19 @@ def ragged_request(length: int, rows: int = 1, seed: int = 0) -> dict[str, np.nd
     return {"ids": ids, "mask": mask}
 
 
-def test_ragged_rows_in_one_batch_are_padded_and_trimmed_back(server):
-    before = server_batches(server, "ragged")
+@pytest.mark.parametrize("model", ["ragged", "ragged_bucketed"])
+def test_ragged_rows_in_one_batch_are_padded_and_trimmed_back(server, model):
+    before = server_batches(server, model)
     lengths = [1, 3, 7, 16, 2, 9, 5, 11]
     requests = [ragged_request(n, rows=1 + i % 2, seed=i) for i, n in enumerate(lengths)]
     with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
-        results = list(pool.map(lambda r: infer(server.grpc_url, "ragged", r, ["masked", "total", "scaled"]), requests))
+        results = list(pool.map(lambda r: infer(server.grpc_url, model, r, ["masked", "total", "scaled"]), requests))
     for request, result in zip(requests, results):
         masked = request["ids"] * request["mask"]
         assert result["masked"].shape == masked.shape and np.array_equal(result["masked"], masked)
         assert np.array_equal(result["total"], masked.sum(axis=1, keepdims=True))
         assert np.array_equal(result["scaled"], masked.astype(np.float32) * 0.5)
-    executions, inferences = server_batches(server, "ragged")
+    executions, inferences = server_batches(server, model)
     assert inferences - before[1] == sum(len(r["ids"]) for r in requests)  # rows
     assert executions - before[0] < len(requests), "the concurrent ragged requests were never batched together"
 
@@ -285,19 +301,20 @@ def test_bad_ragged_rows_get_a_clear_error(server, length, message):
         infer(server.grpc_url, "ragged", ragged_request(length), ["total"])
 
 
-def test_a_bad_request_fails_alone_in_its_batch(server):
-    good = [ragged_request(n, seed=n) for n in (2, 4, 6)]
-    bad = ragged_request(MAX_SEQUENCE_LENGTH + 3)
+@pytest.mark.parametrize("model", ["ragged", "ragged_bucketed"])
+def test_a_bad_request_fails_alone_in_its_batch(server, model):
+    good = [ragged_request(n, seed=n) for n in (2, 4, 6, 3, 5)]
+    too_long = ragged_request(MAX_SEQUENCE_LENGTH + 3)
 
     def send(request):
         try:
-            return infer(server.grpc_url, "ragged", request, ["total"])
+            return infer(server.grpc_url, model, request, ["total"])
         except ClientError as error:
             return error
 
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(send, [*good, bad]))
-    assert isinstance(results[-1], InvalidInput)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(send, [*good, too_long]))
+    assert isinstance(results[-1], InvalidInput), results[-1]
     for request, result in zip(good, results):
         assert np.array_equal(result["total"], (request["ids"] * request["mask"]).sum(axis=1, keepdims=True))
 

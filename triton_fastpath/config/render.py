@@ -36,7 +36,8 @@ CUSTOM_OPS_FILE = "libortextensions.so"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
-# Rows per length bucket where a Python model runs an encoder in process (fastpath_backends.batch.run_by_length).
+# Rows per length bucket where the kit's embedded backends run an encoder: a Python model in process
+# (fastpath_backends.batch.run_by_length) and the native fastpath_ort (its requests sorted by length).
 LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
 PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
 # Parameters only the kit's embedded backends read (admission, the text checks of fastpath_ort).

@@ -285,6 +285,8 @@ def text_graph_specs(
             "cut_string_chars": str(text_cut_chars(settings.max_length)),
             "cut_flag_output": "truncated",
             "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
+            # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
+            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
             **settings.admission_parameters(name),
         },
     )
