@@ -195,3 +195,30 @@ class CacheCounts:
     def delta(self) -> dict[str, float]:
         now = self.read()
         return {k: now[k] - self.before[k] for k in now}
+
+
+def check_semantic_near_duplicate(repository: Path, log_dir: Path) -> None:
+    """Serve `repository` (the semantic layer on, one cache instance) and check that a near-duplicate
+    (the period dropped: other tokens) is a semantic hit answered with the cached answer, and that an
+    unrelated text is a miss."""
+    import uuid
+
+    import numpy as np
+
+    from fastpath_models import SentimentClient
+    from triton_fastpath.load import measuring_client
+
+    server = start_server(repository, log_dir)
+    try:
+        base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
+        with measuring_client(SentimentClient, server.grpc_url) as client:
+            first = client.classify([base + "."])[0]
+            counts = CacheCounts(server)
+            near = client.classify([base])[0]
+            unrelated = client.classify(["Loud, dumb and endless."])[0]
+        delta = counts.delta()
+        assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
+        assert np.array_equal(near.probabilities, first.probabilities)
+        assert unrelated.label in ("positive", "negative")
+    finally:
+        server.stop()

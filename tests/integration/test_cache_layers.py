@@ -16,7 +16,7 @@ import redis
 
 from fastpath_models import SentimentClient
 from tests.conftest import CacheCounts as Counts
-from tests.conftest import infer, metric_value, served_settings, start_server
+from tests.conftest import check_semantic_near_duplicate, infer, metric_value, served_settings, start_server
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import measuring_client
@@ -189,17 +189,4 @@ def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_re
         rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=0.995
     )
     repository = variant_repository(settings, tmp_path / "repository")
-    server = start_server(repository, tmp_path)
-    try:
-        base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
-        with measuring_client(SentimentClient, server.grpc_url) as client:
-            first = client.classify([base + "."])[0]
-            counts = Counts(server)
-            near = client.classify([base])[0]  # the period dropped: different tokens, cosine ~0.998
-            unrelated = client.classify(["Loud, dumb and endless."])[0]
-        delta = counts.delta()
-        assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
-        assert np.array_equal(near.probabilities, first.probabilities)
-        assert unrelated.label in ("positive", "negative")
-    finally:
-        server.stop()
+    check_semantic_near_duplicate(repository, tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import served_settings, start_server
+from tests.conftest import check_semantic_near_duplicate, served_settings, start_server
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 st = pytest.importorskip("sentence_transformers")
@@ -197,15 +197,11 @@ def test_minilm_is_the_semantic_caches_embedder_calibrated_with_and_served_in_pr
     measures with the 384-dim encoder the import recorded (on a subset here: the build's full run
     takes about 2 minutes), and the fused sentiment model runs it in process, so a near-duplicate
     is answered from the semantic layer with the cached answer and an unrelated text is not."""
-    import uuid
 
-    from fastpath_models import SentimentClient
-    from tests.conftest import CacheCounts
     from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.cache.embedders import resolve_embedder
     from triton_fastpath.cache.semantic_calibration import calibrate
     from triton_fastpath.config.settings import PRECISIONS
-    from triton_fastpath.load import measuring_client
     from triton_fastpath.models.data import load_sentiment
 
     embedder = resolve_embedder("minilm")  # recorded by the fixture's import of the public folder
@@ -239,17 +235,4 @@ def test_minilm_is_the_semantic_caches_embedder_calibrated_with_and_served_in_pr
     assert (fused / "1" / "semantic.onnx").read_bytes() == embedder.onnx_file.read_bytes()
     config = (fused / "config.pbtxt").read_text()
     assert 'key: "semantic_dim"\n  value {\n    string_value: "384"' in config
-    server = start_server(repository, tmp_path)
-    try:
-        base = f"A thoughtful and moving drama about grief and family {uuid.uuid4().hex[:6]}"
-        with measuring_client(SentimentClient, server.grpc_url) as client:
-            first = client.classify([base + "."])[0]
-            counts = CacheCounts(server)
-            near = client.classify([base])[0]  # the period dropped: other tokens, the same meaning
-            unrelated = client.classify(["Loud, dumb and endless."])[0]
-        delta = counts.delta()
-        assert delta["semantic_hit"] == 1 and delta["miss"] == 1, delta
-        assert np.array_equal(near.probabilities, first.probabilities)
-        assert unrelated.label in ("positive", "negative")
-    finally:
-        server.stop()
+    check_semantic_near_duplicate(repository, tmp_path)
