@@ -448,6 +448,7 @@ void ReadRequest(const ModelSettings& settings, Pending* p) {
   }
   if (!p->error.empty() || !settings.batched()) return;
   p->rows = p->inputs[0].shape[0];
+  int first_ragged = -1;
   for (size_t i = 0; i < p->inputs.size(); ++i) {
     const TensorSpec& spec = settings.inputs[i];
     const RequestInput& in = p->inputs[i];
@@ -456,6 +457,15 @@ void ReadRequest(const ModelSettings& settings, Pending* p) {
     } else if (spec.ragged) {
       for (size_t a = 0; a < spec.dims.size() && a + 1 < in.shape.size(); ++a) {
         if (spec.dims[a] == -1) p->length = std::max(p->length, in.shape[a + 1]);
+      }
+      if (!settings.ragged_lengths_agree) continue;
+      if (first_ragged < 0) {
+        first_ragged = static_cast<int>(i);
+      } else if (in.shape != p->inputs[first_ragged].shape) {
+        p->error = "inputs '" + settings.inputs[first_ragged].name + "' " + ShapeText(p->inputs[first_ragged].shape) +
+                   " and '" + spec.name + "' " + ShapeText(in.shape) +
+                   " disagree: send them with the same shape (one mask value per token id)";
+        return;
       }
     }
   }

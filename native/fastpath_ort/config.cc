@@ -106,12 +106,14 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     else if (value == "extended" || value == "2") s->graph_optimization_level = ORT_ENABLE_EXTENDED;
     else if (value == "all" || value == "99") s->graph_optimization_level = ORT_ENABLE_ALL;
     else return bad + "expected disable, basic, extended or all";
-  } else if (key == "reject_non_finite" || key == "validate_utf8" || key == "reject_blank_strings") {
+  } else if (key == "reject_non_finite" || key == "validate_utf8" || key == "reject_blank_strings" ||
+             key == "ragged_lengths_agree") {
     bool flag = false;
     if (!ParseBool(value, &flag)) return bad + "expected true or false";
-    (key == "reject_non_finite" ? s->reject_non_finite
-     : key == "validate_utf8"   ? s->validate_utf8
-                                : s->reject_blank_strings) = flag;
+    (key == "reject_non_finite"      ? s->reject_non_finite
+     : key == "validate_utf8"        ? s->validate_utf8
+     : key == "reject_blank_strings" ? s->reject_blank_strings
+                                     : s->ragged_lengths_agree) = flag;
   } else if (key == "max_string_bytes" || key == "cut_string_chars") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
     (key == "max_string_bytes" ? s->max_string_bytes : s->cut_string_chars) = number;

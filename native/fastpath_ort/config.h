@@ -26,6 +26,9 @@
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
+//   ragged_lengths_agree      true: every ragged input of a request must have the same length
+//                             along its -1 axes (token ids and their mask), or the request fails
+//                             alone; padding in a batch would otherwise hide the mismatch (default false)
 //   length_bucket_rows        a batch's requests sorted by their longest row (elements along a -1
 //                             axis, or bytes of text) and run about this many rows at a time, each
 //                             Run padded only to its own longest (default 0: one Run per batch)
@@ -75,6 +78,7 @@ struct ModelSettings {
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
   int64_t length_bucket_rows = 0;
+  bool ragged_lengths_agree = false;
 
   bool batched() const { return max_batch_size > 0; }
 };

@@ -144,8 +144,8 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         write_ragged_graph(repository.parent / "ragged.onnx"),
     )
-    # the same graph, its batches run in length buckets of 2 rows (sorted by length, each Run padded
-    # only to its own longest), as the kit renders its native encoders and text graphs
+    # the same graph as the kit renders its native encoders: batches run in length buckets of 2 rows
+    # (sorted by length, each Run padded only to its own longest), ids and mask required equally long
     models["ragged_bucketed"] = (
         config_text(
             "ragged_bucketed",
@@ -154,7 +154,11 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
             outputs='output { name: "masked" data_type: TYPE_INT64 dims: [-1] }\n'
             'output { name: "total" data_type: TYPE_INT64 dims: [1] }\n'
             'output { name: "scaled" data_type: TYPE_FP32 dims: [-1] }',
-            parameters={"max_sequence_length": MAX_SEQUENCE_LENGTH, "length_bucket_rows": 2},
+            parameters={
+                "max_sequence_length": MAX_SEQUENCE_LENGTH,
+                "length_bucket_rows": 2,
+                "ragged_lengths_agree": "true",
+            },
             delay_us=BATCHING_DELAY_US,
         ),
         models["ragged"][1],
@@ -315,6 +319,25 @@ def test_a_bad_request_fails_alone_in_its_batch(server, model):
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(send, [*good, too_long]))
     assert isinstance(results[-1], InvalidInput), results[-1]
+    for request, result in zip(good, results):
+        assert np.array_equal(result["total"], (request["ids"] * request["mask"]).sum(axis=1, keepdims=True))
+
+
+def test_ids_and_a_mask_of_another_length_fail_alone_where_padding_would_hide_them(server):
+    """`ragged_lengths_agree`: alone, onnxruntime would refuse the mismatch; batched, padding would
+    make the two inputs agree and the request would get an answer. The backend refuses it by name."""
+    good = [ragged_request(n, seed=n) for n in (6, 7, 8)]
+    mismatched = {"ids": ragged_request(4)["ids"], "mask": ragged_request(5)["mask"]}
+
+    def send(request):
+        try:
+            return infer(server.grpc_url, "ragged_bucketed", request, ["total"])
+        except ClientError as error:
+            return error
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(send, [*good, mismatched]))
+    assert isinstance(results[-1], InvalidInput) and "disagree" in str(results[-1]), results[-1]
     for request, result in zip(good, results):
         assert np.array_equal(result["total"], (request["ids"] * request["mask"]).sum(axis=1, keepdims=True))
 

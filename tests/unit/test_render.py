@@ -572,3 +572,15 @@ def test_assemble_writes_the_labels_of_a_custom_classifier_in_its_order(tmp_path
     assemble([spec], tmp_path)
     assert (tmp_path / "m" / "classes.txt").read_text(encoding="utf-8") == "zeta\nalpha\nm\u00fc\n"
     assert 'label_filename: "classes.txt"' in (tmp_path / "m" / "config.pbtxt").read_text()
+
+
+def test_a_native_encoder_requires_its_ids_and_mask_equally_long_and_buckets_by_length():
+    """Rendered for the kit's C++ backend only: the container's onnxruntime backend reads neither."""
+    from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.models.bundled import default_specs
+
+    encoder = {s.name: s for s in default_specs(RepoSettings(native=True), "embedded")}["sentiment_encoder"]
+    embedded = {k: v["string_value"] for k, v in render(encoder, "embedded")["parameters"].items()}
+    assert embedded["ragged_lengths_agree"] == "true" and embedded["length_bucket_rows"] == "4"
+    container = render(encoder, "container").get("parameters", {})
+    assert "ragged_lengths_agree" not in container and "length_bucket_rows" not in container

@@ -46,6 +46,7 @@ EMBEDDED_ONLY = (
     "admission_min_rows",
     "custom_op_library",
     "reject_blank_strings",
+    "ragged_lengths_agree",
     "max_string_bytes",
     "cut_",
 )
@@ -262,6 +263,10 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
         if target is Target.EMBEDDED:
             parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
             parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
+            if spec.native and sum(t.ragged for t in spec.inputs) > 1:
+                # ragged inputs are one text's token rows (ids, mask): a request whose lengths disagree
+                # fails alone, where padding in a batch would hide it
+                parameters.setdefault("ragged_lengths_agree", "true")
         else:
             # the Python runner's length buckets and admission; native backends batch as given
             parameters = {k: v for k, v in parameters.items() if not k.startswith(EMBEDDED_ONLY)}
