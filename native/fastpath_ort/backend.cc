@@ -10,7 +10,10 @@
 // alone so that only the one that fails gets the error.
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -283,6 +286,31 @@ std::string CheckGraphAgainstConfig(const InstanceState& s) {
   return "";
 }
 
+// An exclusive flock on a folder for the life of the object ("" or a folder that cannot be
+// opened: no lock, the caller goes on unserialised). flock conflicts between separate opens in
+// one process, so it serialises the backend copies of every model folder of a repository.
+class RepositoryLock {
+ public:
+  explicit RepositoryLock(const std::string& folder) {
+    if (folder.empty()) return;
+    fd_ = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RepositoryLock() {
+    if (fd_ < 0) return;
+    flock(fd_, LOCK_UN);
+    close(fd_);
+  }
+  RepositoryLock(const RepositoryLock&) = delete;
+  RepositoryLock& operator=(const RepositoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 std::string CreateSession(InstanceState* s) {
   Runtime& rt = TheRuntime();
   const OrtFunctions& ort = rt.ort;
@@ -296,6 +324,12 @@ std::string CreateSession(InstanceState* s) {
     error = CheckStatus(ort, ort.SetSessionGraphOptimizationLevel(options, settings.graph_optimization_level),
                         "graph_optimization_level");
   }
+  // Registering a custom-op library adds its op domain to onnxruntime's process-wide schema
+  // registry, which is not safe against a concurrent registration: two models with custom ops,
+  // loaded at once by Triton, failed with "the domain is already exist" (seen with two text graphs
+  // in one repository). Each model folder loads its own copy of this backend, so the lock must span
+  // copies: an flock on the repository folder, which every model of the repository shares.
+  RepositoryLock lock(s->model->custom_op_path.empty() ? "" : s->model->dir + "/..");
   if (error.empty() && !s->model->custom_op_path.empty()) {
     void* handle = nullptr;  // kept for the process's life: sessions use the ops it registered
     error = CheckStatus(ort, ort.RegisterCustomOpsLibrary(options, s->model->custom_op_path.c_str(), &handle),

@@ -177,6 +177,13 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ),
             write_strings_graph(repository.parent / "strings.onnx"),
         )
+        # a second custom-op model, loaded by Triton at the same time: registering the op library
+        # concurrently once failed one of them ("the domain is already exist"); the backend now
+        # serialises it across models (an flock on the repository folder)
+        models["strings_twin"] = (
+            models["strings"][0].replace('name: "strings"', 'name: "strings_twin"'),
+            models["strings"][1],
+        )
     for name, (config, graph) in models.items():
         (repository / name / "1").mkdir(parents=True)
         (repository / name / "config.pbtxt").write_text(config)
@@ -358,7 +365,8 @@ strings_only = pytest.mark.skipif(not _has_extensions(), reason="onnxruntime-ext
 
 
 @strings_only
-def test_string_graph_with_custom_ops_matches_onnxruntime_in_process(server, native_repository):
+@pytest.mark.parametrize("model", ["strings", "strings_twin"])
+def test_string_graph_with_custom_ops_matches_onnxruntime_in_process(server, native_repository, model):
     import onnxruntime as ort
     from onnxruntime_extensions import get_library_path
 
@@ -367,7 +375,7 @@ def test_string_graph_with_custom_ops_matches_onnxruntime_in_process(server, nat
     session = ort.InferenceSession(str(native_repository / "strings" / "1" / "model.onnx"), options)
     texts = ["héllo wörld", "a", "Triton 2.51", "naïve café " * 20]
     batch = np.array([[t.encode()] for t in texts], dtype=object)
-    got = infer(server.grpc_url, "strings", {"text": batch}, ["upper", "length"])
+    got = infer(server.grpc_url, model, {"text": batch}, ["upper", "length"])
     want_upper, want_length = session.run(None, {"text": np.array([[t] for t in texts], dtype=object)})
     assert [v.decode() for v in got["upper"].reshape(-1)] == list(want_upper.reshape(-1))
     assert np.array_equal(got["length"], want_length)
