@@ -486,10 +486,11 @@ void ReadRequest(const ModelSettings& settings, Pending* p) {
   for (size_t i = 0; i < p->inputs.size(); ++i) {
     const TensorSpec& spec = settings.inputs[i];
     const RequestInput& in = p->inputs[i];
-    if (spec.is_string()) {
+    const bool bucketed = settings.length_bucket_rows > 0;
+    if (spec.is_string() && bucketed) {
       for (const std::string& text : in.strings) p->length = std::max<int64_t>(p->length, text.size());
     } else if (spec.ragged) {
-      for (size_t a = 0; a < spec.dims.size() && a + 1 < in.shape.size(); ++a) {
+      for (size_t a = 0; bucketed && a < spec.dims.size() && a + 1 < in.shape.size(); ++a) {
         if (spec.dims[a] == -1) p->length = std::max(p->length, in.shape[a + 1]);
       }
       if (!settings.ragged_lengths_agree) continue;

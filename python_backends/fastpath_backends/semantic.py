@@ -62,8 +62,13 @@ def mean_pool(
         keep &= ids != skip
     vectors = table[np.clip(ids, 0, len(table) - 1)].astype(np.float32) * keep[..., None]
     pooled = vectors.sum(axis=1) / np.maximum(keep.sum(axis=1, keepdims=True), 1)
-    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit_rows(pooled)
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to length 1, as float32 (zero rows stay zero: they match nothing)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 class SemanticIndex:

@@ -12,7 +12,6 @@ import json
 import os
 import time
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.admission import admission_from_parameters
@@ -21,7 +20,7 @@ from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
 from fastpath_backends.onnx_model import OnnxModel
 from fastpath_backends.pipeline import ExactCache, SemanticLayer, TextPipeline
-from fastpath_backends.semantic import index_from_parameters
+from fastpath_backends.semantic import index_from_parameters, unit_rows
 from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
 from fastpath_backends.triton_io import (
     CacheMetrics,
@@ -76,7 +75,8 @@ class TritonPythonModel:
                 else:
                     embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
                 if params.get("semantic_normalize") == "true":  # an encoder without a Normalize module
-                    embed = _normalized(embed)
+                    raw = embed
+                    embed = lambda ids, mask: unit_rows(raw(ids, mask))  # noqa: E731
                 buckets = int(params.get("length_bucket_rows", "0"))  # a transformer embedder pays for padding too
                 semantic = SemanticLayer(
                     index, lambda texts: run_by_length(embed, *_ids_and_mask(embedder, texts), buckets), guard_ids
@@ -115,14 +115,6 @@ class TritonPythonModel:
 
     def finalize(self):
         self.pipeline = None
-
-
-def _normalized(embed):
-    def run(ids, mask):
-        vectors = embed(ids, mask)
-        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-    return run
 
 
 def _ids_and_mask(encoder, texts):

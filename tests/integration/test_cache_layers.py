@@ -98,6 +98,7 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     server, repository = l2_stack
     text = unique("a film about films")
     store = redis.Redis.from_url(own_redis.url)
+    store.flushdb()  # the namespaces counted below are this test's only (not an earlier test's, not yet expired)
     with measuring_client(SentimentClient, server.grpc_url) as client:
         client.classify([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}

@@ -35,7 +35,7 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKA
 from triton_fastpath.models.pipelines import python_hops
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
+from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, RENDERINGS, EmbedderChoice, RepoSettings
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.config.spec import PipelineMembers
@@ -240,13 +240,12 @@ def build_repository(
     artifacts: list[ModelArtifact] = []
     if semantic_embedder is not None and not semantic:
         raise ConfigError("--semantic-embedder chooses the semantic layer's embedder: add --semantic")
-    if semantic_embedder not in (None, "embed"):
-        if as_target(target) is not Target.EMBEDDED:
-            raise ConfigError(
-                f"--semantic-embedder {semantic_embedder}: the container target's semantic layer embeds by BLS on "
-                "the bundled embed_encoder; an imported embedder serves on the embedded target"
-            )
-        resolve_embedder(semantic_embedder)  # before the build's minutes: a missing import is named now
+    if semantic_embedder not in (None, BUNDLED_EMBEDDER):  # named before the build's minutes
+        container = as_target(target) is Target.CONTAINER
+        refusal = EmbedderChoice(name=semantic_embedder).refusal(settings.rendering, container=container)
+        if refusal:
+            raise ConfigError(f"--semantic-embedder {semantic_embedder}: {refusal}")
+        resolve_embedder(semantic_embedder)  # a missing import
     for name in only:
         step_started = time.monotonic()
         artifacts.append(builders[name](settings, thresholds, progress, force, target))

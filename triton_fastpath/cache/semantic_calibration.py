@@ -282,8 +282,9 @@ def calibrate(
     """Measure every setting on the built files (`sentiment_dir`: tokenizer.json + ONNX; `embedder`:
     the semantic layer's embedding model, `cache.embedders`) and choose one; see the module docstring."""
     backends_importable()
+    from fastpath_backends.batch import run_by_length
     from fastpath_backends.onnx_model import OnnxModel
-    from fastpath_backends.semantic import GUARD_WORDS, guard_signatures
+    from fastpath_backends.semantic import GUARD_WORDS, guard_signatures, unit_rows
     from fastpath_backends.text import TextEncoder
 
     started = time.monotonic()
@@ -304,18 +305,10 @@ def calibrate(
         return batched(texts, run)
 
     def embed(texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors, computed in chunks of similar length (a transformer embedder pays for padding)."""
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        vectors = None
-        for start in range(0, len(texts), 64):
-            rows = order[start : start + 64]
-            e = embed_tokenizer.encode([texts[i] for i in rows])
-            out = embed_model.run({"input_ids": e.input_ids, "attention_mask": e.attention_mask})["embedding"]
-            vectors = np.zeros((len(texts), out.shape[1]), np.float32) if vectors is None else vectors
-            vectors[rows] = out
-        assert vectors is not None, "texts to embed"
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # idempotent for a normalising embedder
-        return vectors / np.maximum(norms, 1e-12)
+        """Unit vectors, run in length buckets of 64 rows (a transformer embedder pays for padding)."""
+        e = embed_tokenizer.encode(list(texts))
+        run = lambda i, m: embed_model.run({"input_ids": i, "attention_mask": m})["embedding"]  # noqa: E731
+        return unit_rows(run_by_length(run, e.input_ids, e.attention_mask, 64))
 
     def guards(texts: Sequence[str]) -> list[tuple[int, ...]]:
         found: list[tuple[int, ...]] = []
@@ -431,12 +424,9 @@ def calibrate_semantic(
     if not settings.cache:
         raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
     found_embedder = resolve_embedder(embedder or settings.semantic_embedder.name)
-    if not found_embedder.choice.bundled and settings.rendering != "fused":
-        raise ConfigError(
-            f"--semantic-embedder {found_embedder.choice.name}: the {settings.rendering!r} rendering runs the bundled "
-            "'embed' models as its semantic steps; an imported embedder runs inside the 'fused' rendering's "
-            "model (--rendering fused)"
-        )
+    refusal = found_embedder.choice.refusal(settings.rendering)
+    if refusal:
+        raise ConfigError(f"--semantic-embedder {found_embedder.choice.name}: {refusal}")
     settings = dataclasses.replace(settings, semantic_embedder=found_embedder.choice)
     data = datasets.load_sentiment(BUILD_DIR / "data")
     bound = MAX_WRONG_RATE if max_wrong is None else max_wrong

@@ -168,6 +168,23 @@ class EmbedderChoice:
     def bundled(self) -> bool:
         return self.name == BUNDLED_EMBEDDER
 
+    def refusal(self, rendering: str, container: bool = False) -> str:
+        """Why this embedder cannot serve the semantic layer of `rendering` (on the container target
+        with `container`), or "": an imported one runs only inside the embedded fused model."""
+        if self.bundled:
+            return ""
+        if container:
+            return (
+                f"semantic embedder {self.name!r}: the container target's fused model embeds by BLS on the "
+                "bundled embed_encoder; an imported embedder serves on the embedded target only"
+            )
+        if rendering != "fused":
+            return (
+                f"semantic embedder {self.name!r} needs the 'fused' rendering (it runs in the fused model's "
+                f"process); the {rendering!r} rendering's semantic steps are the bundled 'embed' models"
+            )
+        return ""
+
     def __post_init__(self) -> None:
         if self.dimension < 1 or self.max_length < 0:
             raise ConfigError(
@@ -367,12 +384,8 @@ class RepoSettings:
             raise ConfigError(f"semantic_threshold={self.semantic_threshold}; expected 0 (off) or a cosine in (0, 1]")
         if self.semantic_threshold and not self.cache:
             raise ConfigError("semantic_threshold needs cache=True: the semantic layer lives in the cache model")
-        if self.semantic_threshold and not self.semantic_embedder.bundled and self.rendering != "fused":
-            raise ConfigError(
-                f"semantic embedder {self.semantic_embedder.name!r} needs the 'fused' rendering (it runs in the "
-                f"fused model's process); the {self.rendering!r} rendering's semantic steps are the bundled "
-                "'embed' models"
-            )
+        if self.semantic_threshold and self.semantic_embedder.refusal(self.rendering):
+            raise ConfigError(self.semantic_embedder.refusal(self.rendering))
         object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
         too_big = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
         if too_big:

@@ -132,11 +132,9 @@ def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str
     found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
     if as_target(target) is Target.EMBEDDED:
         return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
-    if not settings.semantic_embedder.bundled:
-        raise ConfigError(
-            f"semantic embedder {settings.semantic_embedder.name!r}: the container target's fused model embeds by "
-            "BLS on the bundled embed_encoder; an imported embedder serves on the embedded target only"
-        )
+    refusal = settings.semantic_embedder.refusal(settings.rendering, container=True)
+    if refusal:
+        raise ConfigError(refusal)
     return {
         **found,
         "semantic_encoder_model": PipelineMembers(EMBED_NAME).encoder,
