@@ -14,7 +14,7 @@ import pytest
 from triton_fastpath.bench import tuner
 from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
-from triton_fastpath.bench.loadgen import metric_models, server_stats
+from triton_fastpath.bench.loadgen import _item_tensors, _raw_contents, metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
 from triton_fastpath.bench.tuner import (
     MODEL_KNOBS,
@@ -631,3 +631,18 @@ def test_rounds_merge_into_each_systems_best_round_with_every_failure_counted() 
     assert merged["p50_c1_ms"] == 1.2  # the lower lone-request p50 of the two
     assert (merged["failed"], merged["rounds"]) == (3, 2)
     assert best_round(second, {**first, "p50_c1_ms": math.nan})["p50_c1_ms"] == 1.4
+
+
+def test_the_raw_grpc_sender_writes_the_bytes_tritonclient_writes() -> None:
+    """The load generator's raw gRPC requests carry what `tritonclient` would put on the wire."""
+    import numpy as np
+    from tritonclient.utils import serialize_byte_tensor
+
+    text = _item_tensors("Ünïcode, a 4-byte prefix per element")
+    assert list(text["text"].shape) == [1, 1]
+    assert _raw_contents(text["text"], "BYTES") == serialize_byte_tensor(text["text"]).item()
+    pixels = _item_tensors(np.arange(64, dtype=np.float64).reshape(8, 8).tolist())["pixels"]
+    assert _raw_contents(pixels, "FP32") == np.arange(64, dtype=np.float32).reshape(1, 8, 8).tobytes()
+    ids = _item_tensors({"input_ids": [101, 7592, 102], "attention_mask": [1, 1, 1]})
+    assert _raw_contents(ids["input_ids"], "INT64") == np.array([[101, 7592, 102]], dtype=np.int64).tobytes()
+    assert _raw_contents(ids["attention_mask"], "INT32") == np.ones((1, 3), dtype=np.int32).tobytes()

@@ -51,6 +51,8 @@ class BenchConfig:
         rounds: how many times every system is swept, the order reversed every other round; the
             headline takes each system's best round (its failed requests are summed over all).
         service_levels: the p99 profile our servers' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
+        grpc_client: how the load generator writes gRPC requests (`loadgen.GRPC_CLIENTS`): 'raw', the
+            protobuf directly, as cheap a client as the baselines' aiohttp POST; or 'tritonclient'.
     """
 
     concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -66,6 +68,7 @@ class BenchConfig:
     only: tuple[str, ...] = ()
     rounds: int = 1
     service_levels: str = "default"
+    grpc_client: str = "raw"
 
     @classmethod
     def smoke_config(cls) -> BenchConfig:
@@ -230,8 +233,9 @@ def run_loadgen(args: Sequence[str], progress: Progress, timeout_s: float) -> li
     return rows
 
 
-def _load_args(system: System, running: Running, model: str, inputs: Path) -> list[str]:
+def _load_args(system: System, running: Running, model: str, inputs: Path, grpc_client: str = "raw") -> list[str]:
     args = ["--protocol", system.protocol, "--url", running.url, "--model", model, "--inputs", str(inputs)]
+    args += ["--grpc-client", grpc_client]
     return args + (["--metrics-url", running.metrics_url] if running.metrics_url else [])
 
 
@@ -293,7 +297,7 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
                     if system.protocol != head.protocol:  # another view of the same server
                         running = _other_protocol(system, running_head)
                     for model in system.models:
-                        args = _load_args(system, running, model, inputs_file)
+                        args = _load_args(system, running, model, inputs_file, config.grpc_client)
                         ratios = config.duplicate_ratios if system.cached else (0.0,)
                         for ratio in ratios:
                             levels = config.cached_concurrency if system.cached else config.concurrency

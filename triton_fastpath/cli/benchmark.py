@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
+from triton_fastpath.bench.loadgen import GRPC_CLIENTS
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
@@ -67,6 +68,13 @@ def parser() -> argparse.ArgumentParser:
         help="sweep every system this many times, the order reversed every other round (a shared machine "
         "drifts); the table takes each system's best round and sums its failed requests "
         f"(default {defaults.rounds})",
+    )
+    p.add_argument(
+        "--grpc-client",
+        choices=GRPC_CLIENTS,
+        help="how the load generator writes gRPC requests: 'raw' protobuf (default; a client as cheap as the "
+        "baselines' aiohttp POST, so the table compares servers) or 'tritonclient' (the per-call wrapping "
+        "the SDK pays, about 30 us of client CPU a request more)",
     )
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
     p.add_argument(
@@ -133,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "only": tuple(args.only),
         "rounds": args.rounds,
         "service_levels": args.service_levels,
+        "grpc_client": args.grpc_client,
     }
     if args.rounds is not None and args.rounds < 1:
         print(f"--rounds {args.rounds}: expected 1 or more", file=sys.stderr)
