@@ -27,7 +27,7 @@ def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFac
     work = tmp_path_factory.mktemp("overload")
     repo = variant_repository(overload.overload_settings(), work / "repo")
     cores = split_cores()
-    with triton(repo, work / "logs") as server:
+    with triton(repo, work / "logs", exit_timeout_s=overload.FLOOD_EXIT_TIMEOUT_S) as server:
         if cores:
             pin_process_tree(server.pid, cores.server)
         yield server, cores.load if cores else None

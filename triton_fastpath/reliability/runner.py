@@ -46,7 +46,7 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
     repo = variant_repository(settings, work / "overload-repo")
     cores = generator.split_cores()
     progress(f"overload: {cores.describe() if cores else 'one core: server and load generator share it'}")
-    with triton(repo, work / "overload-logs") as server:
+    with triton(repo, work / "overload-logs", exit_timeout_s=overload.FLOOD_EXIT_TIMEOUT_S) as server:
         pid = server.pid
         if cores:
             generator.pin_process_tree(pid, cores.server)
