@@ -227,7 +227,7 @@ async def predict(send: Send, items: Sequence[Any]) -> list[Any]:
 
 
 async def run(args: argparse.Namespace) -> None:
-    items = load_items(args.inputs, args.model)
+    items = load_items(args.inputs, args.inputs_of or args.model)
     levels = [("rate", r) for r in args.rate] if args.rate else [("concurrency", c) for c in args.concurrency]
     widest = max((int(v) for kind, v in levels if kind == "concurrency"), default=64)
     send, close = await make_sender(args.protocol, args.url, args.model, widest, args.grpc_client)
@@ -280,6 +280,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, help="sentiment or digits")
     p.add_argument("--inputs", type=Path, required=True, help="JSON file {model: [items]} written by the harness")
+    p.add_argument(
+        "--inputs-of",
+        metavar="MODEL",
+        help="send the inputs written for MODEL (default: --model), e.g. sentiment's texts to sentiment_graph",
+    )
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="closed-loop levels")
     p.add_argument("--rate", type=float, nargs="+", default=[], help="open-loop Poisson rates (req/s) instead")
     p.add_argument("--warmup-s", type=float, default=2.0, help="unmeasured time per level (default %(default)s)")
