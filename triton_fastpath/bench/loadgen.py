@@ -175,9 +175,9 @@ def _raw_contents(array: np.ndarray, datatype: str) -> bytes:
 async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Callable[[], Awaitable]]:
     """Triton's gRPC API with each request written straight into its protobuf, as perf_analyzer does
     in C++: the load generator shares the cores with the server, and `tritonclient`'s per-call
-    wrapping (InferInput objects, result objects) measured 70 us of client CPU a request at
-    concurrency 1 (343 vs 273 us), 46 us at 16 (see docs/tuning-and-benchmarks.md). The FastAPI
-    baseline's client is a plain aiohttp POST; this is its gRPC counterpart."""
+    wrapping (InferInput objects, result objects) cost 25-35 us more client CPU a request, in an
+    alternated A/B on one server (docs/tuning-and-benchmarks.md). The FastAPI baseline's client is a
+    plain aiohttp POST; this is its gRPC counterpart."""
     import grpc
     from tritonclient.grpc import service_pb2, service_pb2_grpc
     from tritonclient.utils import triton_to_np_dtype
