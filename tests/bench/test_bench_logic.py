@@ -636,13 +636,15 @@ def test_rounds_merge_into_each_systems_best_round_with_every_failure_counted() 
 def test_the_raw_grpc_sender_writes_the_bytes_tritonclient_writes() -> None:
     """The load generator's raw gRPC requests carry what `tritonclient` would put on the wire."""
     import numpy as np
-    from tritonclient.utils import serialize_byte_tensor
+    from tritonclient.utils import serialize_byte_tensor, triton_to_np_dtype
+
+    assert triton_to_np_dtype("BYTES") == np.object_  # what the sender looks BYTES up as
 
     text = _item_tensors("Ünïcode, a 4-byte prefix per element")
     assert list(text["text"].shape) == [1, 1]
-    assert _raw_contents(text["text"], "BYTES") == serialize_byte_tensor(text["text"]).item()
+    assert _raw_contents(text["text"], np.object_) == serialize_byte_tensor(text["text"]).item()
     pixels = _item_tensors(np.arange(64, dtype=np.float64).reshape(8, 8).tolist())["pixels"]
-    assert _raw_contents(pixels, "FP32") == np.arange(64, dtype=np.float32).reshape(1, 8, 8).tobytes()
+    assert _raw_contents(pixels, np.float32) == np.arange(64, dtype=np.float32).reshape(1, 8, 8).tobytes()
     ids = _item_tensors({"input_ids": [101, 7592, 102], "attention_mask": [1, 1, 1]})
-    assert _raw_contents(ids["input_ids"], "INT64") == np.array([[101, 7592, 102]], dtype=np.int64).tobytes()
-    assert _raw_contents(ids["attention_mask"], "INT32") == np.ones((1, 3), dtype=np.int32).tobytes()
+    assert _raw_contents(ids["input_ids"], np.int64) == np.array([[101, 7592, 102]], dtype=np.int64).tobytes()
+    assert _raw_contents(ids["attention_mask"], np.int32) == np.ones((1, 3), dtype=np.int32).tobytes()

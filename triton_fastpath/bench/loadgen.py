@@ -163,13 +163,12 @@ def _item_tensors(item: Any) -> dict[str, np.ndarray]:
     return {"pixels": np.asarray([item], dtype=np.float32)}
 
 
-def _raw_contents(array: np.ndarray, datatype: str) -> bytes:
-    """A tensor's bytes as Triton's `raw_input_contents` carries them (BYTES: 4-byte length, then the bytes)."""
-    if datatype == "BYTES":
+def _raw_contents(array: np.ndarray, dtype: np.dtype) -> bytes:
+    """A tensor's bytes as Triton's `raw_input_contents` carries them, `dtype` from the model's
+    metadata (`triton_to_np_dtype`; BYTES is object: each element a 4-byte length, then its bytes)."""
+    if dtype == np.object_:
         return b"".join(struct.pack("<I", len(v)) + v for v in (bytes(x) for x in array.flat))
-    from tritonclient.utils import triton_to_np_dtype
-
-    return np.ascontiguousarray(array, dtype=triton_to_np_dtype(datatype)).tobytes()
+    return np.ascontiguousarray(array, dtype=dtype).tobytes()
 
 
 async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Callable[[], Awaitable]]:
@@ -186,25 +185,25 @@ async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Callable[[], Awai
     channel = grpc.aio.insecure_channel(url, options=unlimited)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
     metadata = await stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=model))
-    outputs = [o.name for o in metadata.outputs]
-    input_types = {i.name: i.datatype for i in metadata.inputs}
-    scores = "probabilities" if "probabilities" in outputs else outputs[0]
+    # once, at start-up: each input's type, and the scores output's. No output is named in the
+    # request: Triton then returns them all, as the tritonclient path asks for explicitly.
+    inputs = {i.name: (i.datatype, triton_to_np_dtype(i.datatype)) for i in metadata.inputs}
+    names = [o.name for o in metadata.outputs]
+    scores = "probabilities" if "probabilities" in names else names[0]
+    scores_dtype = triton_to_np_dtype(metadata.outputs[names.index(scores)].datatype)
 
     async def send_raw(item: Any) -> Any:
         request = service_pb2.ModelInferRequest(model_name=model)
         for name, array in _item_tensors(item).items():
-            datatype = input_types[name]
+            datatype, dtype = inputs[name]
             tensor = request.inputs.add()
             tensor.name, tensor.datatype = name, datatype
             tensor.shape.extend(array.shape)
-            request.raw_input_contents.append(_raw_contents(array, datatype))
-        for name in outputs:
-            request.outputs.add().name = name
+            request.raw_input_contents.append(_raw_contents(array, dtype))
         reply = await stub.ModelInfer(request)
         for tensor, content in zip(reply.outputs, reply.raw_output_contents, strict=True):
             if tensor.name == scores:
-                values = np.frombuffer(content, dtype=triton_to_np_dtype(tensor.datatype))
-                return values.reshape(list(tensor.shape))[0].tolist()
+                return np.frombuffer(content, dtype=scores_dtype).reshape(list(tensor.shape))[0].tolist()
         raise RuntimeError(f"{model} answered without its {scores!r} output")
 
     async def close() -> None:
