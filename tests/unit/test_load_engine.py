@@ -228,6 +228,9 @@ def test_recorder_windows_hold_what_completed_since_the_last_cut():
     assert recorder.cut(1.0) == Window(1.0, (), 0)
     assert (recorder.requests, recorder.completed, recorder.ok, recorder.failed) == (3, 3, 2, 1)
     assert recorder.first_error.startswith("RuntimeError: xxx") and len(recorder.first_error) == 300
+    recorder.done(0.001, TimeoutError())
+    recorder.done(0.001, RuntimeError("again"))
+    assert recorder.failures == {"RuntimeError": 2, "TimeoutError": 1}
 
 
 def test_stability_windows_stop_when_stable_or_at_max_windows():

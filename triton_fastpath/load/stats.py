@@ -182,12 +182,14 @@ class WindowRecorder:
         completed: requests answered or failed.
         ok / failed: of those, answered and failed.
         first_error: `Kind: message` of the first failure ('' when none).
+        failures: failures by kind (the exception's class name), e.g. {"Overloaded": 3}.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests = self.completed = self.ok = self.failed = 0
         self.first_error = ""
+        self.failures: dict[str, int] = {}
         self._latencies_s: list[float] = []
         self._errors = 0
 
@@ -206,6 +208,8 @@ class WindowRecorder:
                 return
             self.failed += 1
             self._errors += 1
+            kind = type(error).__name__
+            self.failures[kind] = self.failures.get(kind, 0) + 1
             if not self.first_error:
                 self.first_error = f"{type(error).__name__}: {error}"[:FIRST_ERROR_CHARS]
 

@@ -67,6 +67,7 @@ class SoakResult:
     sent: int = 0
     answered: int = 0
     failed: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # failed, by kind ("Overloaded": shed)
     first_error: str = ""
     checks: dict[str, bool] = field(default_factory=dict)
 
@@ -237,7 +238,7 @@ def run_soak(
                 watchdog.stop()
                 guard.join(timeout=30)
     result.sent, result.answered, result.failed = recorder.requests, recorder.ok, recorder.failed
-    result.first_error = recorder.first_error
+    result.failures, result.first_error = dict(recorder.failures), recorder.first_error
     result.checks = verdicts(result)
     return result
 
@@ -267,13 +268,17 @@ def verdicts(result: SoakResult) -> dict[str, bool]:
     }
 
 
+def _by_kind(failures: dict[str, int]) -> str:
+    return f" ({', '.join(f'{kind} {n}' for kind, n in sorted(failures.items()))})" if failures else ""
+
+
 def format_report(result: SoakResult) -> str:
     """Markdown: the setting, the verdicts, one row per window."""
     lines = [
         f"Soak: {result.duration_s:.0f} s at {result.offered_rps:.0f} req/s "
         f"({result.offered_rps / result.capacity_rps:.0%} of the measured {result.capacity_rps:.0f} req/s, "
         f"mixed 3:1, {DUPLICATE_RATIO:.0%} repeats); {result.sent} sent, {result.answered} answered, "
-        f"{result.failed} failed, {result.lost} lost.",
+        f"{result.failed} failed{_by_kind(result.failures)}, {result.lost} lost.",
         "",
         *(f"- {'PASS' if ok else 'FAIL'}: {name}" for name, ok in result.checks.items()),
         *([f"- first error: {result.first_error}"] if result.first_error else []),
