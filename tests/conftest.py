@@ -178,6 +178,34 @@ def metric_value(metrics_url: str, name: str, **labels: str) -> float:
     return parse_metric(scrape_metrics(metrics_url), name, **labels)
 
 
+# Triton refreshes some metrics (the response cache's, per-model memory) once per metrics interval
+# (1 s as the kit serves), on a thread a stalled shared machine can delay: read them by polling.
+METRIC_SETTLE_S = 10.0
+
+
+def settled_metric_value(metrics_url: str, name: str, **labels: str) -> float:
+    """`metric_value` once two reads a metrics interval apart agree (nothing is still on its way)."""
+    import time
+
+    value, deadline = metric_value(metrics_url, name, **labels), time.monotonic() + METRIC_SETTLE_S
+    while time.monotonic() < deadline:
+        time.sleep(1.1)
+        previous, value = value, metric_value(metrics_url, name, **labels)
+        if value == previous:
+            break
+    return value
+
+
+def await_metric_value(metrics_url: str, name: str, expected: float, **labels: str) -> float:
+    """`metric_value` polled until it equals `expected` or METRIC_SETTLE_S pass; the last value read."""
+    import time
+
+    deadline = time.monotonic() + METRIC_SETTLE_S
+    while (value := metric_value(metrics_url, name, **labels)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return value
+
+
 # How far dynamic INT8 moves a row's log-probabilities with the rows it is computed with. The INT8
 # encoder quantizes activations with one scale per batch, so the same text scores slightly differently
 # alone, in a length bucket of 4, in a batch of 64, or as an L2-cache row computed in another batch

@@ -16,7 +16,15 @@ import redis
 
 from fastpath_models import SentimentClient
 from tests.conftest import CacheCounts as Counts
-from tests.conftest import check_semantic_near_duplicate, infer, metric_value, served_settings, start_server
+from tests.conftest import (
+    await_metric_value,
+    check_semantic_near_duplicate,
+    infer,
+    metric_value,
+    served_settings,
+    settled_metric_value,
+    start_server,
+)
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import measuring_client
@@ -39,9 +47,21 @@ def own_redis():
 CACHE_MODEL = {"fused": "sentiment_fused", "ensemble": "sentiment_cache"}
 
 
+# These tests count each row's L2 outcome exactly. With the served 50 ms Redis timeout, a stall of the
+# shared machine longer than that turns a store or a lookup into a counted L2 failure (by design: the row
+# is computed, the request answered); a second's timeout keeps the counts about the cache's logic.
+L2_TIMEOUT_MS = 1000
+
+
 @pytest.fixture(scope="module", params=sorted(CACHE_MODEL))
 def l2_stack(request, built_repository, own_redis, tmp_path_factory):
-    settings = served_settings(rendering=request.param, response_cache=False, l1_max_entries=0, l2_ttl_s=L2_TTL_S)
+    settings = served_settings(
+        rendering=request.param,
+        response_cache=False,
+        l1_max_entries=0,
+        l2_ttl_s=L2_TTL_S,
+        redis_timeout_ms=L2_TIMEOUT_MS,
+    )
     repository = variant_repository(settings, tmp_path_factory.mktemp("l2") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
     try:
@@ -103,7 +123,9 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
         client.classify([text])
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
-    settings = served_settings(rendering=rendering, response_cache=False, l1_max_entries=0)
+    settings = served_settings(
+        rendering=rendering, response_cache=False, l1_max_entries=0, redis_timeout_ms=L2_TIMEOUT_MS
+    )
     other = variant_repository(settings, tmp_path / "v2")
     identity_file = other / CACHE_MODEL[rendering] / "1" / "cache_identity.json"
     identity = json.loads(identity_file.read_text())
@@ -159,13 +181,13 @@ def test_response_cache_answers_identical_requests_before_the_ensemble_runs(serv
     text = unique("identical request")
     fused = (served.config.model_repository / "sentiment_fused").exists()
     first_step = "sentiment_fused" if fused else "sentiment_tokenizer"
+    hits = {"metrics_url": served.metrics_url, "name": "nv_cache_num_hits_per_model", "model": "sentiment"}
     with measuring_client(SentimentClient, served.grpc_url) as client:
         client.classify([text])
-        before = metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment")
+        before = settled_metric_value(**hits)  # cache metrics are refreshed each metrics interval (1 s)
         tokenized = metric_value(served.metrics_url, "nv_inference_count", model=first_step)
         client.classify([text])
-    time.sleep(1.2)  # Triton refreshes cache metrics each metrics interval (1 s)
-    assert metric_value(served.metrics_url, "nv_cache_num_hits_per_model", model="sentiment") == before + 1
+    assert await_metric_value(expected=before + 1, **hits) == before + 1
     assert metric_value(served.metrics_url, "nv_inference_count", model=first_step) == tokenized
 
 

@@ -125,15 +125,21 @@ def test_dashboard_and_rule_queries_evaluate_on_the_live_server(triton, promethe
     used = {name for _, expr in dashboard_queries() for name in metric_names(expr) if ":" not in name}
     assert used and used <= live, f"dashboard metrics the live server does not export: {sorted(used - live)}"
     assert KNOWN_METRICS - live <= {"nv_cache_util"}  # the stored list the unit test uses is real
-    time.sleep(3)  # a few scrapes, so rates have two points
-    empty = []
-    for title, expr in dashboard_queries():
-        query = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
-        result = prometheus.query(query)  # raises ProcessError naming the query if Prometheus rejects it
-        if not result and "> 0" not in query:
-            empty.append(f"{title}: {query}")
+    # polled: rates need two scrapes and the rules a first evaluation, which a stalled machine delays
+    deadline = time.monotonic() + 30
+    while True:
+        empty = []
+        for title, expr in dashboard_queries():
+            query = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
+            result = prometheus.query(query)  # raises ProcessError naming the query if Prometheus rejects it
+            if not result and "> 0" not in query:
+                empty.append(f"{title}: {query}")
+        rules = prometheus.api("rules")["groups"]
+        unhealthy = [r["name"] for g in rules for r in g["rules"] if r["health"] != "ok"]
+        recorded = prometheus.query("fastpath:sla_p99_ms")
+        if (not empty and rules and not unhealthy and recorded) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert not empty, "no data for: " + "\n".join(empty)
-    rules = prometheus.api("rules")["groups"]
-    unhealthy = [r["name"] for g in rules for r in g["rules"] if r["health"] != "ok"]
     assert rules and not unhealthy, unhealthy
-    assert prometheus.query("fastpath:sla_p99_ms")
+    assert recorded

@@ -21,13 +21,25 @@ def answer(tally: Tally, n: int) -> None:
         tally.done(0.001)
 
 
+def answers_after_the_start(tally: Tally, n: int):
+    """A count of `tally`'s answers that gets `n` more once the wait has read where it starts (the
+    wait's second read), whatever the scheduler does: no timer racing the wait."""
+    reads = []
+
+    def count() -> int:
+        reads.append(None)
+        if len(reads) == 2:
+            answer(tally, n)
+        return tally.ok
+
+    return count
+
+
 def test_a_wait_that_is_answered_in_time_leaves_the_verdict_alone() -> None:
     load = fake_load()
     steps = _Steps(load.tally)
-    feeder = threading.Timer(0.05, answer, (load.tally, 50))  # after the wait has counted where it starts
-    feeder.start()
-    assert steps.wait(50, "starting the load", timeout_s=10)
-    feeder.join()
+    count = answers_after_the_start(load.tally, 50)
+    assert steps.wait_until(count, 50, "starting the load", timeout_s=10)
     assert steps.stalled is None
     assert steps.verdict(True, "must be 0 failed") == (True, "must be 0 failed")
 
@@ -57,8 +69,7 @@ def test_later_waits_fail_at_once_and_the_first_stall_is_kept() -> None:
 def test_some_progress_short_of_the_target_is_reported_as_too_slow() -> None:
     load = fake_load()
     steps = _Steps(load.tally)
-    threading.Timer(0.02, answer, (load.tally, 3)).start()
-    assert not steps.wait(10, "shifting traffic to v2", timeout_s=0.3)
+    assert not steps.wait_until(answers_after_the_start(load.tally, 3), 10, "shifting traffic to v2", timeout_s=0.3)
     assert steps.stalled == "too slow: 3 of 10 answers expected within 0.3 s after shifting traffic to v2"
 
 

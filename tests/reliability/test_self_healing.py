@@ -53,7 +53,8 @@ def test_the_health_probe_fails_while_a_stub_is_dead_and_readiness_does_not(buil
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as reply:
             assert reply.status == 200, "Triton 2.51 still says ready: the reason for the probe"
         capsys.readouterr()
-        assert health_main(["--url", url, "--model", "sentiment", "--model", "digits"]) == 1
+        # 6 one-row requests: the dead instance is met whichever instance Triton picks first
+        assert health_main(["--url", url, "--model", "sentiment", "--model", "digits", "--attempts", "6"]) == 1
         out = capsys.readouterr().out
         assert "ok   digits" in out and "FAIL sentiment" in out and "sentiment_fused_0_1' is not healthy" in out
         Watchdog(server).check()  # reloads sentiment_fused

@@ -148,7 +148,9 @@ def test_run_closed_loop_reports_an_unstable_run_after_max_windows():
     calls = itertools.count()
 
     def slower_each_time(client, item):
-        time.sleep(0.002 * next(calls))  # throughput keeps falling: never stable within 10%
+        # each call twice as slow as the last: within 4 windows of 0.1 s the last ones complete 1 call
+        # or none, never within 10% of each other, however late the thread wakes up
+        time.sleep(0.004 * 2 ** next(calls))
 
     result = run_closed_loop(
         slower_each_time,

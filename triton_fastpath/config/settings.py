@@ -255,6 +255,9 @@ class RepoSettings:
         l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
         l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
         redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
+        redis_timeout_ms: Redis socket and connect timeout; a lookup or store slower than this
+            counts as an L2 failure (the row is computed, L2 bypassed for 1 s), never a failed
+            request. 50 ms suits a Redis beside the server; raise it for a remote one.
         semantic_threshold: cosine similarity at which the cache reuses a remembered answer for a
             text that missed the exact caches (0 = off, the default). The safe value depends on
             the model (training is not bit-reproducible), so it is measured on every build.
@@ -311,6 +314,7 @@ class RepoSettings:
     l1_ttl_s: int = 300
     l2_ttl_s: int = 86_400
     redis_key_prefix: str = "fastpath:"
+    redis_timeout_ms: int = 50
     semantic_threshold: float = 0.0
     semantic_min_margin: float = 0.0
     semantic_guard: bool = False
@@ -374,6 +378,8 @@ class RepoSettings:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
         if self.length_bucket_rows < 0:
             raise ConfigError(f"length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
+        if self.redis_timeout_ms < 1:
+            raise ConfigError(f"redis_timeout_ms={self.redis_timeout_ms}; expected >= 1 ms")
         if not 8 <= self.max_length <= 512:
             raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
         if not 0.0 <= self.semantic_min_margin <= 1.0:

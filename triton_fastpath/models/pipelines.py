@@ -90,6 +90,7 @@ def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
         "l1_ttl_s": str(settings.l1_ttl_s),
         "l2_ttl_s": str(settings.l2_ttl_s),
         "redis_key_prefix": settings.redis_key_prefix,
+        "redis_timeout_ms": str(settings.redis_timeout_ms),
     }
     if semantic:
         parameters.update(
