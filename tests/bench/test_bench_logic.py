@@ -255,6 +255,17 @@ def test_budget_rows_of_the_fused_rendering_have_one_step_and_its_wrapper_cost()
     assert "ids lane (client tokenizes, encoder alone)" not in rows  # not measured: no row
 
 
+def test_budget_rows_of_a_top_level_model_that_is_no_ensemble_have_no_scheduling_or_wrapper_row() -> None:
+    # the graph rendering without the response cache: the text graph answers as `sentiment` itself
+    p50 = {"client_serialisation": 0.01, "ensemble": 0.8, "encoder_alone": 0.5}
+    server = {"sentiment": {"queue_us": 40, "compute_us": 350, "request_us": 400}}
+    rows = {r["part"]: r["ms"] for r in budget_rows(p50, server, [])}
+    assert rows["sentiment (the model itself, no ensemble)"] == pytest.approx(0.35)
+    assert rows["queue (all steps)"] == pytest.approx(0.04)
+    assert rows["network + gRPC + response decoding"] == pytest.approx(0.39)
+    assert "ensemble scheduling" not in rows and "one-step ensemble wrapper" not in rows
+
+
 def test_the_ids_lane_gets_its_own_budget_row_beside_the_encoder_alone() -> None:
     p50 = {"client_serialisation": 0.01, "ensemble": 1.5, "fused_alone": 1.3, "encoder_alone": 0.6, "ids_lane": 0.7}
     server = {"sentiment": {"request_us": 1100}, "sentiment_fused": {"compute_us": 900, "request_us": 1000}}

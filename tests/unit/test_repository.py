@@ -171,6 +171,22 @@ def test_the_graph_rendering_serves_text_to_label_in_one_native_model_behind_the
     )
 
 
+@pytest.mark.parametrize("target", ["embedded", "container"])
+def test_without_the_response_cache_the_graph_itself_answers_under_the_pipelines_name(target: str) -> None:
+    wrapped = specs_by_name("graph", target)
+    specs = specs_by_name("graph", target, response_cache=False)
+    assert "sentiment_graph" not in specs  # no one-step ensemble: it only kept errors out of the cache
+    graph = specs["sentiment"]
+    assert graph.kind is ModelKind.ONNX and not graph.response_cache
+    assert graph.artifacts == "sentiment_graph"  # its files and warm-up samples as the build recorded them
+    assert graph.outputs == wrapped["sentiment"].outputs  # label_filename on probabilities, as the wrapper had
+    assert graph.labels == wrapped["sentiment"].labels == ("negative", "positive")
+    assert graph.parameters == wrapped["sentiment_graph"].parameters
+    assert graph.warmups == wrapped["sentiment_graph"].warmups
+    assert top_level(specs) == top_level(wrapped)
+    assert python_hops("sentiment", specs, target) == 0
+
+
 def test_the_encoder_graph_returns_probabilities_and_the_label_index() -> None:
     for rendering in ("fused", "ensemble"):
         encoder = specs_by_name(rendering, "container")["sentiment_encoder"]

@@ -213,11 +213,13 @@ def budget_rows(
 ) -> list[dict[str, Any]]:
     """The budget as (part, ms, how measured) rows; pure, unit tested.
 
-    `steps` are the top-level model's step models (from its config). Parts that could not be
+    `steps` are the top-level model's step models (from its config); none when the top-level model
+    is not an ensemble (the graph rendering without the response cache: the graph itself answers),
+    which is then its own only step and has no ensemble scheduling. Parts that could not be
     measured (no such step alone, no server counter) are NaN.
     """
     top_ms = server.get(model, {}).get("request_us", math.nan) / 1000
-    stats = {step: server.get(step, {}) for step in steps}
+    stats = {step: server.get(step, {}) for step in steps or [model]}
     queue_ms = sum(s.get("queue_us", 0.0) for s in stats.values()) / 1000
     steps_ms = sum(s.get("request_us", 0.0) for s in stats.values()) / 1000
     rows = [
@@ -231,14 +233,17 @@ def budget_rows(
     ]
     rows += [
         (
-            short_name(step, model),
+            short_name(step, model) if steps else f"{model} (the model itself, no ensemble)",
             s.get("compute_us", math.nan) / 1000,
             f"server: mean compute of {step} (a Python model's includes its IPC)",
         )
         for step, s in stats.items()
     ]
+    if steps:
+        rows.append(
+            ("ensemble scheduling", top_ms - steps_ms, "server: top-level request time - its steps' request times")
+        )
     rows += [
-        ("ensemble scheduling", top_ms - steps_ms, "server: top-level request time - its steps' request times"),
         ("total (client p50)", p50["ensemble"], "client: round trip, one request at a time"),
         (
             "ensemble overhead (issue's definition)",

@@ -60,6 +60,11 @@ def served_onnx(repository: Path, name: str) -> Path:
     return path
 
 
+def _is_graph(config_path: Path) -> bool:
+    """Whether `config_path` is a text graph's config (it names the onnxruntime-extensions op library)."""
+    return config_path.is_file() and "custom_op_library" in parse_pbtxt(config_path.read_text()).parameters
+
+
 def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | None:
     """(ONNX file, tokenizer.json, max_length) of text model `name` (fused or ensemble rendering of
     an imported text pipeline), or None when `name` takes no `text` input."""
@@ -81,8 +86,9 @@ def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | N
                 if key in ("onnx_file", "tokenizer_file", "max_length") and key not in found:
                     found[key] = value.string_value
                     folders[key] = Path(repository) / member / "1"
-    graph = Path(repository) / members.graph / "config.pbtxt"
-    if not found and graph.is_file():  # the graph rendering: the encoder and tokenizer it was made from
+    # the graph rendering: behind the wrapper `<name>`, or `<name>` itself when the response cache is off
+    graph = next((p for p in (Path(repository) / members.graph / "config.pbtxt", config_path) if _is_graph(p)), None)
+    if not found and graph is not None:  # the encoder and tokenizer the graph was made from
         from triton_fastpath.config.settings import PRECISIONS, TEXT_GRAPHS
 
         parameters = parse_pbtxt(graph.read_text()).parameters

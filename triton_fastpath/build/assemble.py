@@ -236,7 +236,8 @@ def assemble(
     written = []
     for spec in specs:
         model_dir = Path(repository) / spec.name
-        spec = with_tokenizer_digest(spec, files.get(spec.name, ()))
+        recorded = spec.artifacts or spec.name  # the key of its files and warm-up samples
+        spec = with_tokenizer_digest(spec, files.get(recorded, ()))
         written.append(write_config(spec, target, repository, options))
         for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
             _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())
@@ -252,13 +253,13 @@ def assemble(
                 native_build.place_custom_ops(model_dir)
         else:
             native_build.remove_backend(model_dir)
-        for entry in files.get(spec.name, ()):
+        for entry in files.get(recorded, ()):
             source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
             if not source.exists():
                 raise ConfigError(f"model {spec.name!r}: file {source} is missing; run the build first")
             _copy_if_changed(source, version_dir / name)
         needed = {w.input_data_file for warmup in spec.warmups for w in warmup.inputs if w.input_data_file}
-        samples = warmup_samples.get(spec.name, {})
+        samples = warmup_samples.get(recorded, {})
         for name in sorted(needed):
             if name not in samples:
                 raise ConfigError(f"model {spec.name!r}: warmup file {name!r} has no sample to write")

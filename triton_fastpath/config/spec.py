@@ -213,6 +213,9 @@ class ModelSpec:
         native: an onnx model on the embedded target is served by the kit's C++ backend
             `fastpath_ort` (native/fastpath_ort) instead of the `onnx_runner` Python model; the
             container target and other kinds ignore it (the NGC image has its own onnxruntime backend).
+        artifacts: the name its files and warm-up samples are recorded under, when not its own: a
+            text graph served under its pipeline's name (no wrapper) keeps its role's
+            `<pipeline>_graph` artifacts. Empty: `name`.
     """
 
     name: str
@@ -232,6 +235,7 @@ class ModelSpec:
     onnx_threads: int = 1
     labels: tuple[str, ...] = ()
     native: bool = False
+    artifacts: str = ""
 
     def __post_init__(self) -> None:
         _check_name("model name", self.name)
@@ -434,7 +438,9 @@ class PipelineMembers:
     `pipeline` is the top-level model clients call (`sentiment`); each rendering uses some members:
     fused (`fused` behind the one-step ensemble `pipeline`), ensemble (`tokenizer` -> [`cache`] ->
     `encoder` -> `postprocess`), graph (`graph`, the text graph on the native backend, behind the
-    one-step ensemble `pipeline`), and the container's fused model reaches `encoder` by BLS. A member
+    one-step ensemble `pipeline` while the response cache is on; without it the graph model itself is
+    `pipeline`, its files still recorded as `graph`'s), and the container's fused model reaches
+    `encoder` by BLS. A member
     left empty is named `<pipeline>_<role>`.
     """
 

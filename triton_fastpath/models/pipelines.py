@@ -235,6 +235,10 @@ def text_graph_specs(
     backend `fastpath_ort` behind the one-step ensemble `<name>` (whose response cache stays safe:
     only successful answers are cached). No Python process on the path.
 
+    Without the response cache the wrapper has nothing to protect, and it costs about 7% of
+    throughput and 0.04 ms a request (docs/tuning-and-benchmarks.md): the graph model itself is
+    then served as `<name>`, its files and warm-up samples still those recorded for `<name>_graph`.
+
     On the container target the same graph is served by Triton's onnxruntime backend, which loads
     the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
 
@@ -264,8 +268,11 @@ def text_graph_specs(
         served = (label, probability, probabilities, truncated)
     else:
         served = (TensorSpec("embedding", "TYPE_FP32", (dimension,)), truncated)
+    role = PipelineMembers(name).graph
+    direct = not settings.response_cache  # no wrapper: the graph answers under the pipeline's name
     graph = ModelSpec(
-        name=PipelineMembers(name).graph,
+        name=name if direct else role,
+        artifacts=role if direct else "",
         kind=ModelKind.ONNX,
         model_file=TEXT_GRAPHS[settings.precision],
         max_batch_size=batch,
@@ -290,8 +297,10 @@ def text_graph_specs(
         },
     )
     if labels is None:
-        return [graph, wrapper_ensemble(name, graph, settings)]
+        return [graph] if direct else [graph, wrapper_ensemble(name, graph, settings)]
     labelled = replace(probabilities, label_filename=LABELS_FILE)
+    if direct:
+        return [replace(graph, outputs=(label, probability, labelled, truncated), labels=tuple(labels))]
     return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
 
 
