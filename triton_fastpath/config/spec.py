@@ -440,8 +440,7 @@ class PipelineMembers:
     `encoder` -> `postprocess`), graph (`graph`, the text graph on the native backend, behind the
     one-step ensemble `pipeline` while the response cache is on; without it the graph model itself is
     `pipeline`, its files still recorded as `graph`'s), and the container's fused model reaches
-    `encoder` by BLS. A member
-    left empty is named `<pipeline>_<role>`.
+    `encoder` by BLS. A member left empty is named `<pipeline>_<role>`.
     """
 
     pipeline: str
