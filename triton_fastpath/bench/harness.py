@@ -120,7 +120,13 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
         System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
         System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
         System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
-        System("ours-fused", "ours: fused (one Python model), ONNX INT8, gRPC", "ours", "grpc", settings=fused),
+        System(
+            "ours-fused",
+            "ours: default rendering (sentiment: one Python model; digits: native backend), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            settings=fused,
+        ),
         System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
         # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
         System(
