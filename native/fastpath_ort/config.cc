@@ -1,6 +1,7 @@
 // Model configuration -> ModelSettings (see config.h for the parameters).
 #include "config.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace fastpath {
@@ -57,10 +58,10 @@ std::string ParseTensors(const Json& config, const char* field, std::vector<Tens
       spec.dims.push_back(value);
       spec.ragged = spec.ragged || value == -1;
     }
-    const Json* reshape = item.Find("reshape");
-    if (reshape != nullptr && reshape->kind == Json::Kind::kObject) {
-      const Json* shape = reshape->Find("shape");
-      if (shape != nullptr && !shape->items.empty()) return where + ": reshape is not supported";
+    // Any reshape, an empty one too (Triton reads `reshape: { shape: [] }` as "a scalar"): the
+    // backend hands the graph the tensor as sent.
+    if (item.Find("reshape") != nullptr) {
+      return where + ": reshape is not supported by fastpath_ort (remove it and give the graph's own dims)";
     }
     const Json* shape_tensor = item.Find("is_shape_tensor");
     if (shape_tensor != nullptr && shape_tensor->boolean) {
@@ -143,12 +144,74 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
   } else if (key == "admission_min_rows") {
     if (!ParseInt(value, 1, INT32_MAX, &number)) return bad + "expected an integer >= 1";
     s->admission_min_rows = number;
+  } else if (key == "max_padded_bytes") {
+    if (!ParseInt(value, 0, INT64_MAX, &number)) return bad + "expected an integer >= 0 (0: no cap)";
+    s->max_padded_bytes = number;
+  } else if (key == "ragged_outputs") {
+    s->ragged_outputs.clear();
+    size_t start = 0;
+    while (start <= value.size() && !value.empty()) {
+      const size_t comma = std::min(value.find(',', start), value.size());
+      const std::string name = value.substr(start, comma - start);
+      if (name.empty()) return bad + "expected output names separated by commas";
+      s->ragged_outputs.push_back(name);
+      start = comma + 1;
+    }
+  } else if (std::find_if(kInformationalParameters, kInformationalParameters + kInformationalParameterCount,
+                          [&](const char* k) { return key == k; }) ==
+             kInformationalParameters + kInformationalParameterCount) {
+    std::string known;
+    for (size_t i = 0; i < kBackendParameterCount; ++i) known += (i ? ", " : "") + std::string(kBackendParameters[i]);
+    return "unknown parameter '" + key + "' (fastpath_ort reads " + known +
+           "; check the spelling, or remove it)";
   }
-  // Other keys belong to someone else (the kit's own bookkeeping); they are ignored.
+  return "";
+}
+
+std::string CheckRaggedOutputs(const ModelSettings& s) {
+  for (const std::string& name : s.ragged_outputs) {
+    auto it = std::find_if(s.outputs.begin(), s.outputs.end(), [&](const TensorSpec& t) { return t.name == name; });
+    if (it == s.outputs.end()) return "parameter 'ragged_outputs' names '" + name + "', which is not an output";
+    if (!it->ragged) return "parameter 'ragged_outputs' names output '" + name + "', which has no -1 dim";
+  }
+  if (!s.cut_flag_output.empty()) {
+    auto it = std::find_if(s.outputs.begin(), s.outputs.end(),
+                           [&](const TensorSpec& t) { return t.name == s.cut_flag_output; });
+    if (it == s.outputs.end() || it->triton_type != TRITONSERVER_TYPE_BOOL) {
+      return "parameter 'cut_flag_output' names '" + s.cut_flag_output + "', which is not a TYPE_BOOL output";
+    }
+  }
+  if (!s.pads()) return "";
+  for (const TensorSpec& out : s.outputs) {
+    if (out.ragged && !s.is_ragged_output(out.name)) {
+      return "output '" + out.name +
+             "' has a -1 dim in a model whose requests are padded to each other: list it in parameter "
+             "'ragged_outputs' (trimmed to each request's length) or give it fixed dims";
+    }
+  }
   return "";
 }
 
 }  // namespace
+
+const char* const kInformationalParameters[] = {"max_length", "tokenizer_file", "tokenizer_sha256",
+                                                "priority_levels"};
+const size_t kInformationalParameterCount = sizeof(kInformationalParameters) / sizeof(kInformationalParameters[0]);
+const char* const kBackendParameters[] = {
+    "onnx_file",          "intra_op_threads",   "inter_op_threads",     "graph_optimization_level",
+    "reject_non_finite",  "max_sequence_length", "onnxruntime_library", "custom_op_library",
+    "python_library",     "validate_utf8",      "reject_blank_strings", "max_string_bytes",
+    "cut_string_chars",   "cut_flag_output",    "admission_budget_ms_", "admission_min_rows",
+    "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs"};
+const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
+
+bool ModelSettings::pads() const {
+  return batched() && std::any_of(inputs.begin(), inputs.end(), [](const TensorSpec& t) { return t.ragged; });
+}
+
+bool ModelSettings::is_ragged_output(const std::string& name) const {
+  return std::find(ragged_outputs.begin(), ragged_outputs.end(), name) != ragged_outputs.end();
+}
 
 bool TensorSpec::is_float() const {
   return triton_type == TRITONSERVER_TYPE_FP16 || triton_type == TRITONSERVER_TYPE_FP32 ||
@@ -205,7 +268,7 @@ std::string ParseModelSettings(const Json& config, ModelSettings* out) {
       if (!error.empty()) return error;
     }
   }
-  return "";
+  return CheckRaggedOutputs(*out);
 }
 
 }  // namespace fastpath

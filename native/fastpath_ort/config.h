@@ -32,6 +32,15 @@
 //   length_bucket_rows        a batch's requests sorted by their longest row (elements along a -1
 //                             axis, or bytes of text) and run about this many rows at a time, each
 //                             Run padded only to its own longest (default 0: one Run per batch)
+//   max_padded_bytes          the most bytes the padded input tensors of one Run may take: a batch
+//                             that would pass it is split into Runs (sorted by length), and a request
+//                             that passes it alone fails with INVALID_ARGUMENT (default 64 MiB)
+//   ragged_outputs            comma-separated outputs whose -1 axes follow the ragged inputs' length:
+//                             each request gets them trimmed to its own length. A batching model with
+//                             a ragged input must list every output that has a -1 dim (default none)
+//
+// Keys the kit writes for other readers (the SDK generator, the tokenizer) are accepted and
+// ignored: kInformationalParameters. Any other key fails the load, naming it.
 #pragma once
 
 #include <cstdint>
@@ -79,9 +88,21 @@ struct ModelSettings {
   int64_t admission_min_rows = 1;
   int64_t length_bucket_rows = 0;
   bool ragged_lengths_agree = false;
+  int64_t max_padded_bytes = int64_t{64} << 20;
+  std::vector<std::string> ragged_outputs;
 
   bool batched() const { return max_batch_size > 0; }
+  // Batched with a ragged input: requests are padded to each other in a Run.
+  bool pads() const;
+  bool is_ragged_output(const std::string& name) const;
 };
+
+// Parameter keys the kit renders for readers other than this backend.
+extern const char* const kInformationalParameters[];
+extern const size_t kInformationalParameterCount;
+// Every key this backend reads ("admission_budget_ms_" is a prefix), for tests and error messages.
+extern const char* const kBackendParameters[];
+extern const size_t kBackendParameterCount;
 
 // Fills `out` from the model configuration JSON. Returns "" or an error naming the field.
 std::string ParseModelSettings(const Json& config, ModelSettings* out);

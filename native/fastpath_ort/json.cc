@@ -216,6 +216,7 @@ class Parser {
             if (low < 0xDC00 || low > 0xDFFF) return Fail("invalid surrogate pair");
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
+          if (cp >= 0xD800 && cp <= 0xDFFF) return Fail("a lone surrogate is not a character");
           AppendUtf8(cp, out);
           break;
         }

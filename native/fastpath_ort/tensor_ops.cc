@@ -32,15 +32,7 @@ void CopyAxis(const uint8_t* src, const int64_t* src_shape, uint8_t* dst, const 
              rank - 1, element_size);
   }
 }
-
-
 }  // namespace
-
-int64_t ElementCount(const std::vector<int64_t>& shape) {
-  int64_t count = 1;
-  for (int64_t d : shape) count *= d;
-  return count;
-}
 
 void CopyBlock(const uint8_t* src, const std::vector<int64_t>& src_shape, uint8_t* dst,
                const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& copy,
@@ -49,13 +41,15 @@ void CopyBlock(const uint8_t* src, const std::vector<int64_t>& src_shape, uint8_
     std::memcpy(dst, src, element_size);
     return;
   }
-  if (ElementCount(copy) == 0) return;
+  for (int64_t extent : copy) {
+    if (extent == 0) return;
+  }
   CopyAxis(src, src_shape.data(), dst, dst_shape.data(), copy.data(), copy.size(), element_size);
 }
 
 int64_t FirstNonFiniteRow(TRITONSERVER_DataType type, const uint8_t* data,
-                          const std::vector<int64_t>& shape) {
-  const int64_t total = ElementCount(shape);
+                          const std::vector<int64_t>& shape, int64_t elements) {
+  const int64_t total = elements;
   if (total == 0) return -1;
   const int64_t rows = shape.empty() ? 1 : shape[0];
   const int64_t per_row = rows == 0 ? 0 : total / rows;

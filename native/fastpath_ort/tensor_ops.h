@@ -13,18 +13,18 @@
 
 namespace fastpath {
 
-int64_t ElementCount(const std::vector<int64_t>& shape);
-
 // Copies the leading `copy` block (one extent per axis) from a dense tensor of shape `src_shape`
-// into a dense tensor of shape `dst_shape`; both shapes are at least `copy` on every axis. Used
+// into a dense tensor of shape `dst_shape`; both shapes are at least `copy` on every axis, and
+// their element counts were checked against overflow by the caller (checks.h). Used
 // to pad rows into a batch (copy = src_shape) and to trim rows out of one (copy = dst_shape).
 void CopyBlock(const uint8_t* src, const std::vector<int64_t>& src_shape, uint8_t* dst,
                const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& copy,
                size_t element_size);
 
 // The first row (index along axis 0 of `shape`) holding NaN or Inf, or -1. FP16/FP32/FP64 only.
+// `data` holds the `elements` elements of `shape` (counted by the caller with checks.h).
 int64_t FirstNonFiniteRow(TRITONSERVER_DataType type, const uint8_t* data,
-                          const std::vector<int64_t>& shape);
+                          const std::vector<int64_t>& shape, int64_t elements);
 
 bool IsValidUtf8(std::string_view text);
 

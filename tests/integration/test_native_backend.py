@@ -116,9 +116,6 @@ def digits_onnx() -> Path:
 
 @pytest.fixture(scope="module")
 def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.native.build import build_backend, place_backend
-
-    library = build_backend()
     repository = tmp_path_factory.mktemp("native") / "repository"
     models = {}
     models["digits"] = (
@@ -139,7 +136,7 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
             outputs='output { name: "masked" data_type: TYPE_INT64 dims: [-1] }\n'
             'output { name: "total" data_type: TYPE_INT64 dims: [1] }\n'
             'output { name: "scaled" data_type: TYPE_FP32 dims: [-1] }',
-            parameters={"max_sequence_length": MAX_SEQUENCE_LENGTH},
+            parameters={"max_sequence_length": MAX_SEQUENCE_LENGTH, "ragged_outputs": "masked,scaled"},
             delay_us=BATCHING_DELAY_US,
         ),
         write_ragged_graph(repository.parent / "ragged.onnx"),
@@ -156,6 +153,7 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
             'output { name: "scaled" data_type: TYPE_FP32 dims: [-1] }',
             parameters={
                 "max_sequence_length": MAX_SEQUENCE_LENGTH,
+                "ragged_outputs": "masked,scaled",
                 "length_bucket_rows": 2,
                 "ragged_lengths_agree": "true",
             },
@@ -188,8 +186,7 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (repository / name / "1").mkdir(parents=True)
         (repository / name / "config.pbtxt").write_text(config)
         shutil.copy(graph, repository / name / "1" / "model.onnx")
-        place_backend(repository / name, library)
-    return repository
+    return repository  # no backend in a model folder: the server installs it in its backend directory
 
 
 def _has_extensions() -> bool:
@@ -224,9 +221,13 @@ def digits_rows(n: int, seed: int = 0) -> np.ndarray:
 DIGITS_OUTPUTS = ["probabilities", "label"]
 
 
-def test_the_backend_is_loaded_from_the_model_folder(server):
+def test_the_backend_is_installed_once_in_the_servers_backend_directory(server, native_repository):
+    library = server.layout.native_library
+    assert library is not None and library.parent.parent == server.layout.backends_dir
+    assert library.name == "libtriton_fastpath_ort.so" and library.parent.name == "fastpath_ort"
+    assert (library.parent / "libonnxruntime.so").resolve().is_file()
+    assert not list(native_repository.glob("*/libtriton_fastpath_ort.so")), "model folders hold no backend"
     log = server.log_path.read_text()
-    assert "libtriton_fastpath_ort.so" in log
     assert "fastpath_ort model 'digits': onnxruntime" in log
 
 
@@ -330,6 +331,16 @@ def test_a_bad_request_fails_alone_in_its_batch(server, model):
         assert np.array_equal(result["total"], (request["ids"] * request["mask"]).sum(axis=1, keepdims=True))
 
 
+def test_what_onnxruntime_refuses_for_a_lone_request_is_an_internal_error_not_invalid_input(server):
+    """Without `ragged_lengths_agree` the backend cannot know ids and mask must agree; onnxruntime
+    refuses the Run (a broadcast failure, not its INVALID_ARGUMENT), so the request gets INTERNAL
+    (ServerError, which clients may retry), not INVALID_ARGUMENT: the backend cannot prove the cause."""
+    mismatched = {"ids": ragged_request(4)["ids"], "mask": ragged_request(5)["mask"]}
+    with pytest.raises(ClientError, match="this request cannot run") as caught:
+        infer(server.grpc_url, "ragged", mismatched, ["total"])
+    assert not isinstance(caught.value, InvalidInput), caught.value
+
+
 def test_ids_and_a_mask_of_another_length_fail_alone_where_padding_would_hide_them(server):
     """`ragged_lengths_agree`: alone, onnxruntime would refuse the mismatch; batched, padding would
     make the two inputs agree and the request would get an answer. The backend refuses it by name."""
@@ -417,9 +428,9 @@ def malformed_requests(count: int, seed: int = 7) -> list[tuple[str, dict[str, n
         elif kind == 3:
             length = rng.choice([0, 1, MAX_SEQUENCE_LENGTH, MAX_SEQUENCE_LENGTH + 1, 200])
             requests.append(("ragged", ragged_request(length, rows=rng.randrange(1, 3), seed=rng.randrange(99))))
-        elif kind == 4:  # ids and mask of different lengths or batch sizes
+        elif kind == 4:  # ids and mask of different lengths or batch sizes (refused by name: lengths must agree)
             a, b = ragged_request(rng.randrange(1, 8)), ragged_request(rng.randrange(1, 8), rows=rng.randrange(1, 3))
-            requests.append(("ragged", {"ids": a["ids"], "mask": b["mask"]}))
+            requests.append(("ragged_bucketed", {"ids": a["ids"], "mask": b["mask"]}))
         elif kind == 5:
             requests.append(("ragged", {"ids": ragged_request(3)["ids"]}))  # missing input
         elif kind == 6 and _has_extensions():
@@ -432,7 +443,7 @@ def malformed_requests(count: int, seed: int = 7) -> list[tuple[str, dict[str, n
 
 def test_fuzz_thousands_of_malformed_requests_leave_the_server_up(server, digits_session):
     requests = malformed_requests(3000)
-    outputs = {"digits": ["label"], "ragged": ["total"], "strings": ["length"]}
+    outputs = {"digits": ["label"], "ragged": ["total"], "ragged_bucketed": ["total"], "strings": ["length"]}
 
     def send(item):
         model, inputs = item
@@ -510,8 +521,8 @@ def test_the_kit_renders_onnx_models_to_the_native_backend(kit_server):
     for name in ("digits", "scorer"):
         config = parse_pbtxt((repository / name / "config.pbtxt").read_text())
         assert config.backend == "fastpath_ort", name
-        assert (repository / name / "libtriton_fastpath_ort.so").is_file()
-        assert (repository / name / "libonnxruntime.so").resolve().is_file()
+        assert not (repository / name / "libtriton_fastpath_ort.so").exists(), "the server's backend directory has it"
+        assert not (repository / name / "libonnxruntime.so").is_symlink()
 
 
 def test_kit_digits_and_an_imported_model_equal_onnxruntime_exactly(kit_server, digits_session):

@@ -1,0 +1,52 @@
+// Reading one request: its inputs checked on their own (type, shape and every count derived from
+// it, buffers, finite floats, UTF-8 and string limits) before it may join a batch. A request that
+// fails a check gets INVALID_ARGUMENT naming the input and the bound, and never touches its
+// batch-mates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "config.h"
+
+namespace fastpath {
+
+struct RequestInput {
+  std::vector<int64_t> shape;  // as sent, batch axis included when the model batches
+  int64_t elements = 0;        // of `shape`, counted without overflow
+  const uint8_t* data = nullptr;
+  size_t byte_size = 0;
+  std::vector<uint8_t> gathered;             // when the input came in several buffers
+  std::vector<std::string> strings;          // BYTES elements, NUL-terminated copies
+  std::vector<const char*> string_pointers;  // into `strings`
+  std::vector<uint8_t> cut;                  // per BYTES element: 1 when cut_string_chars cut it
+};
+
+// One request of an execution, from reading to its one FINAL response.
+struct Pending {
+  TRITONBACKEND_Request* request = nullptr;
+  TRITONBACKEND_Response* response = nullptr;
+  OwnedError error;    // null while the request is good
+  int64_t rows = 1;    // along the batch axis (1 when the model does not batch)
+  int64_t length = 0;  // its longest row: elements along a -1 axis, or bytes of a text
+  std::vector<RequestInput> inputs;
+  uint64_t compute_start_ns = 0;
+  uint64_t compute_end_ns = 0;
+
+  bool good() const { return error == nullptr; }
+  // Records `err` (consumed) as the request's answer, unless it already has one.
+  void Fail(TRITONSERVER_Error* err) {
+    if (error == nullptr) {
+      error.reset(err);
+    } else if (err != nullptr) {
+      TRITONSERVER_ErrorDelete(err);
+    }
+  }
+};
+
+// Reads and checks every input of `p`'s request; on a problem, `p` holds the error.
+void ReadRequest(const ModelSettings& settings, Pending* p);
+
+}  // namespace fastpath

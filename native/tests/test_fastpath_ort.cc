@@ -1,0 +1,327 @@
+// Tests of fastpath_ort's pure parts, as C++: checks.cc (overflow-checked counts, request shape
+// checks, Run planning), tensor_ops.cc (block copies, UTF-8, BYTES parsing, non-finite rows),
+// config.cc (parameters, load-time refusals), json.cc and admission.h. Cases shared with the
+// Python twins' tests come from cases.json (read with json.cc itself).
+//
+// Built and run by tests/unit/test_native_cpp.py, also under AddressSanitizer and
+// UndefinedBehaviorSanitizer. Usage: test_fastpath_ort <cases.json>; prints one line per failed
+// check and "N passed, N failed" last; exit 1 on any failure.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "admission.h"
+#include "checks.h"
+#include "config.h"
+#include "json.h"
+#include "tensor_ops.h"
+
+using namespace fastpath;  // NOLINT
+
+namespace {
+
+int passed = 0;
+int failed = 0;
+std::string current;
+
+void Check(bool condition, const std::string& what) {
+  if (condition) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
+  }
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void CheckError(const std::string& error, const std::string& part) {
+  Check(Contains(error, part), "expected an error containing '" + part + "', got '" + error + "'");
+}
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+constexpr int64_t kWrap = (int64_t{1} << 61) + 1;  // x 8 bytes wraps to 8 in 64 bits
+
+// --- checks.cc ---
+
+void TestCheckedArithmetic() {
+  current = "checked arithmetic";
+  int64_t out = 0;
+  Check(CheckedMul(3, 4, &out) && out == 12, "3 * 4");
+  Check(!CheckedMul(kWrap, 8, &out), "(2^61+1) * 8 overflows");
+  Check(!CheckedMul(-1, 8, &out), "a negative factor is refused");
+  Check(!CheckedAdd(INT64_MAX, 1, &out), "INT64_MAX + 1 overflows");
+  Check(CheckedElementCount({1, kWrap}, &out) && out == kWrap, "[1, 2^61+1] counts");
+  Check(!CheckedByteSize({1, kWrap}, 8, &out), "[1, 2^61+1] x 8 bytes overflows");
+  Check(!CheckedElementCount({4, -1}, &out), "a negative dim is refused");
+  Check(!CheckedElementCount({int64_t{1} << 32, int64_t{1} << 32}, &out), "2^32 x 2^32 overflows");
+  Check(CheckedElementCount({}, &out) && out == 1, "a scalar has one element");
+  Check(CheckedElementCount({5, 0, kWrap}, &out) && out == 0, "a zero dim gives 0");
+}
+
+ModelSettings RaggedModel() {
+  ModelSettings s;
+  s.max_batch_size = 8;
+  s.max_sequence_length = 64;
+  TensorSpec ids;
+  ids.name = "input_ids";
+  ids.triton_type = TRITONSERVER_TYPE_INT64;
+  ids.element_size = 8;
+  ids.dims = {-1};
+  ids.ragged = true;
+  s.inputs = {ids};
+  return s;
+}
+
+void TestCheckInputShape() {
+  current = "CheckInputShape";
+  const ModelSettings s = RaggedModel();
+  const TensorSpec& ids = s.inputs[0];
+  Check(CheckInputShape(s, ids, {2, 5}, 80).empty(), "a good request passes");
+  CheckError(CheckInputShape(s, ids, {1, kWrap}, 8), "max_sequence_length");
+  ModelSettings unbounded = s;
+  unbounded.max_sequence_length = 0;
+  CheckError(CheckInputShape(unbounded, ids, {1, kWrap}, 8), "overflows 64 bits");
+  CheckError(CheckInputShape(unbounded, ids, {kWrap, 1}, 8), "max_batch_size");
+  CheckError(CheckInputShape(s, ids, {9, 5}, 360), "9 rows; the most this model takes is 8");
+  CheckError(CheckInputShape(s, ids, {0, 5}, 0), "no rows");
+  CheckError(CheckInputShape(s, ids, {2, 0}, 0), "empty row");
+  CheckError(CheckInputShape(s, ids, {2, -5}, 0), "has shape");
+  CheckError(CheckInputShape(s, ids, {5}, 40), "has shape");
+  CheckError(CheckInputShape(s, ids, {2, 5}, 79), "holds 79 bytes; shape [2,5] needs 80");
+  CheckError(CheckInputShape(s, ids, {2, 65}, 1040), "rows are 65 long");
+  TensorSpec fixed = ids;
+  fixed.dims = {4};
+  fixed.ragged = false;
+  CheckError(CheckInputShape(s, fixed, {1, 5}, 40), "the model takes [-1,4]");
+  TensorSpec text;
+  text.name = "text";
+  text.triton_type = TRITONSERVER_TYPE_BYTES;
+  text.dims = {1};
+  CheckError(CheckInputShape(s, text, {4, 1}, 12), "each string needs at least 4");
+  Check(CheckInputShape(s, text, {3, 1}, 12).empty(), "three empty strings fit 12 bytes");
+  ModelSettings unbatched = s;
+  unbatched.max_batch_size = 0;
+  Check(CheckInputShape(unbatched, ids, {7}, 56).empty(), "a model without batching takes the dims alone");
+}
+
+PlanItem Item(int64_t rows, int64_t length) {
+  PlanItem item;
+  item.rows = rows;
+  item.length = length;
+  item.shapes = {{length}, {length}};
+  item.element_sizes = {8, 8};
+  return item;
+}
+
+void TestPlanRuns() {
+  current = "PlanRuns";
+  std::vector<PlanItem> items = {Item(1, 10), Item(2, 3), Item(1, 7)};
+  RunPlan plan = PlanRuns(items, 0, 0);
+  Check(plan.runs.size() == 1 && plan.runs[0] == std::vector<size_t>({0, 1, 2}), "no cap, no buckets: one Run in order");
+  int64_t bytes = 0;
+  Check(PaddedBytes(items, {0, 1, 2}, &bytes) && bytes == 4 * 10 * 8 * 2, "padded bytes: 4 rows x 10 x 8 B x 2 inputs");
+  plan = PlanRuns(items, 2, 0);
+  Check(plan.runs.size() == 2 && plan.runs[0] == std::vector<size_t>({1}) &&
+            plan.runs[1] == std::vector<size_t>({2, 0}),
+        "buckets of 2 rows, sorted by length");
+  // A huge legitimate row beside short ones: it runs alone, its padding never reaches them.
+  items = {Item(1, 5), Item(1, 100000), Item(1, 6), Item(1, 4)};
+  plan = PlanRuns(items, 0, 4 << 20);
+  Check(plan.too_big.empty(), "100k x 8 B x 2 fits 4 MiB alone");
+  Check(plan.runs.size() == 2 && plan.runs[0] == std::vector<size_t>({3, 0, 2}) &&
+            plan.runs[1] == std::vector<size_t>({1}),
+        "the long row is a Run of its own");
+  plan = PlanRuns(items, 0, 1000);
+  Check(plan.too_big == std::vector<size_t>({1}), "a row past the cap alone is refused");
+  Check(plan.runs.size() == 1 && plan.runs[0].size() == 3, "its batch-mates still run");
+  items = {Item(1, 5), Item(1, kWrap)};
+  plan = PlanRuns(items, 0, 0);
+  Check(plan.too_big == std::vector<size_t>({1}), "an item whose padded size overflows is refused, even uncapped");
+  Check(plan.runs.size() == 1 && plan.runs[0] == std::vector<size_t>({0}), "and its batch-mate runs");
+}
+
+// --- tensor_ops.cc ---
+
+void TestCopyBlock() {
+  current = "CopyBlock";
+  const std::vector<int32_t> src = {1, 2, 3, 4, 5, 6};  // [2, 3]
+  std::vector<int32_t> dst(2 * 5, 0);                   // padded to [2, 5]
+  CopyBlock(reinterpret_cast<const uint8_t*>(src.data()), {2, 3}, reinterpret_cast<uint8_t*>(dst.data()), {2, 5},
+            {2, 3}, 4);
+  Check(dst == std::vector<int32_t>({1, 2, 3, 0, 0, 4, 5, 6, 0, 0}), "pads rows with zeros");
+  std::vector<int32_t> back(6, 0);
+  CopyBlock(reinterpret_cast<const uint8_t*>(dst.data()), {2, 5}, reinterpret_cast<uint8_t*>(back.data()), {2, 3},
+            {2, 3}, 4);
+  Check(back == src, "trims them back");
+  std::vector<int32_t> none(1, 9);
+  CopyBlock(reinterpret_cast<const uint8_t*>(src.data()), {2, 0}, reinterpret_cast<uint8_t*>(none.data()), {2, 0},
+            {2, 0}, 4);
+  Check(none[0] == 9, "an empty block copies nothing");
+}
+
+void TestNonFinite() {
+  current = "FirstNonFiniteRow";
+  const std::vector<float> x = {1, 2, 3, std::numeric_limits<float>::quiet_NaN(), 5, 6};
+  Check(FirstNonFiniteRow(TRITONSERVER_TYPE_FP32, reinterpret_cast<const uint8_t*>(x.data()), {3, 2}, 6) == 1,
+        "NaN in row 1");
+  const std::vector<double> y = {1, 2, 3, 4};
+  Check(FirstNonFiniteRow(TRITONSERVER_TYPE_FP64, reinterpret_cast<const uint8_t*>(y.data()), {2, 2}, 4) == -1,
+        "all finite");
+  const std::vector<uint16_t> half = {0x3C00, 0x7C00};  // 1.0, +Inf
+  Check(FirstNonFiniteRow(TRITONSERVER_TYPE_FP16, reinterpret_cast<const uint8_t*>(half.data()), {2, 1}, 2) == 1,
+        "FP16 Inf in row 1");
+}
+
+void TestSharedCases(const Json& cases) {
+  current = "utf8 cases";
+  for (const Json& c : cases.Find("utf8")->items) {
+    const std::string text = FromHex(c.Find("hex")->AsString());
+    Check(IsValidUtf8(text) == c.Find("valid")->boolean, "IsValidUtf8(" + c.Find("hex")->AsString() + ")");
+  }
+  current = "bytes cases";
+  for (const Json& c : cases.Find("bytes")->items) {
+    const std::string data = FromHex(c.Find("hex")->AsString());
+    int64_t elements = 0;
+    c.Find("elements")->AsInt64(&elements);
+    std::vector<std::string_view> out;
+    const std::string error =
+        ParseBytes(reinterpret_cast<const uint8_t*>(data.data()), data.size(), elements, &out);
+    const std::string name = "ParseBytes(" + c.Find("hex")->AsString() + ")";
+    if (const Json* expected = c.Find("error")) {
+      Check(Contains(error, expected->AsString()), name + " error '" + error + "'");
+      continue;
+    }
+    Check(error.empty(), name + " failed: " + error);
+    const auto& parsed = c.Find("parsed")->items;
+    bool same = out.size() == parsed.size();
+    for (size_t i = 0; same && i < out.size(); ++i) same = std::string(out[i]) == FromHex(parsed[i].AsString());
+    Check(same, name + " elements");
+  }
+  current = "admission cases";
+  for (const Json& c : cases.Find("admission")->items) {
+    std::map<int, double> budgets;
+    for (const auto& member : c.Find("budgets_ms")->members) {
+      budgets[std::stoi(member.first)] = std::stod(member.second.AsString()) / 1000.0;
+    }
+    int64_t min_rows = 1;
+    c.Find("min_rows")->AsInt64(&min_rows);
+    Admission admission(budgets, min_rows);
+    for (const Json& sample : c.Find("observe")->items) {
+      int64_t rows = 0;
+      sample.items[0].AsInt64(&rows);
+      admission.Observe(rows, std::stod(sample.items[1].AsString()));
+    }
+    std::vector<int64_t> rows, priorities;
+    for (const Json& v : c.Find("rows")->items) rows.push_back(std::stoll(v.AsString()));
+    for (const Json& v : c.Find("priorities")->items) priorities.push_back(std::stoll(v.AsString()));
+    std::vector<bool> keep;
+    for (const Json& v : c.Find("keep")->items) keep.push_back(v.boolean);
+    Check(admission.Admit(rows, priorities) == keep, c.Find("why")->AsString());
+  }
+}
+
+// --- config.cc ---
+
+std::string ParseConfig(const std::string& json, ModelSettings* settings) {
+  Json config;
+  std::string error;
+  if (!ParseJson(json, &config, &error)) return "json: " + error;
+  return ParseModelSettings(config, settings);
+}
+
+std::string Config(const std::string& parameters, const std::string& extra_output = "",
+                   const std::string& input_extra = "") {
+  return R"({"max_batch_size":"8","input":[{"name":"ids","data_type":"TYPE_INT64","dims":["-1"])" + input_extra +
+         R"(}],"output":[{"name":"p","data_type":"TYPE_FP32","dims":["2"]})" + extra_output + R"(],"parameters":{)" +
+         parameters + "}}";
+}
+
+std::string Param(const std::string& key, const std::string& value) {
+  return "\"" + key + R"(":{"string_value":")" + value + "\"}";
+}
+
+void TestConfig() {
+  current = "ParseModelSettings";
+  ModelSettings s;
+  Check(ParseConfig(Config(Param("onnx_file", "m.onnx") + "," + Param("tokenizer_sha256", "ab")), &s).empty(),
+        "a good configuration parses, informational keys accepted");
+  Check(s.onnx_file == "m.onnx" && s.pads() && s.max_padded_bytes == (int64_t{64} << 20), "its settings");
+  CheckError(ParseConfig(Config(Param("max_sequense_length", "64")), &s), "unknown parameter 'max_sequense_length'");
+  CheckError(ParseConfig(Config(Param("intra_op_threads", "-3")), &s), "parameter 'intra_op_threads'");
+  CheckError(ParseConfig(Config(Param("max_padded_bytes", "lots")), &s), "parameter 'max_padded_bytes'");
+  CheckError(ParseConfig(Config(Param("admission_budget_ms_0", "5")), &s), "integer 1..1000");
+  CheckError(ParseConfig(Config(Param("onnx_file", "m.onnx"), "", R"(,"reshape":{"shape":[]})"), &s),
+             "reshape is not supported");
+  CheckError(ParseConfig(Config(Param("onnx_file", "m.onnx"), "", R"(,"reshape":{"shape":["2"]})"), &s),
+             "reshape is not supported");
+  const std::string ragged_out = R"(,{"name":"tokens","data_type":"TYPE_FP32","dims":["-1"]})";
+  CheckError(ParseConfig(Config(Param("onnx_file", "m.onnx"), ragged_out), &s), "list it in parameter 'ragged_outputs'");
+  Check(ParseConfig(Config(Param("ragged_outputs", "tokens"), ragged_out), &s).empty() && s.is_ragged_output("tokens") &&
+            !s.is_ragged_output("p"),
+        "a declared ragged output");
+  CheckError(ParseConfig(Config(Param("ragged_outputs", "p")), &s), "which has no -1 dim");
+  CheckError(ParseConfig(Config(Param("ragged_outputs", "nope")), &s), "which is not an output");
+  CheckError(ParseConfig(Config(Param("cut_flag_output", "p")), &s), "not a TYPE_BOOL output");
+  CheckError(ParseConfig(R"({"max_batch_size":"8","input":[{"name":"x","data_type":"TYPE_FP32","dims":["0"]}]})", &s),
+             "dims must be positive or -1");
+  CheckError(ParseConfig(R"({"max_batch_size":"8","input":[{"name":"x","data_type":"TYPE_BF16","dims":["2"]}]})", &s),
+             "is not served by fastpath_ort");
+}
+
+// --- json.cc ---
+
+void TestJson() {
+  current = "ParseJson";
+  Json out;
+  std::string error;
+  Check(ParseJson(R"({"a":[1,"x",true,null,{"b":"\u00e9\ud83d\ude00"}]})", &out, &error), "parses: " + error);
+  Check(out.Find("a")->items[4].Find("b")->text == "\xc3\xa9\xf0\x9f\x98\x80", "\\u escapes and surrogate pairs");
+  int64_t v = 0;
+  Check(out.Find("a")->items[0].AsInt64(&v) && v == 1, "numbers as int64");
+  Check(!ParseJson(R"({"a":1,})", &out, &error), "a trailing comma fails");
+  Check(!ParseJson(R"({"a":"\ud83d"})", &out, &error), "a lone surrogate fails");
+  Check(!ParseJson(std::string(100, '[') + std::string(100, ']'), &out, &error) && Contains(error, "too deep"),
+        "nesting past 64 fails, without recursing further");
+  Check(!ParseJson("{\"a\":1} x", &out, &error), "trailing characters fail");
+  Check(!ParseJson("\"abc", &out, &error), "an unterminated string fails");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: test_fastpath_ort <cases.json>\n");
+    return 2;
+  }
+  std::ifstream file(argv[1]);
+  std::stringstream text;
+  text << file.rdbuf();
+  Json cases;
+  std::string error;
+  if (!ParseJson(text.str(), &cases, &error)) {
+    std::fprintf(stderr, "cannot read %s: %s\n", argv[1], error.c_str());
+    return 2;
+  }
+  TestCheckedArithmetic();
+  TestCheckInputShape();
+  TestPlanRuns();
+  TestCopyBlock();
+  TestNonFinite();
+  TestSharedCases(cases);
+  TestConfig();
+  TestJson();
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

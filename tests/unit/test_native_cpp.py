@@ -1,0 +1,54 @@
+"""The native backend's pure parts tested as C++, and their Python twins on the same cases.
+
+`native/tests/test_fastpath_ort.cc` (checks, tensor ops, config, JSON, admission) is compiled twice,
+plainly and with AddressSanitizer + UndefinedBehaviorSanitizer, and run on `native/tests/cases.json`.
+The Python twins (admission control in `fastpath_backends.admission`, UTF-8 validation by Python's
+strict decoder that the Python models use) must give the same answers on the shared cases.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from fastpath_backends.admission import Admission
+from triton_fastpath.native import build as native
+
+CASES = json.loads(native.TEST_CASES.read_text())
+
+needs_compiler = pytest.mark.skipif(
+    not any(shutil.which(c) for c in native.COMPILERS),
+    reason="no C++ compiler (scripts/bootstrap.sh installs g++): the C++ tests cannot be built here",
+)
+
+
+@needs_compiler
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
+def test_the_cpp_driver_passes_every_check(sanitize):
+    driver = native.build_test_driver(sanitize=sanitize)
+    result = subprocess.run([str(driver), str(native.TEST_CASES)], capture_output=True, text=True, timeout=120)
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    passed = int(last.split()[0])
+    assert last.endswith(" passed, 0 failed") and passed >= 90, last
+
+
+@pytest.mark.parametrize("case", CASES["utf8"], ids=lambda c: c["hex"] or "empty")
+def test_python_decoding_agrees_with_the_cpp_utf8_check(case):
+    try:
+        bytes.fromhex(case["hex"]).decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert valid == case["valid"], case.get("why", "")
+
+
+@pytest.mark.parametrize("case", CASES["admission"], ids=lambda c: c["why"][:40])
+def test_python_admission_agrees_with_the_cpp_twin(case):
+    admission = Admission({int(k): v / 1000 for k, v in case["budgets_ms"].items()}, min_rows=case["min_rows"])
+    for rows, seconds in case["observe"]:
+        admission.observe(rows, seconds)
+    assert admission.admit(case["rows"], case["priorities"]) == case["keep"], case["why"]
