@@ -62,7 +62,8 @@ def test_the_graph_rendering_is_one_native_model_and_no_python_process(graph_ser
     assert (repository / "sentiment_graph").exists() == wrapped
     config = parse_pbtxt((repository / graph / "config.pbtxt").read_text())
     assert config.backend == "fastpath_ort"
-    assert (repository / graph / "libortextensions.so").resolve().is_file()
+    assert not (repository / graph / "libortextensions.so").exists()  # found beside the backend
+    assert (server.layout.native_library.parent / "libortextensions.so").resolve().is_file()
     assert (repository / "sentiment" / "labels.txt").read_text().split() == ["negative", "positive"]
     ask(server, ["warm"])
     children = subprocess.run(  # exits 1 when there is no child at all

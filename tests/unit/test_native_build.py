@@ -155,15 +155,75 @@ def test_every_ortapi_slot_used_is_the_function_it_is_named_for(tmp_path):
     assert declared and declared == verified, sorted(declared ^ verified)
 
 
-def test_place_backend_copies_the_library_and_links_onnxruntime(tmp_path):
+def fake_installation(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     library = tmp_path / "lib.so"
     library.write_bytes(b"\x7fELF fake")
+    ort, ops = tmp_path / "libonnxruntime.so.1.99.0", tmp_path / "_extensions_pydll.so"
+    ort.write_bytes(b"ort")
+    ops.write_bytes(b"ops")
+    return library, native.backend_links(ort_library=ort, custom_ops=ops)
+
+
+def test_install_backend_puts_one_copy_in_tritons_layout_with_its_links(tmp_path):
+    library, links = fake_installation(tmp_path)
+    backends = tmp_path / "backends"
+    installed = native.install_backend(backends, library, links)
+    assert installed == backends / "fastpath_ort" / "libtriton_fastpath_ort.so"  # <dir>/<name>/libtriton_<name>.so
+    assert installed.read_bytes() == library.read_bytes()
+    home = installed.parent
+    assert (home / "libonnxruntime.so").resolve() == (tmp_path / "libonnxruntime.so.1.99.0").resolve()
+    assert (home / native.CUSTOM_OPS_FILE).resolve() == (tmp_path / "_extensions_pydll.so").resolve()
+    assert sorted(p.name for p in backends.iterdir()) == ["fastpath_ort"]  # no staging left
+    mtime = installed.stat().st_mtime_ns
+    assert native.install_backend(backends, library, links) == installed  # complete: left alone
+    assert installed.stat().st_mtime_ns == mtime
+
+
+def test_install_backend_replaces_another_library_or_a_partial_installation(tmp_path):
+    library, links = fake_installation(tmp_path)
+    backends = tmp_path / "backends"
+    installed = native.install_backend(backends, library, links)
+    library.write_bytes(b"\x7fELF rebuilt")
+    native.install_backend(backends, library, links)
+    assert installed.read_bytes() == b"\x7fELF rebuilt"
+    (installed.parent / native.ORT_LINK_NAME).unlink()
+    native.install_backend(backends, library, links)
+    assert (installed.parent / native.ORT_LINK_NAME).is_symlink()
+    assert sorted(p.name for p in backends.iterdir()) == ["fastpath_ort"]
+
+
+def test_install_digest_changes_with_the_library_and_its_links(tmp_path):
+    library, links = fake_installation(tmp_path)
+    digest = native.install_digest(library, links)
+    assert digest == native.install_digest(library, dict(links)) and len(digest) == 16
+    assert native.install_digest(library, {native.ORT_LINK_NAME: links[native.ORT_LINK_NAME]}) != digest
+    library.write_bytes(b"\x7fELF rebuilt")
+    assert native.install_digest(library, links) != digest
+
+
+def test_backend_links_leave_out_custom_ops_where_extensions_are_missing(tmp_path, monkeypatch):
     ort = tmp_path / "libonnxruntime.so.1.99.0"
     ort.write_bytes(b"ort")
+
+    def missing():
+        raise NativeBuildError("onnxruntime-extensions is not installed")
+
+    monkeypatch.setattr(native, "custom_ops_library", missing)
+    assert native.backend_links(ort_library=ort) == {native.ORT_LINK_NAME: ort.resolve()}
+
+
+def test_clear_model_folder_takes_out_what_older_builds_placed_there(tmp_path):
+    library, links = fake_installation(tmp_path)
     model = tmp_path / "repo" / "m"
-    native.place_backend(model, library, ort_library=ort)
-    native.place_backend(model, library, ort_library=ort)  # idempotent
-    assert (model / native.LIBRARY_NAME).read_bytes() == library.read_bytes()
-    assert (model / native.ORT_LINK_NAME).resolve() == ort.resolve()
-    native.remove_backend(model)
-    assert not (model / native.LIBRARY_NAME).exists() and not (model / native.ORT_LINK_NAME).is_symlink()
+    model.mkdir(parents=True)
+    (model / native.LIBRARY_NAME).write_bytes(library.read_bytes())
+    for name, target in links.items():
+        (model / name).symlink_to(target)
+    (model / "config.pbtxt").write_text("")
+    native.clear_model_folder(model)
+    assert sorted(p.name for p in model.iterdir()) == ["config.pbtxt"]
+    own = model / native.CUSTOM_OPS_FILE
+    own.write_bytes(b"a user's own op library")  # a file, not the kit's link: left alone
+    native.clear_model_folder(model)
+    native.clear_model_folder(tmp_path / "repo" / "absent")
+    assert own.is_file()

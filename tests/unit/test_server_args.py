@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.errors import ConfigError, NativeBuildError, ProcessError
+from triton_fastpath.native import build as native_build
 from triton_fastpath.serve.server import STAMP_NAME, EmbeddedTritonServer, prepare_layout, read_log_tail
 from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
     build_env,
     check_ports_free,
+    native_models,
     resolve_ports,
     to_args_list,
 )
@@ -138,6 +140,37 @@ def test_env_extra_path_is_kept_after_python_bin(layout: ServerLayout) -> None:
     assert env["PATH"].split(os.pathsep) == ["/v", "/custom"]
 
 
+def test_extra_env_reaches_tritonserver_for_a_sanitizer_runtime(repo: Path, layout: ServerLayout) -> None:
+    config = ServerConfig(repo, extra_env={"LD_PRELOAD": "/usr/lib/libasan.so.8", "ASAN_OPTIONS": "detect_leaks=0"})
+    env = build_env(layout, {"PATH": "/bin", "LD_PRELOAD": "/old.so"}, config.extra_env, python_bin_dir=Path("/v"))
+    assert env["LD_PRELOAD"] == "/usr/lib/libasan.so.8" and env["ASAN_OPTIONS"] == "detect_leaks=0"
+
+
+def test_the_backend_directory_is_the_native_backends_own(repo: Path, tmp_path: Path) -> None:
+    library = tmp_path / "ts" / "backends-0123" / "fastpath_ort" / "libtriton_fastpath_ort.so"
+    layout = ServerLayout(root=tmp_path / "ts", libs_dir=tmp_path / "libs", native_library=library)
+    assert flag_values(to_args_list(ServerConfig(repo), layout), "--backend-directory") == [
+        str(tmp_path / "ts" / "backends-0123")
+    ]
+
+
+def write_model(repo: Path, name: str, backend: str) -> None:
+    (repo / name).mkdir()
+    (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "{backend}"\nmax_batch_size: 8\n')
+
+
+def test_native_models_are_those_loaded_at_start_on_fastpath_ort(repo: Path) -> None:
+    write_model(repo, "digits", "fastpath_ort")
+    write_model(repo, "tokenizer", "python")
+    (repo / "no_config").mkdir()
+    assert native_models(ServerConfig(repo)) == ["digits"]
+    assert native_models(ServerConfig(repo, model_control_mode="poll")) == ["digits"]
+    assert native_models(ServerConfig(repo, model_control_mode="explicit")) == []
+    assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("tokenizer",))) == []
+    assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("*",))) == ["digits"]
+    assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("digits", "x"))) == ["digits"]
+
+
 def test_config_coerces_types(repo: Path) -> None:
     loose: dict[str, object] = {"log_file": str(repo / "x.log"), "load_models": ["m"]}
     config = ServerConfig(str(repo), model_control_mode="explicit", **loose)  # type: ignore[arg-type]
@@ -165,6 +198,9 @@ def test_config_coerces_types(repo: Path) -> None:
         ({"model_control_mode": "auto"}, "model_control_mode", "explicit"),
         ({"load_models": ("m",)}, "load_models", "explicit"),
         ({"extra_args": ("--x", 1)}, "extra_args", "non-empty strings"),
+        ({"extra_env": {"LD_PRELOAD": 1}}, "extra_env", "strings"),
+        ({"extra_env": {"A=B": "1"}}, "extra_env", "without '='"),
+        ({"native_library": "/nonexistent/libtriton_fastpath_ort.so"}, "native_library", "libtriton_fastpath_ort"),
     ],
 )
 def test_invalid_config_names_field(repo: Path, changes: dict[str, object], field: str, expected: str) -> None:
@@ -254,7 +290,7 @@ def make_fake_wheel(root: Path) -> tuple[Path, Path]:
 def test_prepare_layout_copies_tree_with_stub_and_reuses_it(tmp_path: Path) -> None:
     tree, libs = make_fake_wheel(tmp_path / "wheel")
     dest = tmp_path / "cache" / "ts"
-    layout = prepare_layout(dest, tree, libs, python_version=(3, 11))
+    layout = prepare_layout(dest, tree, libs, python_version=(3, 11), native=False)
     assert layout == ServerLayout(root=dest, libs_dir=libs)
     stub = layout.backends_dir / "python" / "triton_python_backend_stub"
     assert stub.read_text() == "python_backend_stubs/3.11/triton_python_backend_stub"
@@ -267,11 +303,11 @@ def test_prepare_layout_copies_tree_with_stub_and_reuses_it(tmp_path: Path) -> N
 
     marker = dest / "marker"
     marker.write_text("")
-    prepare_layout(dest, tree, libs, python_version=(3, 11))
+    prepare_layout(dest, tree, libs, python_version=(3, 11), native=False)
     assert marker.exists(), "an up-to-date copy must be reused"
 
     (tree / "python_backend_stubs/3.11/triton_python_backend_stub").write_text("new stub!")
-    prepare_layout(dest, tree, libs, python_version=(3, 11))
+    prepare_layout(dest, tree, libs, python_version=(3, 11), native=False)
     assert not marker.exists(), "a changed source must be copied again"
     assert stub.read_text() == "new stub!"
 
@@ -280,3 +316,71 @@ def test_prepare_layout_missing_stub_version(tmp_path: Path) -> None:
     tree, libs = make_fake_wheel(tmp_path / "wheel")
     with pytest.raises(ProcessError, match=r"Python 3\.7 .*\['3\.11', '3\.12'\]"):
         prepare_layout(tmp_path / "dest", tree, libs, python_version=(3, 7))
+
+
+@pytest.fixture
+def fake_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """The venv's onnxruntime and extensions libraries, faked."""
+    ort, ops = tmp_path / "libonnxruntime.so.1.99.0", tmp_path / "_extensions_pydll.so"
+    ort.write_bytes(b"ort")
+    ops.write_bytes(b"ops")
+    links = native_build.backend_links(ort_library=ort, custom_ops=ops)
+    monkeypatch.setattr(native_build, "backend_links", lambda: links)
+    return links
+
+
+def test_prepare_layout_installs_the_native_backend_once_in_a_backend_directory_of_its_own(
+    tmp_path: Path, fake_links: dict[str, Path]
+) -> None:
+    tree, libs = make_fake_wheel(tmp_path / "wheel")
+    library = tmp_path / "libtriton_fastpath_ort.so"
+    library.write_bytes(b"\x7fELF one")
+    dest = tmp_path / "cache" / "ts"
+    layout = prepare_layout(dest, tree, libs, python_version=(3, 11), native_library=library)
+    digest = native_build.install_digest(library, fake_links)
+    backends = dest / f"backends-{digest}"
+    assert layout.native_library == backends / "fastpath_ort" / "libtriton_fastpath_ort.so"
+    assert layout.backends_dir == backends
+    assert layout.native_library.read_bytes() == b"\x7fELF one"
+    home = layout.native_library.parent
+    assert {p.name: p.resolve() for p in home.iterdir() if p.is_symlink()} == fake_links
+    stub = backends / "python" / "triton_python_backend_stub"
+    assert stub.read_text() == "python_backend_stubs/3.11/triton_python_backend_stub"  # the tree's, linked
+    assert (backends / "python").is_symlink() and not (backends / "python").readlink().is_absolute()
+    assert prepare_layout(dest, tree, libs, python_version=(3, 11), native_library=library) == layout
+
+    library.write_bytes(b"\x7fELF rebuilt")
+    rebuilt = prepare_layout(dest, tree, libs, python_version=(3, 11), native_library=library)
+    assert rebuilt.backends_dir != backends and rebuilt.native_library.read_bytes() == b"\x7fELF rebuilt"
+    assert layout.native_library.read_bytes() == b"\x7fELF one", "a running server's backend stays in place"
+    assert sorted(p.name for p in dest.iterdir() if p.name.startswith("backends")) == sorted(
+        ["backends", backends.name, rebuilt.backends_dir.name]
+    )
+
+
+def test_prepare_layout_builds_the_kits_backend_by_default(
+    tmp_path: Path, fake_links: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree, libs = make_fake_wheel(tmp_path / "wheel")
+    library = tmp_path / "built" / "libtriton_fastpath_ort.so"
+    library.parent.mkdir()
+    library.write_bytes(b"\x7fELF built")
+    monkeypatch.setattr(native_build, "build_backend", lambda: library)
+    layout = prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11))
+    assert layout.native_library is not None and layout.native_library.read_bytes() == b"\x7fELF built"
+
+
+def test_without_a_compiler_serving_warns_unless_a_model_needs_the_native_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree, libs = make_fake_wheel(tmp_path / "wheel")
+
+    def no_compiler() -> Path:
+        raise NativeBuildError("no C++ compiler for the native backend (looked for g++)")
+
+    monkeypatch.setattr(native_build, "build_backend", no_compiler)
+    layout = prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11))
+    assert layout.native_library is None and layout.backends_dir == tmp_path / "ts" / "backends"
+    assert "Native backend not installed" in caplog.text and "no C++ compiler" in caplog.text
+    with pytest.raises(ProcessError, match=r"models digits, scorer use the native backend .*no C\+\+ compiler"):
+        prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11), required_by=("digits", "scorer"))

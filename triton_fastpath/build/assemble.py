@@ -3,9 +3,10 @@
 This module owns the repository's file writes. Given validated specs and the files each model
 needs in its version folder, it writes `<model>/config.pbtxt`, copies the adapter as
 `<model>/1/model.py` with the `fastpath_backends` package beside it, and writes warmup samples
-to `<model>/warmup/`; a model served by the native backend gets `libtriton_fastpath_ort.so` (and a
-link to onnxruntime) in its folder instead of an adapter. Files that are already identical are
-left alone.
+to `<model>/warmup/`. A model served by the native backend gets no adapter and no backend library:
+the server installs `libtriton_fastpath_ort.so` once in its backend directory (`fastpath serve`,
+`triton_fastpath.serve.server.prepare_layout`), and copies older builds left in a model folder are
+taken out. Files that are already identical are left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.models import data as datasets
-from triton_fastpath.errors import ConfigError
+from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
 from triton_fastpath.config.render import (
     ContainerOptions,
@@ -175,19 +176,30 @@ def install_adapter(spec: ModelSpec, target: Target, version_dir: Path) -> None:
 
 
 def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tuple[list[ModelSpec], Path | None]:
-    """The native backend for the specs that ask for it, built (or reused) now; where it cannot be
-    built (no compiler...), the same specs served by the Python backend, with a warning saying why."""
+    """The specs as served here, and the native backend for those that ask for it, built (or
+    reused) now; the server installs it in its backend directory when it starts. Where it cannot
+    be built (no compiler...), the same specs served by the Python backend, with a warning saying why.
+
+    Raises:
+        ConfigError: a text graph (which only the native backend serves) without the backend or
+            without onnxruntime-extensions' op library.
+    """
     if not any(native_backend(spec, target) for spec in specs):
         return list(specs), None
+    graphs = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
     library = native_build.backend_or_none()
     if library is None:
-        graphs = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
         if graphs:  # a text graph needs the backend that registers its ops: no Python fallback
             raise ConfigError(
                 f"models {graphs} (rendering 'graph') need the native backend, which could not be built "
                 "(see the warning above); build with --rendering fused"
             )
         return [dataclasses.replace(spec, native=False) if spec.native else spec for spec in specs], None
+    if graphs:
+        try:
+            native_build.custom_ops_library()  # the server links it beside the backend
+        except NativeBuildError as error:
+            raise ConfigError(f"models {graphs} (rendering 'graph'): {error}") from error
     return list(specs), library
 
 
@@ -230,12 +242,13 @@ def assemble(
     """
     target = as_target(target)
     validate_repository(specs)
-    specs, native_library = with_native_backend(specs, target)
+    specs, _ = with_native_backend(specs, target)
     files = files or {}
     warmup_samples = warmup_samples or {}
     written = []
     for spec in specs:
         model_dir = Path(repository) / spec.name
+        native_build.clear_model_folder(model_dir)  # the server's backend directory holds the backend
         recorded = spec.artifacts or spec.name  # the key of its files and warm-up samples
         spec = with_tokenizer_digest(spec, files.get(recorded, ()))
         written.append(write_config(spec, target, repository, options))
@@ -247,12 +260,6 @@ def assemble(
         version_dir = model_dir / VERSION
         version_dir.mkdir(parents=True, exist_ok=True)
         install_adapter(spec, target, version_dir)
-        if native_library is not None and native_backend(spec, target):
-            native_build.place_backend(model_dir, native_library)
-            if "custom_op_library" in spec.parameters:
-                native_build.place_custom_ops(model_dir)
-        else:
-            native_build.remove_backend(model_dir)
         for entry in files.get(recorded, ()):
             source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
             if not source.exists():

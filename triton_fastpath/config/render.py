@@ -7,8 +7,8 @@ time; `to_pbtxt` prints it. `write_config` is the only function here that touche
 Targets:
     embedded: the tritonserver inside nvidia-pytriton (Python backend only): ONNX models are
         served by the kit's own C++ backend `fastpath_ort` where the spec says `native` (the
-        build places `libtriton_fastpath_ort.so` in the model folder), else by the `onnx_runner`
-        Python model; everything runs on KIND_CPU.
+        server installs `libtriton_fastpath_ort.so` once in its backend directory), else by the
+        `onnx_runner` Python model; everything runs on KIND_CPU.
     container: the NGC image: ONNX on the native `onnxruntime_onnx` platform (thread counts and
         graph-optimization level from `ContainerOptions`) and TensorRT plans on `tensorrt_plan`
         (one GPU instance group per optimization profile), both on KIND_GPU; Python models stay
@@ -31,7 +31,7 @@ from triton_fastpath.errors import ConfigError
 
 ONNX_RUNNER = "onnx_runner"
 NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
-# onnxruntime-extensions' op library, linked into the folder of a model whose graph uses its ops.
+# onnxruntime-extensions' op library, linked beside the native backend in the server's backend directory.
 CUSTOM_OPS_FILE = "libortextensions.so"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).

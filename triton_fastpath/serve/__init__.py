@@ -1,9 +1,11 @@
 """Serving: the tritonserver process and the servers beside it.
 
 - `server_config`: `ServerConfig`, its validation, arguments and environment (pure);
-- `server`: the embedded server (the wheel's tritonserver tree) and `EmbeddedTritonServer`;
-- `watchdog`: restarts a dead or unhealthy server; `health`: health proven by inference;
+- `server`: the embedded server (the wheel's tritonserver tree, the native backend installed in
+  it) and `EmbeddedTritonServer`;
+- `watchdog`: restarts a dead, wedged or unhealthy server; `health`: health proven by inference;
 - `redis_server` / `prometheus`: the Redis L2 cache and Prometheus, started on free ports.
 
-May import: `errors`, `paths`, `processes`. Every process the kit starts is owned here.
+May import: `errors`, `paths`, `processes`, `native` (the backend it installs). Every process the
+kit starts is owned here.
 """

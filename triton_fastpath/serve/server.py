@@ -1,8 +1,9 @@
 """Embedded tritonserver launcher: the wheel's server tree, and the process's lifecycle.
 
 The ``nvidia-pytriton`` wheel ships a real tritonserver. ``prepare_layout`` copies its tree to a
-cache dir and adds the Python-backend stub of the running interpreter; ``EmbeddedTritonServer``
-holds the side effects (ports, process, log), running the command line and environment that
+cache dir, adds the Python-backend stub of the running interpreter and installs the kit's native
+backend ``fastpath_ort`` once into the backend directory; ``EmbeddedTritonServer`` holds the side
+effects (ports, process, log), running the command line and environment that
 ``triton_fastpath.serve.server_config`` makes of a ``ServerConfig``.
 """
 
@@ -22,17 +23,19 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Self
 
-from triton_fastpath.errors import ProcessError
+from triton_fastpath.errors import NativeBuildError, ProcessError
+from triton_fastpath.native import build as native_build
 from triton_fastpath.processes import SignalLatch, die_with_parent, stop_process_group
 from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
     build_env,
     check_ports_free,
+    native_models,
     redact_args,
     resolve_ports,
     to_args_list,
@@ -67,15 +70,29 @@ def prepare_layout(
     source_dir: Path | None = None,
     libs_dir: Path | None = None,
     python_version: tuple[int, int] | None = None,
+    *,
+    native: bool = True,
+    native_library: Path | None = None,
+    required_by: Sequence[str] = (),
 ) -> ServerLayout:
-    """Copy the wheel's tritonserver tree to ``dest_dir`` with this Python's backend stub.
+    """Copy the wheel's tritonserver tree to ``dest_dir`` with this Python's backend stub, and
+    install the native backend ``fastpath_ort`` in it.
 
     ``dest_dir`` defaults to ``<project>/build/tritonserver/py3.X``; ``source_dir``/``libs_dir``
     to the wheel's. A copy whose stamp (source, sizes, mtimes) matches is reused; a new one is
     staged beside it and renamed into place, so no caller ever sees half a tree.
 
+    The native backend (``native_library``, default: ``native.build.build_backend()``, built or
+    reused) goes into a backend directory of its own, ``<dest>/backends-<hash>/`` (the hash of the
+    library's bytes and of its links), holding ``python`` (a link to the tree's Python backend) and
+    ``fastpath_ort/`` (``native.build.install_backend``): one copy for every model the server
+    loads, installed again whenever the library changes, and servers with another library (e.g. a
+    sanitizer build) beside it never see it. ``native=False`` installs none.
+
     Raises:
-        ProcessError: if the wheel has no stub for ``python_version`` (default: this Python).
+        ProcessError: if the wheel has no stub for ``python_version`` (default: this Python), or
+            the native backend cannot be built while ``required_by`` (models that use it) is not
+            empty; without such models that is a warning and the layout has no native backend.
     """
     if source_dir is None or libs_dir is None:
         found_tree, found_libs = find_wheel_tree()
@@ -110,7 +127,32 @@ def prepare_layout(
                 raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return ServerLayout(root=dest, libs_dir=libs_dir)
+    installed = _install_native(dest, native_library, required_by) if native else None
+    return ServerLayout(root=dest, libs_dir=libs_dir, native_library=installed)
+
+
+def _install_native(root: Path, library: Path | None, required_by: Sequence[str]) -> Path | None:
+    """Install ``library`` (default: the kit's build) as ``<root>/backends-<hash>/fastpath_ort/``;
+    returns the installed library, or None (a warning) where it cannot be built and no model needs it."""
+    try:
+        library = library or native_build.build_backend()
+        links = native_build.backend_links()
+        backends = root / f"backends-{native_build.install_digest(library, links)}"
+        python = backends / "python"
+        if not python.is_symlink():
+            backends.mkdir(parents=True, exist_ok=True)
+            staging = backends / f".python-{os.getpid()}-{threading.get_ident()}"
+            staging.unlink(missing_ok=True)
+            staging.symlink_to(Path("..") / "backends" / "python")
+            os.replace(staging, python)  # atomic: a concurrent caller sees the link or none
+        return native_build.install_backend(backends, library, links)
+    except (NativeBuildError, OSError) as error:
+        if required_by:
+            raise ProcessError(
+                f"models {', '.join(required_by)} use the native backend fastpath_ort, which is not available: {error}"
+            ) from error
+        LOGGER.warning("Native backend not installed (models with backend fastpath_ort will not load): %s", error)
+        return None
 
 
 def _read_stamp(dest: Path) -> dict[str, str] | None:
@@ -184,6 +226,12 @@ class EmbeddedTritonServer:
         return self._log_path
 
     @property
+    def layout(self) -> ServerLayout | None:
+        """The server tree it runs from (prepared by ``start()`` unless given): binary, backend
+        directory, and the native backend installed there (``layout.native_library``)."""
+        return self._layout
+
+    @property
     def pid(self) -> int | None:
         """Process id of tritonserver (also its process-group id), None before start."""
         return None if self._process is None else self._process.pid
@@ -204,7 +252,9 @@ class EmbeddedTritonServer:
                 raise ProcessError(f"tritonserver is already running (pid {self.pid})")
             self.config = resolve_ports(self.config)
             check_ports_free(self.config)
-            self._layout = self._layout or prepare_layout()
+            self._layout = self._layout or prepare_layout(
+                native_library=self.config.native_library, required_by=native_models(self.config)
+            )
             args = to_args_list(self.config, self._layout)
             env = build_env(self._layout, os.environ, self.config.extra_env)
             stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{self.config.http_port}"

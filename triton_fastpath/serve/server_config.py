@@ -42,10 +42,13 @@ PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
 
 @dataclasses.dataclass(frozen=True)
 class ServerLayout:
-    """A prepared tritonserver tree (``root``) and the wheel's shared-library dir."""
+    """A prepared tritonserver tree (``root``), the wheel's shared-library dir, and the native
+    backend installed in it (``<root>/backends-<hash>/fastpath_ort/libtriton_fastpath_ort.so``),
+    or None where there is none."""
 
     root: Path
     libs_dir: Path
+    native_library: Path | None = None
 
     @property
     def binary(self) -> Path:
@@ -54,7 +57,10 @@ class ServerLayout:
 
     @property
     def backends_dir(self) -> Path:
-        """Directory for ``--backend-directory`` (holds ``python/`` with the stub)."""
+        """Directory for ``--backend-directory``: ``python/`` with the stub, and ``fastpath_ort/``
+        where the native backend is installed (one such directory per installed library)."""
+        if self.native_library is not None:
+            return self.native_library.parent.parent
         return self.root / "backends"
 
     @property
@@ -65,7 +71,12 @@ class ServerLayout:
 
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
-    """Validated tritonserver settings; a port of 0 means "pick a free port at start"."""
+    """Validated tritonserver settings; a port of 0 means "pick a free port at start".
+
+    ``extra_env`` is added to tritonserver's environment (e.g. ``LD_PRELOAD`` of a sanitizer's
+    runtime); ``native_library`` is the ``fastpath_ort`` backend installed in the server's backend
+    directory (None: the kit's own, ``triton_fastpath.native.build.build_backend()``).
+    """
 
     model_repository: Path
     http_port: int = 8000
@@ -87,6 +98,7 @@ class ServerConfig:
     grpc_server_key: Path | None = None
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    native_library: Path | None = None
 
     def __post_init__(self) -> None:
         """Coerce paths and sequences, then validate; raises ConfigError naming the field."""
@@ -102,6 +114,8 @@ class ServerConfig:
                 set_(self, name, Path(getattr(self, name)))
         set_(self, "extra_args", tuple(self.extra_args))
         set_(self, "extra_env", dict(self.extra_env))
+        if self.native_library is not None:
+            set_(self, "native_library", Path(self.native_library))
         repo = self.model_repository
         if not repo.is_dir():
             state = "is not a directory" if repo.exists() else "does not exist"
@@ -134,6 +148,15 @@ class ServerConfig:
         for name in ("load_models", "extra_args"):
             if not all(isinstance(item, str) and item for item in getattr(self, name)):
                 raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected a tuple of non-empty strings")
+        if not all(isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in self.extra_env.items()):
+            raise ConfigError(
+                f"extra_env: got {self.extra_env!r}; expected {{name: value}} strings, names non-empty without '='"
+            )
+        if self.native_library is not None and not self.native_library.is_file():
+            raise ConfigError(
+                f"native_library: {self.native_library} is not a file; expected a built libtriton_fastpath_ort.so "
+                "(None: the kit's own build)"
+            )
         self._validate_security()
 
     def _validate_security(self) -> None:
@@ -174,6 +197,28 @@ class ServerConfig:
     def grpc_tls(self) -> bool:
         """True when gRPC is served over TLS."""
         return self.grpc_server_cert is not None
+
+
+NATIVE_BACKEND_LINE = re.compile(r'^\s*backend\s*:\s*"fastpath_ort"', re.MULTILINE)
+
+
+def native_models(config: ServerConfig) -> list[str]:
+    """The models ``config`` loads at start whose ``config.pbtxt`` names the native backend
+    ``fastpath_ort`` (read from the repository; with explicit model control only ``load_models``)."""
+    repository = config.model_repository
+    if config.model_control_mode == "explicit" and "*" not in config.load_models:
+        names = list(config.load_models)
+    else:
+        names = sorted(p.name for p in repository.iterdir() if p.is_dir())
+    found = []
+    for name in names:
+        try:
+            text = (repository / name / "config.pbtxt").read_text(errors="replace")
+        except OSError:
+            continue
+        if NATIVE_BACKEND_LINE.search(text):
+            found.append(name)
+    return found
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
