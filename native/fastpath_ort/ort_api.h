@@ -86,6 +86,7 @@ namespace fastpath {
      const OrtValue* const* inputs, size_t input_len, const char* const* output_names,            \
      size_t output_names_len, OrtValue** outputs))                                                \
   X(10, OrtStatus*, CreateSessionOptions, (OrtSessionOptions** out))                             \
+  X(11, OrtStatus*, SetOptimizedModelFilePath, (OrtSessionOptions* options, const char* path))   \
   X(13, OrtStatus*, SetSessionExecutionMode, (OrtSessionOptions* options, ExecutionMode mode))   \
   X(23, OrtStatus*, SetSessionGraphOptimizationLevel,                                             \
     (OrtSessionOptions* options, GraphOptimizationLevel level))                                  \

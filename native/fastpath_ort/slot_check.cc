@@ -3,12 +3,22 @@
 // with dlsym). Usage: slot_check <libonnxruntime.so> <probe.onnx>
 //
 // probe.onnx (written by tests/unit/test_native_build.py): inputs x float[N,M], s string[N];
-// outputs y = x + x (float), s_out = s (string), x_shape = Shape(x) (int64).
+// outputs y = x * (one + one) (float; the Add is on constants, so constant folding removes it),
+// s_out = s (string), x_shape = Shape(x) (int64).
+//
+// The session-setting slots are proved by what they change, not by a null status: intra-op
+// threads and the parallel execution mode with inter-op threads add threads to the process
+// (/proc/self/task) while the session lives; the optimization level decides whether the saved
+// optimized graph (SetOptimizedModelFilePath) still holds the constant Add.
 // Prints "ok <slot> <name>" for every slot it verified, "FAIL ..." and exit 1 otherwise.
+#include <dirent.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +47,93 @@ void Expect(bool condition, const std::string& what) {
   if (!condition) Fail(what);
 }
 
+size_t ThreadCount() {
+  size_t count = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+    closedir(dir);
+  }
+  return count;
+}
+
+struct SessionSetup {
+  int intra = 1;
+  int inter = 1;
+  ExecutionMode mode = ORT_SEQUENTIAL;
+  GraphOptimizationLevel level = ORT_ENABLE_ALL;
+  const char* optimized_path = nullptr;
+};
+
+// Threads the process has while a session made with `setup` lives.
+size_t ThreadsWith(OrtEnv* env, const char* model, const SessionSetup& setup) {
+  OrtSessionOptions* options = nullptr;
+  Check(ort.CreateSessionOptions(&options), "CreateSessionOptions");
+  Check(ort.SetIntraOpNumThreads(options, setup.intra), "SetIntraOpNumThreads (status)");
+  Check(ort.SetInterOpNumThreads(options, setup.inter), "SetInterOpNumThreads (status)");
+  Check(ort.SetSessionExecutionMode(options, setup.mode), "SetSessionExecutionMode (status)");
+  Check(ort.SetSessionGraphOptimizationLevel(options, setup.level), "SetSessionGraphOptimizationLevel (status)");
+  if (setup.optimized_path != nullptr) {
+    Check(ort.SetOptimizedModelFilePath(options, setup.optimized_path), "SetOptimizedModelFilePath (status)");
+  }
+  OrtSession* session = nullptr;
+  Check(ort.CreateSession(env, model, options, &session), "CreateSession");
+  const size_t threads = ThreadCount();
+  ort.ReleaseSession(session);
+  ort.ReleaseSessionOptions(options);
+  return threads;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The session-setting slots, each by an effect a wrong slot would not have.
+void ProveSessionSettings(OrtEnv* env, const char* model) {
+  SessionSetup base;
+  const size_t one = ThreadsWith(env, model, base);
+  SessionSetup intra = base;
+  intra.intra = 3;
+  const size_t three = ThreadsWith(env, model, intra);
+  Expect(three >= one + 2, "intra_op 3 did not add 2 threads (" + std::to_string(one) + " -> " + std::to_string(three) + ")");
+  Ok("SetIntraOpNumThreads");
+  SessionSetup sequential = base;
+  sequential.inter = 3;
+  SessionSetup parallel = sequential;
+  parallel.mode = ORT_PARALLEL;
+  SessionSetup parallel_one = parallel;
+  parallel_one.inter = 1;
+  const size_t seq = ThreadsWith(env, model, sequential);
+  const size_t par = ThreadsWith(env, model, parallel);
+  const size_t par_one = ThreadsWith(env, model, parallel_one);
+  Expect(par > seq, "ORT_PARALLEL with inter_op 3 added no threads over ORT_SEQUENTIAL (" + std::to_string(seq) +
+                        " vs " + std::to_string(par) + ")");
+  Ok("SetSessionExecutionMode");
+  Expect(par > par_one, "inter_op 3 added no threads over inter_op 1 in ORT_PARALLEL (" + std::to_string(par_one) +
+                            " vs " + std::to_string(par) + ")");
+  Ok("SetInterOpNumThreads");
+  const std::string disabled_path = std::string(model) + ".disabled.onnx";
+  const std::string basic_path = std::string(model) + ".basic.onnx";
+  SessionSetup disabled = base;
+  disabled.level = ORT_DISABLE_ALL;
+  disabled.optimized_path = disabled_path.c_str();
+  SessionSetup basic = base;
+  basic.level = ORT_ENABLE_BASIC;
+  basic.optimized_path = basic_path.c_str();
+  ThreadsWith(env, model, disabled);
+  ThreadsWith(env, model, basic);
+  const std::string kept = ReadFile(disabled_path), folded = ReadFile(basic_path);
+  Expect(!kept.empty() && !folded.empty(), "SetOptimizedModelFilePath wrote no optimized graph");
+  Ok("SetOptimizedModelFilePath");
+  Expect(kept.find("Add") != std::string::npos && folded.find("Add") == std::string::npos,
+         "ORT_DISABLE_ALL should keep the constant Add and ORT_ENABLE_BASIC fold it away");
+  Ok("SetSessionGraphOptimizationLevel");
+  std::remove(disabled_path.c_str());
+  std::remove(basic_path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,10 +158,7 @@ int main(int argc, char** argv) {
   Check(ort.CreateEnv(ORT_LOGGING_LEVEL_WARNING, "slot_check", &env), "CreateEnv");
   OrtSessionOptions* options = nullptr;
   Check(ort.CreateSessionOptions(&options), "CreateSessionOptions");
-  Check(ort.SetIntraOpNumThreads(options, 1), "SetIntraOpNumThreads");
-  Check(ort.SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
-  Check(ort.SetSessionExecutionMode(options, ORT_SEQUENTIAL), "SetSessionExecutionMode");
-  Check(ort.SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+  ProveSessionSettings(env, argv[2]);
 
   // 29: a library that is not there fails with a status (a wrong slot would not take 3 args so).
   void* handle = nullptr;
@@ -151,7 +245,7 @@ int main(int argc, char** argv) {
   Check(ort.Run(session, nullptr, in_names, in_values, 2, out_names, 3, out_values), "Run");
   float* y = nullptr;
   ort.GetTensorMutableData(out_values[0], reinterpret_cast<void**>(&y));
-  for (size_t i = 0; i < x.size(); ++i) Expect(y[i] == 2 * x[i], "y is not x + x");
+  for (size_t i = 0; i < x.size(); ++i) Expect(y[i] == 2 * x[i], "y is not 2x");
   int64_t* shape_out = nullptr;
   ort.GetTensorMutableData(out_values[2], reinterpret_cast<void**>(&shape_out));
   Expect(shape_out[0] == 2 && shape_out[1] == 3, "x_shape is not [2, 3]");
