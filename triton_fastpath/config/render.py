@@ -49,7 +49,14 @@ EMBEDDED_ONLY = (
     "ragged_lengths_agree",
     "max_string_bytes",
     "cut_",
+    "max_sequence_length",
+    "max_padded_bytes",
+    "ragged_outputs",
 )
+# The longest row a ragged input of a native model takes when its spec names no tokenizer length
+# (`max_length`): e.g. an imported ONNX graph with a free sequence axis. Longer rows fail alone with
+# INVALID_ARGUMENT. An operator changes it per model with the spec parameter `max_sequence_length`.
+DEFAULT_MAX_SEQUENCE_LENGTH = 4096
 # Where the kit's container image links onnxruntime-extensions' op library (docs/text-graph.md).
 CONTAINER_CUSTOM_OPS = "/opt/fastpath/libortextensions.so"
 
@@ -267,6 +274,8 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
                 # ragged inputs are one text's token rows (ids, mask): a request whose lengths disagree
                 # fails alone, where padding in a batch would hide it
                 parameters.setdefault("ragged_lengths_agree", "true")
+            if spec.native:
+                parameters.update(_native_sequence_parameters(spec, parameters))
         else:
             # the Python runner's length buckets and admission; native backends batch as given
             parameters = {k: v for k, v in parameters.items() if not k.startswith(EMBEDDED_ONLY)}
@@ -276,6 +285,22 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
             parameters.setdefault("inter_op_thread_count", str(options.ort_inter_op_threads))
     if parameters:
         config["parameters"] = {key: {"string_value": str(value)} for key, value in sorted(parameters.items())}
+
+
+def _native_sequence_parameters(spec: ModelSpec, parameters: dict[str, Any]) -> dict[str, str]:
+    """Bounds fastpath_ort needs for a model whose requests are padded to each other (ragged inputs
+    in a batch): the longest row it takes (the tokenizer's `max_length` where the spec has one) and
+    the outputs whose -1 axes follow each request's own length (trimmed back per request)."""
+    variable = [t for t in spec.inputs if -1 in t.dims]
+    if not variable or spec.max_batch_size < 1:
+        return {}
+    found: dict[str, str] = {}
+    if "max_sequence_length" not in parameters:
+        found["max_sequence_length"] = str(parameters.get("max_length", DEFAULT_MAX_SEQUENCE_LENGTH))
+    ragged_outputs = [t.name for t in spec.outputs if -1 in t.dims]
+    if ragged_outputs and "ragged_outputs" not in parameters:
+        found["ragged_outputs"] = ",".join(ragged_outputs)
+    return found
 
 
 def _set_optimization(config: dict[str, Any], spec: ModelSpec, target: Target, options: ContainerOptions) -> None:
