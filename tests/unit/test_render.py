@@ -15,6 +15,7 @@ from google.protobuf import text_format
 
 from triton_fastpath.build.assemble import assemble, with_tokenizer_digest
 from triton_fastpath.config.render import (
+    DEFAULT_MAX_SEQUENCE_LENGTH,
     ONNX_RUNNER,
     ContainerOptions,
     Target,
@@ -584,3 +585,29 @@ def test_a_native_encoder_requires_its_ids_and_mask_equally_long_and_buckets_by_
     assert embedded["ragged_lengths_agree"] == "true" and embedded["length_bucket_rows"] == "4"
     container = render(encoder, "container").get("parameters", {})
     assert "ragged_lengths_agree" not in container and "length_bucket_rows" not in container
+
+
+def _native_parameters(spec: ModelSpec) -> dict[str, str]:
+    return {k: v["string_value"] for k, v in render(spec, "embedded").get("parameters", {}).items()}
+
+
+def test_a_ragged_native_model_is_bounded_by_its_tokenizer_length_and_declares_its_ragged_outputs():
+    ids = TensorSpec("ids", "TYPE_INT64", (-1,), ragged=True)
+    tokens = TensorSpec("tokens", "TYPE_FP32", (-1, 3))
+    spec = make_spec(
+        ModelKind.ONNX, native=True, inputs=(ids,), outputs=(y_out(), tokens), parameters={"max_length": "64"}
+    )
+    params = _native_parameters(spec)
+    assert params["max_sequence_length"] == "64" and params["ragged_outputs"] == "tokens"
+    # an imported graph without a tokenizer length gets the stated default, and an operator's value wins
+    assert _native_parameters(replace(spec, parameters={}))["max_sequence_length"] == str(DEFAULT_MAX_SEQUENCE_LENGTH)
+    chosen = replace(spec, parameters={"max_sequence_length": "300", "max_length": "64"})
+    assert _native_parameters(chosen)["max_sequence_length"] == "300"
+    # the container's onnxruntime backend reads none of them
+    container = render(spec, "container").get("parameters", {})
+    assert "max_sequence_length" not in container and "ragged_outputs" not in container
+
+
+def test_a_native_model_with_fixed_dims_needs_no_sequence_bound():
+    params = _native_parameters(make_spec(ModelKind.ONNX, native=True))
+    assert "max_sequence_length" not in params and "ragged_outputs" not in params
