@@ -1,8 +1,9 @@
 """Serve a Triton model repository with the embedded tritonserver until Ctrl-C or SIGTERM, and heal it.
 
 A watchdog (on by default; `--no-watchdog` turns it off) reloads a model whose Python stub died
-and restarts a tritonserver that crashed, with backoff, giving up after `--max-restarts` within
-10 minutes. What it did is logged and exported on `--watchdog-port` (`/metrics`).
+and restarts a tritonserver that crashed or is wedged (alive, but 3 liveness probes in a row
+unanswered within 2 s each), with backoff, giving up after `--max-restarts` within 10 minutes.
+What it did is logged and exported on `--watchdog-port` (`/metrics`).
 
 Exit codes: 0 clean stop; 2 configuration or startup error (message on stderr); 3 the watchdog gave
 up (a crash loop); 130 interrupted during startup.
@@ -99,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds to wait for the server and its models to become ready (default: %(default)s)",
     )
-    add("--no-watchdog", action="store_true", help="do not reload dead stubs or restart a crashed tritonserver")
+    add(
+        "--no-watchdog",
+        action="store_true",
+        help="do not reload dead stubs or restart a crashed or wedged tritonserver",
+    )
     add(
         "--watchdog-port",
         type=int,
@@ -224,7 +229,11 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             f"  gRPC:    {server.grpc_url}\n"
             f"  metrics: {server.metrics_url}\n"
             f"  log:     {server.log_path}\n"
-            + (f"  watchdog: {watching[2]} (reloads dead stubs, restarts a crashed server)\n" if watching else "")
+            + (
+                f"  watchdog: {watching[2]} (reloads dead stubs, restarts a crashed or wedged server)\n"
+                if watching
+                else ""
+            )
             + "Press Ctrl-C to stop.",
             flush=True,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import http.client
 import importlib.util
 import json
 import logging
@@ -286,6 +287,19 @@ class EmbeddedTritonServer:
             raise
         LOGGER.info("tritonserver ready (pid %s): http %s", self.pid, self.http_url)
         return self
+
+    def answers_live(self, timeout_s: float) -> bool:
+        """True when ``GET /v2/health/live`` answers 200 within ``timeout_s`` (a bounded probe: a
+        process that is alive but wedged, e.g. stopped or deadlocked, accepts the connection and
+        never answers)."""
+        if not self.config.http_port:
+            return False
+        request = urllib.request.Request(f"http://{self.http_url}/v2/health/live", headers=self._poll_headers())
+        try:
+            with _DIRECT_OPENER.open(request, timeout=timeout_s) as reply:
+                return reply.status == 200
+        except (OSError, ValueError, http.client.HTTPException):  # refused, reset, timed out, a bad reply
+            return False
 
     def _poll_headers(self) -> dict[str, str]:
         """The restricted-protocol header, if any (sent in case ``health`` is restricted too)."""

@@ -1,12 +1,16 @@
-"""`serve`'s watchdog: a dead Python stub is reloaded, a crashed tritonserver is restarted.
+"""`serve`'s watchdog: a dead Python stub is reloaded, a crashed or wedged tritonserver is restarted.
 
 Triton 2.51 neither restarts a Python-backend stub that died nor marks its model unready, and
-nothing restarts a tritonserver that crashed. Once a second (`WatchdogPolicy.interval_s`) the
-watchdog looks at the processes themselves; it does not probe by inference:
+nothing restarts a tritonserver that crashed or hangs. Once a second (`WatchdogPolicy.interval_s`)
+the watchdog looks at the processes themselves and asks the server a bounded liveness question:
 
 - tritonserver exited: it is started again on the same ports after a backoff (1, 2, 4, 8, 16 s).
   More than `max_restarts` within `window_s` is a crash loop: the watchdog gives up (`GaveUp`,
   naming the count and the log) instead of restarting forever.
+- tritonserver is alive but wedged: `GET /v2/health/live` unanswered within `probe_timeout_s`
+  (2 s) on `wedged_after` (3) looks in a row. Seen after heap corruption: the process stayed, and
+  answered nothing, not even ServerLive. It is SIGKILLed at once (its process group, stubs too)
+  and restarted like a crashed one, with the same backoff and crash-loop limit.
 - a stub of a loaded Python model is gone or a zombie: that model is unloaded and loaded again
   (explicit model control), which starts fresh stubs in ~1.5 s. An ensemble that uses it stays
   loaded. Without explicit model control (`none`/`poll`) tritonserver itself is restarted instead.
@@ -14,7 +18,7 @@ watchdog looks at the processes themselves; it does not probe by inference:
 
 Every action is logged and counted; `WatchdogMetrics.render()` is the Prometheus text that `serve`
 exports (`fastpath_serve_server_restarts_total`, `fastpath_serve_model_reloads_total{model}`,
-`fastpath_serve_healthy`).
+`fastpath_serve_liveness_failures_total`, `fastpath_serve_healthy`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,37 @@ class WatchdogPolicy:
     max_reloads: int = 5
     window_s: float = 600.0
     ready_timeout_s: float = 180.0
+    probe_timeout_s: float = 2.0  # a liveness probe unanswered this long is a miss
+    wedged_after: int = 3  # misses in a row: the server is wedged and restarted
+    admin_timeout_s: float = 10.0  # reading the repository index and configs (a wedged server never answers)
+
+    def __post_init__(self) -> None:
+        if self.wedged_after < 1 or self.probe_timeout_s <= 0:
+            raise ValueError(
+                f"wedged_after={self.wedged_after}, probe_timeout_s={self.probe_timeout_s}; expected >= 1 and > 0"
+            )
+
+
+class LivenessMisses:
+    """Consecutive unanswered liveness probes; a server is wedged at `limit` in a row (pure)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    @property
+    def wedged(self) -> bool:
+        """`limit` misses in a row (or more)."""
+        return self.count >= self.limit
+
+    def record(self, answered: bool) -> bool:
+        """Count one probe; returns `wedged`."""
+        self.count = 0 if answered else self.count + 1
+        return self.wedged
+
+    def reset(self) -> None:
+        """A fresh process: nothing missed yet."""
+        self.count = 0
 
 
 INSTANCE = re.compile(r"[\w.-]+_\d+_\d+")  # how Triton names a model instance: <model>_<group>_<index>
@@ -91,6 +126,7 @@ class WatchdogMetrics:
     def __init__(self) -> None:
         self.server_restarts = 0
         self.model_reloads: Counter[str] = Counter()
+        self.liveness_failures = 0
         self.healthy = 1
 
     def render(self) -> str:
@@ -101,6 +137,9 @@ class WatchdogMetrics:
             "# HELP fastpath_serve_model_reloads_total Reloads of a model whose Python stub died.",
             "# TYPE fastpath_serve_model_reloads_total counter",
             *(f'fastpath_serve_model_reloads_total{{model="{m}"}} {n}' for m, n in sorted(self.model_reloads.items())),
+            "# HELP fastpath_serve_liveness_failures_total Liveness probes tritonserver left unanswered in time.",
+            "# TYPE fastpath_serve_liveness_failures_total counter",
+            f"fastpath_serve_liveness_failures_total {self.liveness_failures}",
             "# HELP fastpath_serve_healthy 1 while every watched process is alive, 0 while healing or given up.",
             "# TYPE fastpath_serve_healthy gauge",
             f"fastpath_serve_healthy {self.healthy}",
@@ -127,6 +166,7 @@ class Watchdog:
         self._restarts: deque[float] = deque()
         self._reloads: dict[str, deque[float]] = {}
         self._watched: dict[str, list[str]] | None = None
+        self._misses = LivenessMisses(self.policy.wedged_after)
 
     @property
     def explicit(self) -> bool:
@@ -144,12 +184,15 @@ class Watchdog:
         """{Python model loaded now: its instance names}, read from the live server (cached until a restart)."""
         if self._watched is None:
             with self._admin() as admin:
-                index = admin.get_model_repository_index(headers=self._headers(), as_json=True)
+                timeout = self.policy.admin_timeout_s
+                index = admin.get_model_repository_index(headers=self._headers(), as_json=True, client_timeout=timeout)
                 watched = {}
                 for model in index.get("models", []):
                     if model.get("state") != "READY":
                         continue
-                    config = admin.get_model_config(model["name"], headers=self._headers(), as_json=True)["config"]
+                    config = admin.get_model_config(
+                        model["name"], headers=self._headers(), as_json=True, client_timeout=timeout
+                    )["config"]
                     if config.get("backend") != "python":
                         continue
                     groups = config.get("instance_group") or [{"count": 1}]
@@ -175,9 +218,18 @@ class Watchdog:
         return dead
 
     def check(self) -> list[str]:
-        """One look: restart or reload what is dead; returns what was done (empty when all is well)."""
+        """One look: restart or reload what is dead or wedged; returns what was done (empty when all is well)."""
         if not self.server.is_running():
             return [self._restart_server("tritonserver exited")]
+        if not self._answers_live():
+            if not self._misses.wedged:
+                return []  # not answering, not (yet) wedged: the next look probes again
+            policy = self.policy
+            why = (
+                f"tritonserver (pid {self.server.pid}) is alive but answered no liveness probe "
+                f"({policy.wedged_after} in a row, {policy.probe_timeout_s:g} s each): wedged"
+            )
+            return [self._restart_server(why, kill_first=True)]
         dead = self.dead_instances()
         if not dead:
             self.metrics.healthy = 1
@@ -187,14 +239,35 @@ class Watchdog:
             return [self._restart_server(f"stubs died: {what}; no explicit model control to reload them")]
         return [self._reload(model, instances) for model, instances in dead.items()]
 
+    def _answers_live(self) -> bool:
+        """One bounded liveness probe, counted in `_misses` (and the metrics when unanswered)."""
+        answered = self.server.answers_live(self.policy.probe_timeout_s)
+        self._misses.record(answered)
+        if not answered:
+            self.metrics.liveness_failures += 1
+            LOGGER.warning(
+                "watchdog: tritonserver (pid %s) did not answer /v2/health/live within %.1f s (%d of %d)",
+                self.server.pid,
+                self.policy.probe_timeout_s,
+                self._misses.count,
+                self._misses.limit,
+            )
+        return answered
+
     def _recent(self, times: deque[float]) -> int:
         now = time.monotonic()
         while times and now - times[0] > self.policy.window_s:
             times.popleft()
         return len(times)
 
-    def _restart_server(self, why: str) -> str:
+    def _restart_server(self, why: str, *, kill_first: bool = False) -> str:
+        """Restart tritonserver after the backoff, or give up on a crash loop. `kill_first`: a
+        wedged process is SIGKILLed (its group too) before the backoff, not drained: it answers
+        nothing, and its clients fail fast instead of waiting on it."""
         self.metrics.healthy = 0
+        self._misses.reset()
+        if kill_first:
+            self.server.stop(hurry=lambda: True)  # SIGKILL also ends a stopped (SIGSTOP) process
         count = self._recent(self._restarts)
         if count >= self.policy.max_restarts:
             raise GaveUp(
@@ -233,8 +306,8 @@ class Watchdog:
         started = time.monotonic()
         LOGGER.error("watchdog: stub(s) %s of %s died; reloading the model", ", ".join(instances), model)
         with self._admin() as admin:
-            admin.unload_model(model, headers=self._headers())
-            admin.load_model(model, headers=self._headers())
+            admin.unload_model(model, headers=self._headers(), client_timeout=self.policy.admin_timeout_s)
+            admin.load_model(model, headers=self._headers(), client_timeout=self.policy.ready_timeout_s)
         self.metrics.model_reloads[model] += 1
         self.metrics.healthy = 1
         message = f"model {model} reloaded in {time.monotonic() - started:.1f} s (dead: {', '.join(instances)})"
