@@ -332,3 +332,30 @@ def test_service_levels_come_from_a_named_profile_never_from_the_environment(
     assert service_levels("none") == ()
     with pytest.raises(ConfigError, match=r"service levels 'fast': expected one of"):
         service_levels("fast")
+
+
+def test_assemble_takes_out_the_backend_older_builds_put_into_model_folders(tmp_path: Path, monkeypatch) -> None:
+    """The server installs the native backend once in its backend directory: a model folder holds
+    none, and an old repository assembled again is cleaned (the kit's links only)."""
+    from triton_fastpath.build.assemble import assemble
+    from triton_fastpath.config.spec import TensorSpec
+    from triton_fastpath.native import build as native_build
+
+    monkeypatch.setattr(native_build, "backend_or_none", lambda: tmp_path / "libtriton_fastpath_ort.so")
+    spec = ModelSpec(
+        name="m",
+        kind=ModelKind.ONNX,
+        max_batch_size=8,
+        inputs=(TensorSpec("x", "TYPE_FP32", (4,)),),
+        outputs=(TensorSpec("y", "TYPE_FP32", (2,)),),
+        model_file="model.onnx",
+        native=True,
+    )
+    model = tmp_path / "repository" / "m"
+    model.mkdir(parents=True)
+    (model / "libtriton_fastpath_ort.so").write_bytes(b"an old build's copy")
+    (model / "libonnxruntime.so").symlink_to(tmp_path / "libonnxruntime.so.1.99.0")
+    (model / "libortextensions.so").symlink_to(tmp_path / "_extensions_pydll.so")
+    assemble([spec], tmp_path / "repository")
+    assert 'backend: "fastpath_ort"' in (model / "config.pbtxt").read_text()
+    assert sorted(p.name for p in model.iterdir()) == ["1", "config.pbtxt"]
