@@ -110,13 +110,17 @@ def test_library_exports_the_entry_points_and_needs_only_what_the_server_exports
 
 
 def write_probe_graph(path: Path) -> Path:
-    """x float[N,M], s string[N] -> y = x + x, s_out = s, x_shape = Shape(x)."""
+    """x float[N,M], s string[N] -> y = x * (one + one), s_out = s, x_shape = Shape(x).
+
+    The Add is on constants: constant folding (any optimization level but disabled) removes it, which
+    is how slot_check proves the optimization-level slot."""
     import onnx
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
         [
-            helper.make_node("Add", ["x", "x"], ["y"]),
+            helper.make_node("Add", ["one", "one"], ["two"]),
+            helper.make_node("Mul", ["x", "two"], ["y"]),
             helper.make_node("Identity", ["s"], ["s_out"]),
             helper.make_node("Shape", ["x"], ["x_shape"]),
         ],
@@ -130,6 +134,7 @@ def write_probe_graph(path: Path) -> Path:
             helper.make_tensor_value_info("s_out", TensorProto.STRING, ["n"]),
             helper.make_tensor_value_info("x_shape", TensorProto.INT64, [2]),
         ],
+        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
