@@ -181,10 +181,11 @@ def test_markdown_shows_p50_at_concurrency_1_the_ceiling_share_and_the_p50_ratio
     results = _results_with_ceiling()
     results["headline"] = headline(results, 50)
     text = markdown(results)
-    assert "| p50 ms at concurrency 1 | share of the in-process ceiling |" in text
-    assert "| sentiment | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | 75% | yes |" in text
-    assert "| digits | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | yes |" in text
-    assert "| sentiment | label of ours-ensemble | 700 | 4 | 15.0 | 30.0 | - | 44% | yes |" in text
+    header = "| p50 ms at concurrency 1 | server CPU ms / request at concurrency 8 | share of the in-process ceiling |"
+    assert header in text
+    assert "| sentiment | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | 75% | yes |" in text
+    assert "| digits | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | - | yes |" in text
+    assert "| sentiment | label of ours-ensemble | 700 | 4 | 15.0 | 30.0 | - | - | 44% | yes |" in text
     assert "In-process ceiling: 1,600 texts/s" in text
     assert "- sentiment, ours-ensemble: ours-ensemble / naive = **2.3x**" in text
     assert "ours-fused / fastapi-ort = 1.33" in text
@@ -659,3 +660,64 @@ def test_the_raw_grpc_sender_writes_the_bytes_tritonclient_writes() -> None:
     ids = _item_tensors({"input_ids": [101, 7592, 102], "attention_mask": [1, 1, 1]})
     assert _raw_contents(ids["input_ids"], np.int64) == np.array([[101, 7592, 102]], dtype=np.int64).tobytes()
     assert _raw_contents(ids["attention_mask"], np.int32) == np.ones((1, 3), dtype=np.int32).tobytes()
+
+
+def _cpu_results(cpu: dict[str, list[tuple[int, float]]], rounds: int = 1) -> dict:
+    """Runs whose rows carry the server CPU per request: {system: [(concurrency, ms per request)]}."""
+    runs = []
+    for number in range(1, rounds + 1):
+        for key, levels in cpu.items():
+            rows = [{**_row(c, 100.0 * c * number, 10), "server_cpu_ms_per_request": ms * number} for c, ms in levels]
+            runs.append({"system": key, "model": "sentiment", "duplicate_ratio": 0.0, "round": number, "rows": rows})
+    return {
+        "meta": {"timestamp": "t", "cpu_count": 2, "loadavg_before": [0.5, 0.5, 0.5], "elapsed_s": 1.0},
+        "systems": {k: {"label": k} for k in cpu},
+        "runs": runs,
+    }
+
+
+def test_headline_takes_the_server_cpu_per_request_at_concurrency_8_and_its_ratio_to_each_baseline() -> None:
+    results = _cpu_results({"fastapi-ort-2w": [(1, 2.0), (8, 1.25)], "mosec": [(8, 1.5)], "ours-graph": [(8, 1.0)]})
+    found = headline(results, 50)
+    assert found["cpu_concurrency"] == 8
+    assert found["uncached"]["sentiment"]["fastapi-ort-2w"]["cpu_ms_per_request"] == 1.25  # the c=8 row, not c=1
+    assert found["cpu_ratios"]["sentiment"]["ours-graph / fastapi-ort-2w"] == pytest.approx(0.8)
+    assert found["cpu_ratios"]["sentiment"]["ours-graph / mosec"] == pytest.approx(1.0 / 1.5)
+    assert {"mosec", "litserve"} <= set(BASELINES)
+    results["headline"] = found
+    text = markdown(results)
+    assert "| sentiment | mosec | 800 | 8 | 5.0 | 10.0 | - | 1.50 |" in text
+    assert "ours-graph / fastapi-ort-2w = 0.80" in text
+    assert "| mosec | sentiment | 0% | 8 | 800 | 5.0 | 9.0 | 10.0 | 1.50 | 0 |" in text  # every load level
+
+
+def test_server_cpu_per_request_is_missing_without_a_concurrency_8_row_and_a_range_over_rounds() -> None:
+    found = headline(_cpu_results({"fastapi-ort": [(1, 2.0), (4, 1.5)]}), 50)
+    assert math.isnan(found["uncached"]["sentiment"]["fastapi-ort"]["cpu_ms_per_request"])
+    two = _cpu_results({"ours-graph": [(8, 1.1)], "fastapi-ort": [(8, 1.3)]}, rounds=2)  # round 2 doubles it
+    two["headline"] = headline(two, 50)
+    entry = two["headline"]["uncached"]["sentiment"]["ours-graph"]
+    assert entry["cpu_ms_per_request"] == pytest.approx(1.1) and entry["cpu_rounds"] == pytest.approx([1.1, 2.2])
+    assert "| 1.10-2.20 |" in markdown(two)
+
+
+def test_a_missing_peer_venv_is_an_error_naming_the_install_command_when_named_and_left_out_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triton_fastpath.bench import harness, peers
+
+    with pytest.raises(ConfigError, match=r"fastpath bench serving --install-peers.*mosec==0\.9\.8"):
+        peers.require("mosec", tmp_path / "peers")
+    monkeypatch.setattr(peers, "installed", lambda root=peers.PEERS_DIR: False)
+    systems = {s.key: s for s in harness.default_systems()}
+    chosen = [systems[k] for k in ("fastapi-ort-2w", "mosec", "litserve", "ours-graph")]
+    said: list[str] = []
+    with pytest.raises(ConfigError, match="--install-peers"):
+        harness._peers_ready(chosen, named=True, progress=said.append)
+    assert [s.key for s in harness._peers_ready(chosen, named=False, progress=said.append)] == [
+        "fastapi-ort-2w",
+        "ours-graph",
+    ]
+    assert "leaving out mosec, litserve" in said[0] and peers.INSTALL_COMMAND in said[0]
+    assert not {"mosec", "litserve"} & {s.key for s in harness.default_systems(smoke=True)}  # smoke: only when named
+    assert all(s.models == ("sentiment",) and s.workers == 2 for s in chosen[1:3])

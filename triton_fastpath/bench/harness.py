@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from triton_fastpath.bench import peers
 from triton_fastpath.bench.loadgen import PROGRESS
-from triton_fastpath.bench.systems import Running, System, start_system
+from triton_fastpath.bench.systems import PEER_KINDS, Running, System, start_system
 from triton_fastpath.config.settings import RepoSettings, service_levels
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets
@@ -93,7 +94,8 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     """The systems of the issue, in run order; baselines both as deployed and at their best setting.
 
     Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead
-    of Triton (1 worker as commonly run, and one worker per core), PyTriton. Ours: the fused
+    of Triton (1 worker as commonly run, and one worker per core), the peers mosec and LitServe
+    (2 workers, dynamic batching; in smoke mode only when named), PyTriton. Ours: the fused
     rendering (the headline, `report.OURS`) over gRPC and HTTP, the ensemble rendering, FP32, and
     the cached row. In smoke mode one variant of the naive and PyTriton baselines is enough; the
     FastAPI + onnxruntime baseline keeps both rows (1 and 2 workers).
@@ -115,6 +117,24 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
             f"{ort_label}, one worker per core (2 workers): at its best",
             "fastapi-ort",
             "naive",
+            workers=2,
+        ),
+        # the peers a performance-aware team would pick instead, set up as their docs recommend for
+        # throughput (their own venv: `fastpath bench serving --install-peers`), sentiment only
+        System(
+            "mosec",
+            "mosec 0.9.8 + tokenizers + onnxruntime INT8, 2 workers, dynamic batching (max 32, 1 ms)",
+            "mosec",
+            "naive",
+            ("sentiment",),
+            workers=2,
+        ),
+        System(
+            "litserve",
+            "LitServe 0.2.19 + tokenizers + onnxruntime INT8, 2 workers, batching (max 32, 1 ms)",
+            "litserve",
+            "naive",
+            ("sentiment",),
             workers=2,
         ),
         System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
@@ -166,8 +186,10 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
         ),
     ]
     if smoke:
-        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers
-        systems = [s for s in systems if s.key not in ("naive-1t", "pytriton-1t", "ours-python-digits")]
+        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
+        # the peers (their own venv) only when named with --only
+        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
+        systems = [s for s in systems if s.key not in leave_out]
     return systems
 
 
@@ -242,6 +264,7 @@ def run_loadgen(args: Sequence[str], progress: Progress, timeout_s: float) -> li
 def _load_args(system: System, running: Running, model: str, inputs: Path, grpc_client: str = "raw") -> list[str]:
     args = ["--protocol", system.protocol, "--url", running.url, "--model", model, "--inputs", str(inputs)]
     args += ["--grpc-client", grpc_client]
+    args += ["--server-pid", str(running.pid)] if running.pid else []  # its CPU per answered request
     return args + (["--metrics-url", running.metrics_url] if running.metrics_url else [])
 
 
@@ -268,13 +291,14 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs_file = out_dir / "inputs.json"
     inputs = write_inputs(inputs_file)
-    systems = [
-        s for s in default_systems(config.smoke, config.service_levels) if not config.only or s.key in config.only
-    ]
+    # smoke mode lists the peers too when --only names them
+    listed = default_systems(config.smoke and not set(config.only) & set(PEER_KINDS), config.service_levels)
+    systems = [s for s in listed if not config.only or s.key in config.only]
     if not systems:
         raise FastpathError(
             f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
         )
+    systems = _peers_ready(systems, named=bool(config.only), progress=progress)
     results: dict[str, Any] = {
         "meta": report.machine_meta(config),
         "systems": {s.key: {"label": s.label, "kind": s.kind, "protocol": s.protocol} for s in systems},
@@ -354,6 +378,20 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     report.write_outputs(results, out_dir)
     progress(f"done in {time.monotonic() - started:.0f}s: {out_dir}")
     return results
+
+
+def _peers_ready(systems: list[System], *, named: bool, progress: Progress) -> list[System]:
+    """`systems`, the peers checked before anything starts: named with --only and not installed, an
+    error naming the install command; in a run of every system, left out (said) when not installed."""
+    missing = [s for s in systems if s.kind in PEER_KINDS and not peers.installed()]
+    if missing and named:
+        peers.require(missing[0].kind)  # raises ConfigError with the install command
+    if missing:
+        progress(
+            f"leaving out {', '.join(s.key for s in missing)}: not installed (`{peers.INSTALL_COMMAND}` once, "
+            f"a venv in {peers.venv_dir()})"
+        )
+    return [s for s in systems if s not in missing]
 
 
 def _other_protocol(system: System, running: Running) -> Running:

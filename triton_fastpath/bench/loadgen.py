@@ -5,7 +5,9 @@ load level on stdout (progress on stderr). The loops are the load engine's (`tri
 this module brings the `send` of each protocol. Measurement follows perf_analyzer: an unmeasured
 warm-up, then windows repeated until the last three throughputs agree within 10% (or
 `--max-windows`), percentiles over those three. With `--metrics-url` the Triton metrics are
-scraped around the measured windows, giving each model's server-side queue and compute time.
+scraped around the measured windows, giving each model's server-side queue and compute time. With
+`--server-pid` the CPU seconds of the server's process tree are read at each window's edges
+(`server_cpu`), and each row gives them per answered request (`server_cpu_ms_per_request`).
 
     python -m triton_fastpath.bench.loadgen --protocol grpc --url 127.0.0.1:8001 --model sentiment \
         --inputs build/benchmark/inputs.json --concurrency 1 4 16 64
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from triton_fastpath.bench.server_cpu import per_request_ms, tree_cpu_seconds
 from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, scrape_metrics
 
 PROTOCOLS = ("grpc", "http", "naive")
@@ -241,12 +244,16 @@ async def run(args: argparse.Namespace) -> None:
             before = await asyncio.to_thread(scrape_metrics, args.metrics_url) if args.metrics_url else ""
             started = time.perf_counter()
             common = {"warmup_s": args.warmup_s, "window_s": args.window_s, "max_windows": args.max_windows}
+            if args.server_pid:
+                common["meter"] = lambda: tree_cpu_seconds(args.server_pid)
             if kind == "rate":
                 result = await open_loop(send, stream.__next__, rate=value, seed=args.seed, **common)
             else:
                 result = await closed_loop(send, stream.__next__, concurrency=int(value), **common)
             elapsed = time.perf_counter() - started
             row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
+            row["server_cpu_s"] = row.pop("metered")
+            row["server_cpu_ms_per_request"] = per_request_ms(row["server_cpu_s"], row["requests"])
             if args.metrics_url:
                 after = await asyncio.to_thread(scrape_metrics, args.metrics_url)
                 row["server"] = server_stats(before, after, metric_models(after))
@@ -254,7 +261,8 @@ async def run(args: argparse.Namespace) -> None:
             print(
                 f"{PROGRESS}{args.model} {kind}={value}: {row['throughput_rps']:.0f} req/s, "
                 f"p99 {row['p99_ms']:.1f} ms, "
-                f"{row['errors']} errors, {'stable' if row['stable'] else 'NOT stable'} after {row['windows_run']}"
+                + (f"server CPU {row['server_cpu_ms_per_request']:.2f} ms/request, " if args.server_pid else "")
+                + f"{row['errors']} errors, {'stable' if row['stable'] else 'NOT stable'} after {row['windows_run']}"
                 " windows",
                 file=sys.stderr,
                 flush=True,
@@ -292,6 +300,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duplicate-ratio", type=float, default=0.0, help="share of exact repeats (cached scenarios)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--metrics-url", default="", help="Triton metrics URL for the server-side split")
+    p.add_argument(
+        "--server-pid",
+        type=int,
+        default=0,
+        help="the serving process tree's root: its CPU seconds over the measured windows per answered request",
+    )
     p.add_argument("--stop-p99-ms", type=float, default=math.inf, help="end the sweep once p99 passes this")
     p.add_argument("--predict", type=int, default=0, help="first print the probabilities of the first N items")
     p.add_argument("--predict-only", action="store_true", help="with --predict: no load levels after it")

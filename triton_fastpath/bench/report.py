@@ -2,8 +2,9 @@
 
 `headline` and `markdown` are pure functions of the results dict (unit tested); `write_outputs`
 writes `results.json`, `table.md` and `curves.png` into the run's folder. The headline gives, per
-model and system, the best req/s under the bound, the p50 at concurrency 1 and (sentiment) the
-share of the in-process ceiling; and every uncached `ours-*` system over every baseline.
+model and system, the best req/s under the bound, the p50 at concurrency 1, the server CPU per
+answered request at concurrency 8 and (sentiment) the share of the in-process ceiling; and every
+uncached `ours-*` system over every baseline.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from triton_fastpath.bench.ceiling import ceiling_rate
 
 OURS = "ours-fused"  # the headline system
 OURS_PREFIX = "ours-"
-BASELINES = ("naive", "naive-1t", "fastapi-ort", "fastapi-ort-2w", "pytriton", "pytriton-1t")
+BASELINES = ("naive", "naive-1t", "fastapi-ort", "fastapi-ort-2w", "mosec", "litserve", "pytriton", "pytriton-1t")
+CPU_CONCURRENCY = 8  # the level whose server CPU per request the headline shows
 CEILING_MODEL = "sentiment"  # the ceiling is measured for the text pipeline only
 
 
@@ -45,20 +47,32 @@ def best_under(rows: list[dict[str, Any]], sla_p99_ms: float) -> dict[str, Any] 
     return max(fitting, key=lambda r: r["throughput_rps"], default=None)
 
 
-def p50_at(rows: list[dict[str, Any]], concurrency: int = 1) -> float:
-    """The p50 of the row measured at `concurrency` (NaN when the sweep has no such row or it had no successes)."""
+def p50_at(rows: list[dict[str, Any]], concurrency: int = 1, key: str = "p50_ms") -> float:
+    """The p50 (or `key`) of the row measured at `concurrency` (NaN when the sweep has no such row,
+    it had no successes or no such figure)."""
     for row in rows:
         if row.get("concurrency") == concurrency and row.get("requests", 0) > 0:
-            return row["p50_ms"]
+            value = row.get(key)
+            return math.nan if value is None else float(value)
     return math.nan
+
+
+def cpu_at(rows: list[dict[str, Any]], concurrency: int = CPU_CONCURRENCY) -> float:
+    """Server CPU milliseconds per answered request at `concurrency` (NaN when not measured there)."""
+    return p50_at(rows, concurrency, "server_cpu_ms_per_request")
 
 
 def best_round(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """Two rounds of one system as one entry (pure): the round with more throughput under the
-    bound, the lower p50 at concurrency 1 of the two, every failed request of both."""
+    bound, the lower p50 at concurrency 1 of the two, the lower server CPU per request (and every
+    round's, `cpu_rounds`), every failed request of both."""
     best = dict(one if one["throughput_rps"] >= other["throughput_rps"] else other)
     lone = [e["p50_c1_ms"] for e in (one, other) if not math.isnan(e.get("p50_c1_ms", math.nan))]
     best["p50_c1_ms"] = min(lone) if lone else math.nan
+    cpu = [*one.get("cpu_rounds", []), *other.get("cpu_rounds", [])]
+    best["cpu_rounds"] = cpu
+    measured = [v for v in cpu if not math.isnan(v)]
+    best["cpu_ms_per_request"] = min(measured) if measured else math.nan
     best["failed"] = one.get("failed", 0) + other.get("failed", 0)
     best["rounds"] = one.get("rounds", 1) + other.get("rounds", 1)
     return best
@@ -81,8 +95,9 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
     """Per model and system: the best throughput with p99 <= the bound, p50 at concurrency 1, share of the ceiling.
 
     Ratios: every uncached `ours-*` system over every baseline present, in throughput
-    (`ratios`, higher is better for ours) and in p50 at concurrency 1 (`p50_c1_ratios`, ours /
-    baseline: below 1 ours answers faster). A ratio is None when a side has no figure (e.g. the
+    (`ratios`, higher is better for ours), in p50 at concurrency 1 (`p50_c1_ratios`, ours /
+    baseline: below 1 ours answers faster) and in server CPU per request at concurrency 8
+    (`cpu_ratios`, below 1 ours spends less). A ratio is None when a side has no figure (e.g. the
     baseline never met the bound).
     """
     ceiling = ceiling_rate(results.get("ceiling"), processes=2, batch=1)
@@ -94,6 +109,8 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
         "cached": {},
         "ratios": {},
         "p50_c1_ratios": {},
+        "cpu_ratios": {},
+        "cpu_concurrency": CPU_CONCURRENCY,
     }
     for run in results["runs"]:
         best = best_under(run["rows"], sla_p99_ms)
@@ -105,6 +122,8 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
             "p99_ms": best["p99_ms"] if best else math.nan,
             "stable": best["stable"] if best else False,
             "p50_c1_ms": p50_at(run["rows"], 1),
+            "cpu_ms_per_request": cpu_at(run["rows"]),
+            "cpu_rounds": [cpu_at(run["rows"])],
             "ceiling_share": _ratio(throughput, ceiling) if run["model"] == CEILING_MODEL and ceiling else None,
             "failed": sum(int(r.get("errors", 0)) for r in run["rows"]),
             "rounds": 1,
@@ -123,6 +142,12 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
         }
         found["p50_c1_ratios"][model] = {
             f"{ours} / {base}": _ratio(systems[ours]["p50_c1_ms"], systems[base]["p50_c1_ms"]) for ours, base in pairs
+        }
+        found["cpu_ratios"][model] = {
+            f"{ours} / {base}": _ratio(
+                systems[ours].get("cpu_ms_per_request", math.nan), systems[base].get("cpu_ms_per_request", math.nan)
+            )
+            for ours, base in pairs
         }
     return found
 
@@ -143,30 +168,48 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _cpu(entry: dict[str, Any]) -> str:
+    """Server CPU ms per request: one round's figure, or the range over the rounds that measured it."""
+    measured = [v for v in entry.get("cpu_rounds", [entry.get("cpu_ms_per_request", math.nan)]) if not math.isnan(v)]
+    if len(measured) > 1 and max(measured) - min(measured) >= 0.005:
+        return f"{min(measured):.2f}-{max(measured):.2f}"
+    return _fmt(measured[0] if measured else None, 2)
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The headline table, the ratios and the full sweep, as Markdown."""
     head = results["headline"]
     labels = {key: value["label"] for key, value in results["systems"].items()}
     bound = head["sla_p99_ms"]
     lines = [f"### Best throughput with client p99 <= {bound:g} ms (no caching)", ""]
+    cpu_level = head.get("cpu_concurrency", CPU_CONCURRENCY)
     lines += [
         "| model | system | req/s | at concurrency | p50 ms | p99 ms | p50 ms at concurrency 1 "
-        "| share of the in-process ceiling | stable | failed requests |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        f"| server CPU ms / request at concurrency {cpu_level} | share of the in-process ceiling | stable "
+        "| failed requests |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     rounds = max((e.get("rounds", 1) for systems in head["uncached"].values() for e in systems.values()), default=1)
     for model, systems in head["uncached"].items():
         for key, e in systems.items():
             lines.append(
                 f"| {model} | {labels.get(key, key)} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
-                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | "
+                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | {_cpu(e)} | "
                 f"{_share(e.get('ceiling_share'))} | {'yes' if e['stable'] else 'no'} | {e.get('failed', 0):,} |"
             )
     if rounds > 1:
         lines += [
             "",
             f"{rounds} rounds, the systems' order reversed every other round: each row is the system's best "
-            "round (req/s; the lower p50 at concurrency 1), failed requests summed over all rounds and levels.",
+            "round (req/s; the lower p50 at concurrency 1; server CPU per request as the rounds' range), "
+            "failed requests summed over all rounds and levels.",
+        ]
+    entries = [e for systems in head["uncached"].values() for e in systems.values()]
+    if any(not math.isnan(e.get("cpu_ms_per_request", math.nan)) for e in entries):
+        lines += [
+            "",
+            "Server CPU per request: CPU seconds of the serving process tree (every worker, tritonserver and "
+            "its Python stubs) over the measured windows, divided by the requests answered in them.",
         ]
     ceiling = head.get("ceiling_texts_per_s")
     if ceiling:
@@ -196,6 +239,19 @@ def markdown(results: dict[str, Any]) -> str:
                     f"{name} = {value:.2f}" if value is not None else f"{name}: n/a" for name, value in group.items()
                 ]
                 lines += [f"- {model}, {ours}: " + ", ".join(shown)]
+    cpu_ratios = head.get("cpu_ratios", {})
+    if any(value is not None for ratios in cpu_ratios.values() for value in ratios.values()):
+        lines += [
+            "",
+            f"**Server CPU per request at concurrency {cpu_level}**, ours / baseline (below 1: ours spends less):",
+            "",
+        ]
+        for model, ratios in cpu_ratios.items():
+            for ours, group in _by_ours(ratios).items():
+                shown = [
+                    f"{name} = {value:.2f}" if value is not None else f"{name}: n/a" for name, value in group.items()
+                ]
+                lines += [f"- {model}, {ours}: " + ", ".join(shown)]
     if head["cached"]:
         lines += [
             "",
@@ -214,9 +270,9 @@ def markdown(results: dict[str, Any]) -> str:
                 )
     lines += ["", "### Every load level", ""]
     lines += [
-        "| system | model | dup | conc. | req/s | p50 ms | p95 ms | p99 ms | errors | stable "
-        "| server queue / compute us (per step) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| system | model | dup | conc. | req/s | p50 ms | p95 ms | p99 ms | server CPU ms / request | errors "
+        "| stable | server queue / compute us (per step) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for run in results["runs"]:
         for r in run["rows"]:
@@ -227,7 +283,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {run['system']} | {run['model']} | {run['duplicate_ratio']:.0%} | {r['concurrency']} | "
                 f"{_fmt(r['throughput_rps'], 0)} | {_fmt(r['p50_ms'])} | {_fmt(r['p95_ms'])} | {_fmt(r['p99_ms'])} | "
-                f"{r['errors']} | {'yes' if r['stable'] else 'no'} | {server or '-'} |"
+                f"{_fmt(r.get('server_cpu_ms_per_request'), 2)} | {r['errors']} | "
+                f"{'yes' if r['stable'] else 'no'} | {server or '-'} |"
             )
     for rendering, budget in budgets(results).items():
         lines += [

@@ -2,7 +2,12 @@
 
 Systems: the naive FastAPI + torch server; FastAPI + `tokenizers` + onnxruntime INT8, the ~40-line
 service a team writes instead of Triton (`fastapi-ort`: 1 uvicorn worker as commonly run;
-`fastapi-ort-2w`: one worker per core); PyTriton; ours in each rendering (`ours-fused`, the
+`fastapi-ort-2w`: one worker per core); the peers a performance-aware team would pick instead,
+each set up as its docs recommend for throughput and serving the same INT8 ONNX sentiment model
+with the same tokenization (`mosec`: mosec 0.9.8, 2 workers, dynamic batching up to 32 with a 1 ms
+wait; `litserve`: LitServe 0.2.19, 2 workers, max_batch_size 32, batch_timeout 1 ms), installed
+on demand in their own venv (build/peers/venv, `--install-peers`; a full run leaves them out until
+then, --only naming them fails with the command); PyTriton; ours in each rendering (`ours-fused`, the
 headline, `ours-ensemble`, `ours-graph`: the text graph on the native backend, no Python), digits
 behind a Python stub (`ours-python-digits`, what the native backend removes), over HTTP, in FP32,
 and cached (reported apart). Then the second model's table: the public MiniLM encoder that
@@ -16,13 +21,17 @@ sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separat
 the in-process ceiling (tokenize + ORT INT8 with no server, 1 and 2 processes) and the encoder's
 compute limit, stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}.
 The table gives per system the best req/s under the p99 bound, the p50 at concurrency 1, the
-share of the in-process ceiling, and every ours-* row over every baseline.
+server CPU per answered request at concurrency 8 (CPU seconds of the serving process tree, every
+worker, tritonserver and its Python stubs, over the measured windows / requests answered; every
+load level has it too), the share of the in-process ceiling, and every ours-* row over every baseline.
 
 Examples:
     fastpath bench serving                     # the full run (about 25 minutes on 2 cores)
     fastpath bench serving --smoke             # a few minutes: checks the harness, timings mean nothing
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused --publish
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused ours-graph --rounds 2   # alternated
+    fastpath bench serving --install-peers     # once: mosec and LitServe in build/peers/venv (pip, ~15 s)
+    fastpath bench serving --only fastapi-ort-2w mosec litserve ours-graph --concurrency 1 8 32 --no-imported
     fastpath bench serving --imported filetype --model-repository build/public/repository
     fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
@@ -37,11 +46,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from triton_fastpath.bench import peers
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
 from triton_fastpath.bench.loadgen import GRPC_CLIENTS
 from triton_fastpath.cli.measuring import add_service_levels
 from triton_fastpath.errors import FastpathError
-from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
+from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR, ROOT
 
 # The second model of every benchmark: the public all-MiniLM-L6-v2 encoder (`make import-minilm`).
 PUBLIC_REPOSITORY = BUILD_DIR / "public" / "repository"
@@ -75,6 +85,13 @@ def parser() -> argparse.ArgumentParser:
         help="how the load generator writes gRPC requests: 'raw' protobuf (default; a client as cheap as the "
         "baselines' aiohttp POST, so the table compares servers) or 'tritonclient' (the per-call wrapping "
         "the SDK pays, about 30 us of client CPU a request more)",
+    )
+    p.add_argument(
+        "--install-peers",
+        action="store_true",
+        help=f"create {peers.venv_dir().relative_to(ROOT)} ({peers.BASE_PYTHON} -m venv; pip install "
+        f"{' '.join(peers.PEERS.values())} {' '.join(peers.SCRIPT_PACKAGES)}, constrained by requirements.txt) for "
+        "the mosec and litserve systems, apart from the kit's venv, and exit (up to date: nothing to do)",
     )
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
     p.add_argument(
@@ -154,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench {time.monotonic() - started:6.1f}s] {message}", flush=True)
 
     try:
+        if args.install_peers:
+            progress(f"installing mosec and LitServe in {peers.venv_dir()} (log {peers.PEERS_DIR / 'install.log'})")
+            progress(f"ready: {peers.install()}")
+            return 0
         if args.imported:
             from triton_fastpath.bench.imported import run_imported_benchmark
             from triton_fastpath.paths import DEFAULT_REPOSITORY

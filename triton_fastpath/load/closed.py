@@ -275,6 +275,7 @@ async def closed_loop(
     stability_windows: int = 3,
     tolerance: float = 0.10,
     progress: Callable[[str], None] | None = None,
+    meter: Callable[[], float] | None = None,
 ) -> LoadResult:
     """The asyncio closed loop: `concurrency` tasks, each sending its next request when the last returns.
 
@@ -283,11 +284,17 @@ async def closed_loop(
         next_item: the next payload (StopIteration ends that task).
         concurrency / warmup_s / window_s / max_windows / stability_windows / tolerance / progress:
             as for `run_closed_loop`.
+        meter: read at each window edge, its rise reported as `metered` (`StabilityWindows`).
     """
     _check(concurrency, warmup_s, window_s)
     recorder = WindowRecorder()
     windows = StabilityWindows(
-        recorder, max_windows=max_windows, stability_windows=stability_windows, tolerance=tolerance, progress=progress
+        recorder,
+        max_windows=max_windows,
+        stability_windows=stability_windows,
+        tolerance=tolerance,
+        progress=progress,
+        meter=meter,
     )
     stop = asyncio.Event()
 

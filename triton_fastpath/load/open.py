@@ -90,6 +90,7 @@ async def open_loop(
     stability_windows: int = 3,
     tolerance: float = 0.10,
     progress: Callable[[str], None] | None = None,
+    meter: Callable[[], float] | None = None,
 ) -> LoadResult:
     """Poisson arrivals at `rate` per second, measured: an unmeasured warm-up, then stability windows.
 
@@ -100,13 +101,19 @@ async def open_loop(
         seed: the schedule's random seed.
         warmup_s / window_s / max_windows / stability_windows / tolerance / progress: as for the
             closed loops (`triton_fastpath.load.closed`).
+        meter: read at each window edge, its rise reported as `metered` (`StabilityWindows`).
 
     Returns:
         The merged result of the last windows (concurrency 0: an open loop has no fixed number in flight).
     """
     recorder = WindowRecorder()
     windows = StabilityWindows(
-        recorder, max_windows=max_windows, stability_windows=stability_windows, tolerance=tolerance, progress=progress
+        recorder,
+        max_windows=max_windows,
+        stability_windows=stability_windows,
+        tolerance=tolerance,
+        progress=progress,
+        meter=meter,
     )
     stop = asyncio.Event()
     pending: set[asyncio.Task] = set()

@@ -7,7 +7,7 @@ three windows' throughputs within 10%: max / min <= 1.1) or `max_windows` have r
 merges the last windows into one `LoadResult`.
 
     recorder = WindowRecorder()
-    windows = StabilityWindows(recorder, max_windows=10)
+    windows = StabilityWindows(recorder, max_windows=10)   # meter=: a counter read at each window edge
     ...                                   # warm-up (unmeasured), then:
     windows.start()
     while not windows.cut(duration_s): ...
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -46,11 +46,14 @@ class Window:
         duration_s: wall time of the window.
         latencies_s: latency of each successful request that completed in the window.
         errors: requests that completed in the window with an error.
+        metered: how much the run's meter rose over the window (NaN without a meter), e.g. CPU
+            seconds of the server's process tree.
     """
 
     duration_s: float
     latencies_s: tuple[float, ...]
     errors: int = 0
+    metered: float = math.nan
 
     @property
     def requests(self) -> int:
@@ -79,6 +82,8 @@ class LoadResult:
         mean_ms: mean latency.
         sent: every request completed, warm-up and unreported windows included.
         first_error: the first error seen ('' when none), to explain a row full of errors.
+        metered: the meter's rise over the reported windows (NaN without a meter): e.g. the
+            server's CPU seconds over exactly the windows whose requests are counted.
     """
 
     concurrency: int
@@ -95,6 +100,7 @@ class LoadResult:
     mean_ms: float
     sent: int = 0
     first_error: str = ""
+    metered: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -171,6 +177,7 @@ def summarize(
         mean_ms=float(np.mean(latencies) * 1000.0) if latencies else math.nan,
         sent=sent,
         first_error=first_error,
+        metered=sum(w.metered for w in reported),
     )
 
 
@@ -235,6 +242,8 @@ class StabilityWindows:
         stability_windows / tolerance: the last `stability_windows` throughputs must satisfy
             max / min <= 1 + tolerance.
         progress: called with a one-line message after each window.
+        meter: a monotonic counter read when measuring starts and at each cut (each window gets its
+            rise as `metered`), e.g. the CPU seconds of a server's process tree.
     """
 
     def __init__(
@@ -245,6 +254,7 @@ class StabilityWindows:
         stability_windows: int = 3,
         tolerance: float = 0.10,
         progress: Callable[[str], None] | None = None,
+        meter: Callable[[], float] | None = None,
     ) -> None:
         if max_windows < stability_windows or stability_windows < 1:
             raise ValueError(
@@ -256,15 +266,23 @@ class StabilityWindows:
         self.stability_windows = stability_windows
         self.tolerance = tolerance
         self.progress = progress
+        self.meter = meter
+        self._metered_at = math.nan
         self.windows: list[Window] = []
 
     def start(self) -> None:
         """The warm-up is over: completions from now on are measured."""
         self.recorder.mark()
+        if self.meter is not None:
+            self._metered_at = self.meter()
 
     def cut(self, duration_s: float) -> bool:
         """Close a window of `duration_s`; True when measuring is over (stable, or `max_windows` run)."""
         window = self.recorder.cut(duration_s)
+        if self.meter is not None:
+            now = self.meter()
+            window = replace(window, metered=now - self._metered_at)
+            self._metered_at = now
         self.windows.append(window)
         if self.progress is not None:
             self.progress(f"window {len(self.windows)}: {window.throughput_rps:.0f} req/s, {window.errors} errors")
