@@ -421,10 +421,18 @@ def test_the_imported_row_says_when_no_level_met_the_bound_instead_of_nan() -> N
     from triton_fastpath.bench.imported import format_table
 
     row = {"throughput_rps": 100.0, "p99_ms": 80.0, "p50_ms": 2.0, "level": 1, "errors": 0}
-    results = {"sla_p99_ms": 50.0, "fastapi-ort": [{**row, "p99_ms": 10.0}], "ours": [row], "parity_max_abs_diff": 0.0}
+    at_8 = {**row, "level": 8, "server_cpu_ms_per_request": 1.5}
+    results = {
+        "sla_p99_ms": 50.0,
+        "fastapi-ort": [{**row, "p99_ms": 10.0}, {**at_8, "server_cpu_ms_per_request": 2.0}],
+        "ours": [row, at_8],
+        "parity_max_abs_diff": 0.0,
+    }
     table = format_table("m", results)
-    assert "| ours (embedded tritonserver, gRPC) | none within bound | 2.00 ms |" in table
-    assert "| ours / fastapi-ort | - | 1.00x |" in table
+    assert "| server CPU / request at concurrency 8 |" in table
+    assert "| ours (embedded tritonserver, gRPC) | none within bound | 2.00 ms | 1.50 ms |" in table
+    assert "| ours / fastapi-ort | - | 1.00x | 0.75x |" in table
+    assert "| FastAPI + onnxruntime, 2 workers" not in table  # not measured: no row
     assert "nan" not in table.lower()
 
 

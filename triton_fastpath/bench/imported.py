@@ -15,8 +15,9 @@ embedded tritonserver on the repository. The rows are the import's samples
 (`build/imported/<name>/samples.npz`). First both answer the same rows and their scores are
 compared (they must be the same model), then each is swept with the same closed-loop load
 generator as the main benchmark, one system at a time. The table gives req/s at the p99 bound,
-p50 at concurrency 1, and ours over each baseline (1 worker as commonly run, 2 workers: one per
-core), measured side by side in one run.
+p50 at concurrency 1, the server CPU per answered request at concurrency 8 (the serving process
+tree's, as in the main benchmark), and ours over each baseline (1 worker as commonly run, 2
+workers: one per core), measured side by side in one run.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from triton_fastpath.bench.harness import BenchConfig, run_loadgen
+from triton_fastpath.bench.report import CPU_CONCURRENCY
 from triton_fastpath.bench.systems import python_process
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.errors import ConfigError, DataError
@@ -134,12 +136,21 @@ def p50_at_1(rows: list[dict]) -> float:
     return next((r["p50_ms"] for r in rows if r.get("level") == 1), math.nan)
 
 
-def _sweep(protocol: str, url: str, name: str, *, inputs: Path, config: BenchConfig, progress: Progress) -> tuple:
+def cpu_at_8(rows: list[dict]) -> float:
+    """Server CPU ms per answered request at concurrency 8 (NaN when not measured there)."""
+    found = next((r.get("server_cpu_ms_per_request") for r in rows if r.get("level") == CPU_CONCURRENCY), None)
+    return math.nan if found is None else float(found)
+
+
+def _sweep(
+    protocol: str, url: str, name: str, *, inputs: Path, config: BenchConfig, progress: Progress, server_pid: int = 0
+) -> tuple:
     common = ["--protocol", protocol, "--url", url, "--model", name, "--inputs", str(inputs)]
     predictions = run_loadgen([*common, "--predict", str(PARITY_ROWS), "--predict-only"], progress, 300)
     levels = ["--concurrency", *map(str, config.concurrency), "--warmup-s", str(config.warmup_s)]
     levels += ["--window-s", str(config.window_s), "--max-windows", str(config.max_windows)]
     levels += ["--stop-p99-ms", str(config.stop_p99_ms)]
+    levels += ["--server-pid", str(server_pid)] if server_pid else []
     rows = run_loadgen([*common, *levels], progress, 1800)
     return predictions[0]["predictions"], rows
 
@@ -169,9 +180,15 @@ def run_imported_benchmark(
         args = ["triton_fastpath.bench.fastapi_ort_server", "--port", str(port), *serve]
         args += ["--workers", str(workers)]
         progress(f"{name}: FastAPI + onnxruntime ({workers} worker(s), 1 ORT thread each) on {onnx_file.name}")
-        with python_process(args, out_dir / "logs" / f"{key}.log", f"http://127.0.0.1:{port}/health", 120):
+        with python_process(args, out_dir / "logs" / f"{key}.log", f"http://127.0.0.1:{port}/health", 120) as process:
             baseline, results[key] = _sweep(
-                "naive", f"127.0.0.1:{port}", name, inputs=inputs, config=config, progress=progress
+                "naive",
+                f"127.0.0.1:{port}",
+                name,
+                inputs=inputs,
+                config=config,
+                progress=progress,
+                server_pid=process.pid,
             )
 
     progress(f"{name}: ours (embedded tritonserver on {repository})")
@@ -184,7 +201,9 @@ def run_imported_benchmark(
         cache_size_bytes=0,  # uncached, like the baseline
     )
     with EmbeddedTritonServer(server_config) as server:
-        ours, results["ours"] = _sweep("grpc", server.grpc_url, name, inputs=inputs, config=config, progress=progress)
+        ours, results["ours"] = _sweep(
+            "grpc", server.grpc_url, name, inputs=inputs, config=config, progress=progress, server_pid=server.pid or 0
+        )
 
     diff = float(np.max(np.abs(np.asarray(baseline, dtype=np.float64) - np.asarray(ours, dtype=np.float64))))
     results["parity_max_abs_diff"] = diff
@@ -210,14 +229,26 @@ def format_table(name: str, results: dict[str, Any], *, smoke: bool = False) -> 
     def ratio(a: float, b: float) -> str:
         return "-" if math.isnan(a) or math.isnan(b) or b == 0 else f"{a / b:.2f}x"
 
-    figures = {key: (best_under(results[key], bound), p50_at_1(results[key])) for key in labels if key in results}
-    lines = [f"| {name} | req/s at p99 <= {bound:g} ms | p50 at concurrency 1 |", "|---|---:|---:|"]
-    lines += [f"| {labels[key]} | {rps(r)} | {p50:.2f} ms |" for key, (r, p50) in figures.items()]
-    ours_rps, ours_p50 = figures["ours"]
+    def ms(value: float) -> str:
+        return "-" if math.isnan(value) else f"{value:.2f} ms"
+
+    figures = {
+        key: (best_under(results[key], bound), p50_at_1(results[key]), cpu_at_8(results[key]))
+        for key in labels
+        if key in results
+    }
+    lines = [
+        f"| {name} | req/s at p99 <= {bound:g} ms | p50 at concurrency 1 "
+        f"| server CPU / request at concurrency {CPU_CONCURRENCY} |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {labels[key]} | {rps(r)} | {ms(p50)} | {ms(cpu)} |" for key, (r, p50, cpu) in figures.items()]
+    ours_rps, ours_p50, ours_cpu = figures["ours"]
     for key in BASELINES:
         if key in figures:
-            base_rps, base_p50 = figures[key]
-            lines.append(f"| ours / {key} | {ratio(ours_rps, base_rps)} | {ratio(ours_p50, base_p50)} |")
+            base_rps, base_p50, base_cpu = figures[key]
+            shown = [ratio(ours_rps, base_rps), ratio(ours_p50, base_p50), ratio(ours_cpu, base_cpu)]
+            lines.append(f"| ours / {key} | {' | '.join(shown)} |")
     lines += ["", f"Same answers: max |score difference| {results['parity_max_abs_diff']:.2e} over {PARITY_ROWS} rows."]
     if smoke:
         lines.append("Smoke run: tiny windows, the timings mean nothing.")
