@@ -1,8 +1,8 @@
 """The peer frameworks of the serving benchmark (mosec, LitServe), in their own virtual environment.
 
-They are not in the kit's venv: LitServe needs `uvicorn[standard]` (uvloop, httptools, ...) and
-pyzmq, mosec its Rust controller, msgspec and defspec; none of that belongs in the tested lock
-(requirements.txt). `install()` makes `build/peers/venv` with `/usr/bin/python3.11 -m venv` and
+They are not in the kit's venv: LitServe needs pyzmq and `uvicorn[standard]` (watchfiles,
+websockets, ...), mosec its Rust controller, msgspec and defspec; none of that belongs in the
+tested lock (requirements.txt), and the kit's tests never import them. `install()` makes `build/peers/venv` with `/usr/bin/python3.11 -m venv` and
 pip-installs the two pinned peers and what their server scripts import (numpy, onnxruntime,
 tokenizers), with requirements.txt as a constraints file, so every package the two venvs share
 (onnxruntime, tokenizers, numpy, fastapi, ...) is the tested version and both sides compute the
