@@ -252,8 +252,9 @@ async def run(args: argparse.Namespace) -> None:
                 result = await closed_loop(send, stream.__next__, concurrency=int(value), **common)
             elapsed = time.perf_counter() - started
             row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
-            row["server_cpu_s"] = row.pop("metered")
-            row["server_cpu_ms_per_request"] = per_request_ms(row["server_cpu_s"], row["requests"])
+            if args.server_pid:  # the server tree's CPU over the reported windows, per answered request
+                row["server_cpu_s"] = row.pop("metered", math.nan)
+                row["server_cpu_ms_per_request"] = per_request_ms(row["server_cpu_s"], row["requests"])
             if args.metrics_url:
                 after = await asyncio.to_thread(scrape_metrics, args.metrics_url)
                 row["server"] = server_stats(before, after, metric_models(after))

@@ -103,9 +103,11 @@ class LoadResult:
     metered: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (`metered` only when a meter ran)."""
         data = asdict(self)
         data["window_throughputs_rps"] = list(self.window_throughputs_rps)
+        if math.isnan(self.metered):
+            del data["metered"]
         return data
 
 
