@@ -1,0 +1,330 @@
+#include "redis_l2.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <memory>
+
+#include "codec.h"
+#include "common.h"
+
+namespace fastpath_cache {
+
+namespace {
+
+constexpr size_t kMaxPipeline = 256;
+constexpr auto kWorkerTick = std::chrono::milliseconds(100);
+
+timeval Millis(int ms) {
+  timeval tv;
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const {
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+std::string ContextError(redisContext* context) {
+  if (context == nullptr) return "no connection";
+  return context->errstr[0] ? context->errstr : "I/O error";
+}
+
+// A command on a connection; nullptr with `*error` set when the connection failed.
+Reply Command(redisContext* context, std::string* error, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  void* raw = redisvCommand(context, format, args);
+  va_end(args);
+  if (raw == nullptr) *error = ContextError(context);
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+}  // namespace
+
+RedisL2::RedisL2(const CacheSettings& settings, const RedisAddress& address, Metrics* metrics)
+    : settings_(settings),
+      address_(address),
+      metrics_(metrics),
+      breaker_(settings.breaker_failures, static_cast<uint64_t>(settings.breaker_open_ms) * 1'000'000) {}
+
+RedisL2::~RedisL2() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (writer_ != nullptr) redisFree(writer_);
+  ClearPool();
+}
+
+void RedisL2::Start() {
+  Maintain();
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+redisContext* RedisL2::Connect(std::string* error) {
+  redisContext* context = redisConnectWithTimeout(address_.host.c_str(), address_.port,
+                                                  Millis(settings_.connect_timeout_ms));
+  if (context == nullptr || context->err) {
+    *error = "connect to " + address_.host + ":" + std::to_string(address_.port) + ": " + ContextError(context);
+    if (context != nullptr) redisFree(context);
+    return nullptr;
+  }
+  if (redisSetTimeout(context, Millis(settings_.timeout_ms)) != REDIS_OK) {
+    *error = "setting the command timeout: " + ContextError(context);
+    redisFree(context);
+    return nullptr;
+  }
+  auto check = [&](Reply reply, const char* what) {
+    if (reply == nullptr) {
+      *error = std::string(what) + ": " + *error;
+      return false;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+      *error = std::string(what) + " refused: " + std::string(reply->str, reply->len);
+      return false;
+    }
+    return true;
+  };
+  bool ok = true;
+  if (!address_.password.empty()) {
+    ok = check(Command(context, error, "AUTH %b", address_.password.data(), address_.password.size()), "AUTH");
+  }
+  if (ok && address_.db != 0) ok = check(Command(context, error, "SELECT %d", address_.db), "SELECT");
+  if (ok) ok = check(Command(context, error, "PING"), "PING");
+  if (!ok) {
+    redisFree(context);
+    return nullptr;
+  }
+  return context;
+}
+
+redisContext* RedisL2::Acquire() {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.empty()) return nullptr;
+  redisContext* context = idle_.back();
+  idle_.pop_back();
+  return context;
+}
+
+void RedisL2::Release(redisContext* context, bool healthy) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (healthy) {
+      idle_.push_back(context);
+      return;
+    }
+    --live_;
+  }
+  redisFree(context);  // after a timeout its stream may hold a late reply: never reused
+  WakeWorker();
+}
+
+void RedisL2::ClearPool() {
+  std::vector<redisContext*> idle;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle.swap(idle_);
+    live_ -= static_cast<int>(idle.size());
+  }
+  for (redisContext* context : idle) redisFree(context);
+}
+
+int RedisL2::PoolLive() {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return live_;
+}
+
+void RedisL2::WakeWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
+void RedisL2::Failed(Counter counter, const std::string& what) {
+  metrics_->Add(counter);
+  if (breaker_.RecordFailure(NowNs())) {
+    metrics_->Add(Counter::kBreakerOpened);
+    metrics_->Set(Gauge::kBreakerOpen, 1);
+    FASTPATH_CACHE_LOG(WARN, "Redis breaker open for " + std::to_string(settings_.breaker_open_ms) +
+                                 " ms (requests go on without Redis): " + what);
+  }
+}
+
+RedisL2::GetResult RedisL2::Get(const std::string& key, std::string* value) {
+  if (!breaker_.AllowRequest()) {
+    metrics_->Add(Counter::kL2SkippedBreaker);
+    return GetResult::kSkipped;
+  }
+  redisContext* context = Acquire();
+  if (context == nullptr) {
+    metrics_->Add(Counter::kL2SkippedNoConnection);
+    WakeWorker();
+    return GetResult::kSkipped;
+  }
+  std::string error;
+  Reply reply = Command(context, &error, "GET %b", key.data(), key.size());
+  if (reply == nullptr) {
+    Release(context, false);
+    Failed(Counter::kL2GetFailure, "GET: " + error);
+    return GetResult::kFailed;
+  }
+  Release(context, true);
+  if (reply->type == REDIS_REPLY_STRING) {
+    breaker_.RecordSuccess();
+    value->assign(reply->str, reply->len);
+    metrics_->Add(Counter::kL2BytesRead, reply->len);
+    return GetResult::kHit;
+  }
+  if (reply->type == REDIS_REPLY_NIL) {
+    breaker_.RecordSuccess();
+    return GetResult::kMiss;
+  }
+  // An error reply (NOAUTH, a wrong-type key, LOADING): Redis cannot answer lookups.
+  const std::string text = reply->type == REDIS_REPLY_ERROR ? std::string(reply->str, reply->len) : "unexpected reply";
+  Failed(Counter::kL2GetFailure, "GET: " + text);
+  return GetResult::kFailed;
+}
+
+void RedisL2::Put(std::string key, EntryPtr entry) {
+  if (!breaker_.AllowRequest()) {
+    metrics_->Add(Counter::kL2WriteDropped);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= settings_.write_queue) {
+      metrics_->Add(Counter::kL2WriteDropped);
+      return;
+    }
+    queue_.push_back(Write{std::move(key), std::move(entry)});
+  }
+  cv_.notify_one();
+}
+
+void RedisL2::Maintain() {
+  std::string error;
+  if (writer_ == nullptr) {
+    writer_ = Connect(&error);
+    if (writer_ == nullptr) {
+      Failed(Counter::kL2ConnectFailure, error);
+      return;
+    }
+  }
+  while (PoolLive() < settings_.pool_size) {
+    redisContext* context = Connect(&error);
+    if (context == nullptr) {
+      Failed(Counter::kL2ConnectFailure, error);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle_.push_back(context);
+    ++live_;
+  }
+}
+
+void RedisL2::Probe() {
+  std::string error;
+  redisContext* context = Connect(&error);  // connect, AUTH, SELECT and PING
+  if (context == nullptr) {
+    Failed(Counter::kL2ConnectFailure, "probe: " + error);
+    return;
+  }
+  writer_ = context;
+  breaker_.RecordSuccess();
+  metrics_->Set(Gauge::kBreakerOpen, 0);
+  FASTPATH_CACHE_LOG(INFO, "Redis reachable again at " + address_.host + ":" + std::to_string(address_.port) +
+                               "; breaker closed");
+}
+
+void RedisL2::FlushWrites(std::vector<Write>* batch) {
+  if (writer_ == nullptr) {
+    metrics_->Add(Counter::kL2WriteDropped, batch->size());
+    return;
+  }
+  std::vector<uint64_t> sizes;
+  sizes.reserve(batch->size());
+  for (const Write& write : *batch) {
+    const std::string value = EncodeEntry(*write.entry);
+    sizes.push_back(value.size());
+    if (settings_.l2_ttl_ms) {
+      redisAppendCommand(writer_, "SET %b %b PX %llu", write.key.data(), write.key.size(), value.data(), value.size(),
+                         static_cast<unsigned long long>(settings_.l2_ttl_ms));
+    } else {
+      redisAppendCommand(writer_, "SET %b %b", write.key.data(), write.key.size(), value.data(), value.size());
+    }
+  }
+  std::string rejected;
+  uint64_t rejected_count = 0;
+  for (size_t i = 0; i < batch->size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(writer_, &raw) != REDIS_OK || raw == nullptr) {
+      const std::string error = ContextError(writer_);
+      redisFree(writer_);
+      writer_ = nullptr;
+      metrics_->Add(Counter::kL2WriteDropped, batch->size() - i - 1);
+      Failed(Counter::kL2SetFailure, "SET: " + error);
+      break;
+    }
+    Reply reply(static_cast<redisReply*>(raw));
+    if (reply->type == REDIS_REPLY_ERROR) {  // e.g. OOM: Redis is full; lookups still work
+      metrics_->Add(Counter::kL2SetFailure);
+      if (rejected.empty()) rejected.assign(reply->str, reply->len);
+      ++rejected_count;
+    } else {
+      breaker_.RecordSuccess();
+      metrics_->Add(Counter::kL2Written);
+      metrics_->Add(Counter::kL2BytesWritten, sizes[i]);
+    }
+  }
+  if (rejected_count && FASTPATH_CACHE_VERBOSE_ENABLED()) {
+    FASTPATH_CACHE_LOG(VERBOSE, std::to_string(rejected_count) + " SETs refused by Redis: " + rejected);
+  }
+}
+
+void RedisL2::WorkerLoop() {
+  while (true) {
+    std::vector<Write> batch;
+    uint64_t dropped = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
+      if (stop_) return;
+      wake_ = false;
+      if (breaker_.IsOpen()) {
+        dropped = queue_.size();
+        queue_.clear();
+      } else {
+        while (!queue_.empty() && batch.size() < kMaxPipeline) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+    }
+    metrics_->Add(Counter::kL2WriteDropped, dropped);
+    if (breaker_.IsOpen()) {
+      // Connections made before the failure are dropped, so a closed breaker starts afresh.
+      ClearPool();
+      if (writer_ != nullptr) {
+        redisFree(writer_);
+        writer_ = nullptr;
+      }
+      if (breaker_.ShouldProbe(NowNs())) Probe();
+      if (breaker_.IsOpen()) continue;
+    }
+    Maintain();
+    if (!batch.empty()) FlushWrites(&batch);
+  }
+}
+
+}  // namespace fastpath_cache

@@ -1,0 +1,347 @@
+#include "settings.h"
+
+#include <cctype>
+#include <limits>
+
+namespace fastpath_cache {
+
+namespace {
+
+void SkipSpace(const std::string& s, size_t* i) {
+  while (*i < s.size() && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\n' || s[*i] == '\r')) ++*i;
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+bool ReadHex4(const std::string& s, size_t* i, uint32_t* out) {
+  if (*i + 4 > s.size()) return false;
+  uint32_t v = 0;
+  for (int k = 0; k < 4; ++k) {
+    const char c = s[(*i)++];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= c - '0';
+    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+    else return false;
+  }
+  *out = v;
+  return true;
+}
+
+// A JSON string starting at s[*i] == '"'.
+bool ReadString(const std::string& s, size_t* i, std::string* out) {
+  if (*i >= s.size() || s[*i] != '"') return false;
+  ++*i;
+  out->clear();
+  while (*i < s.size()) {
+    const char c = s[(*i)++];
+    if (c == '"') return true;
+    if (static_cast<unsigned char>(c) < 0x20) return false;
+    if (c != '\\') {
+      out->push_back(c);
+      continue;
+    }
+    if (*i >= s.size()) return false;
+    const char e = s[(*i)++];
+    switch (e) {
+      case '"': out->push_back('"'); break;
+      case '\\': out->push_back('\\'); break;
+      case '/': out->push_back('/'); break;
+      case 'b': out->push_back('\b'); break;
+      case 'f': out->push_back('\f'); break;
+      case 'n': out->push_back('\n'); break;
+      case 'r': out->push_back('\r'); break;
+      case 't': out->push_back('\t'); break;
+      case 'u': {
+        uint32_t cp = 0;
+        if (!ReadHex4(s, i, &cp)) return false;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate needs its low half
+          uint32_t low = 0;
+          if (*i + 2 > s.size() || s[*i] != '\\' || s[*i + 1] != 'u') return false;
+          *i += 2;
+          if (!ReadHex4(s, i, &low) || low < 0xDC00 || low > 0xDFFF) return false;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return false;
+        }
+        AppendUtf8(cp, out);
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
+// A bare JSON number or literal, kept as its text.
+bool ReadScalar(const std::string& s, size_t* i, std::string* out) {
+  const size_t start = *i;
+  while (*i < s.size() && (std::isalnum(static_cast<unsigned char>(s[*i])) || s[*i] == '-' || s[*i] == '+' ||
+                           s[*i] == '.')) {
+    ++*i;
+  }
+  *out = s.substr(start, *i - start);
+  return !out->empty();
+}
+
+bool ParseUnsigned(const std::string& text, uint64_t max, uint64_t* out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (v > (std::numeric_limits<uint64_t>::max() - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  if (v > max) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+bool ParseFlatJsonObject(const std::string& text, std::map<std::string, std::string>* out, std::string* error) {
+  out->clear();
+  size_t i = 0;
+  SkipSpace(text, &i);
+  if (i >= text.size() || text[i] != '{') {
+    *error = "expected a JSON object";
+    return false;
+  }
+  ++i;
+  SkipSpace(text, &i);
+  if (i < text.size() && text[i] == '}') {
+    ++i;
+  } else {
+    while (true) {
+      std::string key, value;
+      SkipSpace(text, &i);
+      if (!ReadString(text, &i, &key)) {
+        *error = "expected a quoted key at offset " + std::to_string(i);
+        return false;
+      }
+      SkipSpace(text, &i);
+      if (i >= text.size() || text[i] != ':') {
+        *error = "expected ':' after key '" + key + "'";
+        return false;
+      }
+      ++i;
+      SkipSpace(text, &i);
+      const bool ok = (i < text.size() && text[i] == '"') ? ReadString(text, &i, &value) : ReadScalar(text, &i, &value);
+      if (!ok) {
+        *error = "expected a string, number or boolean for key '" + key + "'";
+        return false;
+      }
+      if (out->count(key)) {
+        *error = "key '" + key + "' appears twice";
+        return false;
+      }
+      (*out)[key] = value;
+      SkipSpace(text, &i);
+      if (i < text.size() && text[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < text.size() && text[i] == '}') {
+        ++i;
+        break;
+      }
+      *error = "expected ',' or '}' after the value of '" + key + "'";
+      return false;
+    }
+  }
+  SkipSpace(text, &i);
+  if (i != text.size()) {
+    *error = "unexpected text after the JSON object";
+    return false;
+  }
+  return true;
+}
+
+bool ValidNamespace(const std::string& ns) {
+  if (ns.empty() || ns.size() > 128) return false;
+  for (char c : ns) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+bool ParseSettings(const std::string& json, CacheSettings* settings, std::string* error) {
+  std::map<std::string, std::string> values;
+  if (!ParseFlatJsonObject(json, &values, error)) {
+    *error = "cache config: " + *error;
+    return false;
+  }
+  CacheSettings s;
+  for (const auto& [key, value] : values) {
+    uint64_t n = 0;
+    auto number = [&](uint64_t low, uint64_t high) {
+      if (!ParseUnsigned(value, high, &n) || n < low) {
+        *error = "cache config: " + key + "=" + value + "; expected an integer in " + std::to_string(low) + ".." +
+                 std::to_string(high);
+        return false;
+      }
+      return true;
+    };
+    constexpr uint64_t kDay = 86'400;
+    constexpr uint64_t kYearS = 365 * kDay;
+    if (key == "size") {
+      if (!number(0, uint64_t{1} << 40)) return false;
+      s.l1_bytes = n;
+    } else if (key == "max_entry_bytes") {
+      if (!number(1, uint64_t{1} << 32)) return false;
+      s.max_entry_bytes = n;
+    } else if (key == "l1_ttl_s") {
+      if (!number(0, kYearS)) return false;
+      s.l1_ttl_ms = n * 1000;
+    } else if (key == "l2_ttl_s") {
+      if (!number(0, kYearS)) return false;
+      s.l2_ttl_ms = n * 1000;
+    } else if (key == "redis_url") {
+      s.redis_url = value;
+    } else if (key == "password_env") {
+      s.password_env = value;
+    } else if (key == "key_prefix") {
+      if (value.size() > 64 || value.find_first_of(" \t\r\n") != std::string::npos) {
+        *error = "cache config: key_prefix must be at most 64 characters without spaces";
+        return false;
+      }
+      s.key_prefix = value;
+    } else if (key == "namespace") {
+      if (!ValidNamespace(value)) {
+        *error = "cache config: namespace='" + value + "'; expected 1-128 of [A-Za-z0-9._-]";
+        return false;
+      }
+      s.ns = value;
+    } else if (key == "connect_timeout_ms") {
+      if (!number(1, 60'000)) return false;
+      s.connect_timeout_ms = static_cast<int>(n);
+    } else if (key == "timeout_ms") {
+      if (!number(1, 60'000)) return false;
+      s.timeout_ms = static_cast<int>(n);
+    } else if (key == "breaker_failures") {
+      if (!number(1, 1000)) return false;
+      s.breaker_failures = static_cast<int>(n);
+    } else if (key == "breaker_open_ms") {
+      if (!number(1, 3'600'000)) return false;
+      s.breaker_open_ms = static_cast<int>(n);
+    } else if (key == "pool_size") {
+      if (!number(1, 256)) return false;
+      s.pool_size = static_cast<int>(n);
+    } else if (key == "write_queue") {
+      if (!number(1, 1'000'000)) return false;
+      s.write_queue = n;
+    } else {
+      *error = "cache config: unknown key '" + key +
+               "'; expected size, max_entry_bytes, l1_ttl_s, l2_ttl_s, redis_url, password_env, key_prefix, "
+               "namespace, connect_timeout_ms, timeout_ms, breaker_failures, breaker_open_ms, pool_size, write_queue";
+      return false;
+    }
+  }
+  if (s.max_entry_bytes == 0) s.max_entry_bytes = s.l1_bytes ? s.l1_bytes / 4 : (uint64_t{16} << 20);
+  if (s.l1_bytes && s.max_entry_bytes > s.l1_bytes) s.max_entry_bytes = s.l1_bytes;
+  if (!s.redis_url.empty()) {
+    RedisAddress address;
+    if (!ParseRedisUrl(s.redis_url, &address, error)) {
+      *error = "cache config: redis_url: " + *error;
+      return false;
+    }
+  }
+  *settings = s;
+  return true;
+}
+
+bool ParseRedisUrl(const std::string& url, RedisAddress* out, std::string* error) {
+  const std::string scheme = "redis://";
+  if (url.compare(0, scheme.size(), scheme) != 0) {
+    *error = "expected redis://host:port/db (got a URL that does not start with redis://)";
+    return false;
+  }
+  std::string rest = url.substr(scheme.size());
+  RedisAddress a;
+  const size_t at = rest.rfind('@');
+  if (at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = userinfo.find(':');
+    const std::string user = colon == std::string::npos ? "" : userinfo.substr(0, colon);
+    a.password = colon == std::string::npos ? userinfo : userinfo.substr(colon + 1);
+    if (!user.empty() && user != "default") {
+      *error = "a Redis user other than 'default' is not supported";
+      return false;
+    }
+  }
+  std::string path;
+  const size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  std::string port_text;
+  if (!rest.empty() && rest[0] == '[') {  // [IPv6]:port
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) {
+      *error = "unclosed '[' in the host";
+      return false;
+    }
+    a.host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') {
+        *error = "expected ':' after ']'";
+        return false;
+      }
+      port_text = rest.substr(close + 2);
+    }
+  } else {
+    const size_t colon = rest.rfind(':');
+    a.host = colon == std::string::npos ? rest : rest.substr(0, colon);
+    if (colon != std::string::npos) port_text = rest.substr(colon + 1);
+  }
+  if (a.host.empty()) {
+    *error = "no host";
+    return false;
+  }
+  uint64_t n = 0;
+  if (!port_text.empty()) {
+    if (!ParseUnsigned(port_text, 65535, &n) || n == 0) {
+      *error = "port '" + port_text + "' is not in 1..65535";
+      return false;
+    }
+    a.port = static_cast<int>(n);
+  }
+  if (!path.empty()) {
+    if (!ParseUnsigned(path, 1 << 20, &n)) {
+      *error = "database '" + path + "' is not a number";
+      return false;
+    }
+    a.db = static_cast<int>(n);
+  }
+  *out = a;
+  return true;
+}
+
+std::string RedactedUrl(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  const size_t at = url.rfind('@');
+  if (scheme_end == std::string::npos || at == std::string::npos || at < scheme_end) return url;
+  return url.substr(0, scheme_end + 3) + "<redacted>@" + url.substr(at + 1);
+}
+
+}  // namespace fastpath_cache

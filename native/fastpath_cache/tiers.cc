@@ -1,0 +1,106 @@
+#include "tiers.h"
+
+namespace fastpath_cache {
+
+void L1Cache::EraseLocked(std::list<Node>::iterator it) {
+  bytes_ -= it->charge;
+  index_.erase(it->key);
+  lru_.erase(it);
+}
+
+EntryPtr L1Cache::Get(const std::string& key, uint64_t now_ns, bool* expired) {
+  *expired = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found = index_.find(key);
+  if (found == index_.end()) return nullptr;
+  auto it = found->second;
+  if (ExpiredLocked(*it, now_ns)) {
+    EraseLocked(it);
+    *expired = true;
+    return nullptr;
+  }
+  lru_.splice(lru_.begin(), lru_, it);
+  return it->entry;
+}
+
+bool L1Cache::Contains(const std::string& key, uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found = index_.find(key);
+  return found != index_.end() && !ExpiredLocked(*found->second, now_ns);
+}
+
+L1Cache::PutOutcome L1Cache::Put(const std::string& key, EntryPtr entry, uint64_t now_ns) {
+  PutOutcome outcome;
+  const uint64_t charge = Charge(key, *entry);
+  if (charge > capacity_) {
+    outcome.result = PutResult::kTooLarge;
+    return outcome;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found = index_.find(key);
+  if (found != index_.end()) {
+    if (!ExpiredLocked(*found->second, now_ns)) {
+      outcome.result = PutResult::kExists;
+      return outcome;
+    }
+    EraseLocked(found->second);
+    ++outcome.expired;
+  }
+  // Expired entries at the cold end go first; then the least recently used until it fits.
+  while (!lru_.empty() && ExpiredLocked(lru_.back(), now_ns)) {
+    EraseLocked(std::prev(lru_.end()));
+    ++outcome.expired;
+  }
+  while (!lru_.empty() && bytes_ + charge > capacity_) {
+    EraseLocked(std::prev(lru_.end()));
+    ++outcome.evicted;
+  }
+  const uint64_t expires = ttl_ns_ ? now_ns + ttl_ns_ : 0;
+  lru_.push_front(Node{key, std::move(entry), expires, charge});
+  index_[key] = lru_.begin();
+  bytes_ += charge;
+  return outcome;
+}
+
+uint64_t L1Cache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+uint64_t L1Cache::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.size();
+}
+
+bool Breaker::ShouldProbe(uint64_t now_ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.load(std::memory_order_relaxed) && now_ns >= reopen_at_ns_;
+}
+
+void Breaker::RecordSuccess() {
+  // The common case (closed, no failures) takes no lock: one per Redis round trip.
+  if (failures_.load(std::memory_order_acquire) == 0 && !open_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  failures_.store(0, std::memory_order_release);
+  open_.store(false, std::memory_order_release);
+}
+
+bool Breaker::RecordFailure(uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_.load(std::memory_order_relaxed)) {
+    // Open already: only a failed probe (its wait over) starts another wait.
+    if (now_ns >= reopen_at_ns_) {
+      reopen_at_ns_ = now_ns + open_ns_;
+      times_opened_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
+  }
+  if (failures_.fetch_add(1, std::memory_order_acq_rel) + 1 < threshold_) return false;
+  open_.store(true, std::memory_order_release);
+  reopen_at_ns_ = now_ns + open_ns_;
+  times_opened_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace fastpath_cache

@@ -1,0 +1,106 @@
+// The in-process tier and the Redis breaker, pure (no Triton, no Redis): an LRU bounded in bytes
+// with a time-to-live, and a circuit breaker with an injected clock. Unit-tested as C++.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fastpath_cache {
+
+// One cached response set: Triton's serialized responses (one buffer per response), immutable once
+// built; lookups copy out of it while holding a reference, so eviction never frees it under them.
+struct Entry {
+  std::vector<std::string> buffers;
+  size_t payload_bytes() const {
+    size_t n = 0;
+    for (const auto& b : buffers) n += b.size();
+    return n;
+  }
+};
+using EntryPtr = std::shared_ptr<const Entry>;
+
+// What an entry costs the L1's bound beyond its payload and key: the map and list nodes, the
+// shared_ptr's control block and the vector (an estimate that errs high; 32 more per buffer).
+constexpr size_t kEntryOverheadBytes = 160;
+
+class L1Cache {
+ public:
+  enum class PutResult { kStored, kExists, kTooLarge };
+  struct PutOutcome {
+    PutResult result = PutResult::kStored;
+    uint64_t evicted = 0;  // entries evicted for room
+    uint64_t expired = 0;  // expired entries swept from the cold end
+  };
+
+  // `capacity_bytes` bounds the sum of Charge() over entries; `ttl_ns` 0 = no expiry.
+  L1Cache(uint64_t capacity_bytes, uint64_t ttl_ns) : capacity_(capacity_bytes), ttl_ns_(ttl_ns) {}
+
+  static uint64_t Charge(const std::string& key, const Entry& entry) {
+    return entry.payload_bytes() + key.size() + kEntryOverheadBytes + entry.buffers.size() * 32;
+  }
+
+  // The entry under `key` unless absent or expired (an expired one is removed: `*expired` = true).
+  EntryPtr Get(const std::string& key, uint64_t now_ns, bool* expired);
+  bool Contains(const std::string& key, uint64_t now_ns);
+  // Stores `entry` as the most recent, evicting least recently used entries for room. An entry
+  // whose charge exceeds the capacity is refused; an existing live key is left as it is.
+  PutOutcome Put(const std::string& key, EntryPtr entry, uint64_t now_ns);
+
+  uint64_t bytes() const;
+  uint64_t entries() const;
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  struct Node {
+    std::string key;
+    EntryPtr entry;
+    uint64_t expires_ns;  // 0 = never
+    uint64_t charge;
+  };
+  void EraseLocked(std::list<Node>::iterator it);
+  bool ExpiredLocked(const Node& node, uint64_t now_ns) const {
+    return node.expires_ns != 0 && now_ns >= node.expires_ns;
+  }
+
+  const uint64_t capacity_;
+  const uint64_t ttl_ns_;
+  mutable std::mutex mu_;
+  std::list<Node> lru_;  // front = most recently used
+  std::unordered_map<std::string, std::list<Node>::iterator> index_;
+  uint64_t bytes_ = 0;
+};
+
+// Closed: Redis is used. `failure_threshold` failures in a row open it: the request path skips
+// Redis until `open_ns` have passed; then one probe (made off the request path) closes it or opens
+// it again for another `open_ns`. A success resets the count.
+class Breaker {
+ public:
+  Breaker(int failure_threshold, uint64_t open_ns) : threshold_(failure_threshold), open_ns_(open_ns) {}
+
+  bool AllowRequest() const { return !open_.load(std::memory_order_acquire); }
+  bool IsOpen() const { return open_.load(std::memory_order_acquire); }
+  // Open and its wait is over: time for a probe.
+  bool ShouldProbe(uint64_t now_ns) const;
+  // A success: the count restarts and an open breaker closes.
+  void RecordSuccess();
+  // A failure; true when it is the one that opened the breaker (or re-opened it after a probe).
+  bool RecordFailure(uint64_t now_ns);
+  uint64_t times_opened() const { return times_opened_.load(std::memory_order_relaxed); }
+
+ private:
+  const int threshold_;
+  const uint64_t open_ns_;
+  mutable std::mutex mu_;
+  std::atomic<int> failures_{0};  // read without the lock on the success path
+  uint64_t reopen_at_ns_ = 0;
+  std::atomic<bool> open_{false};
+  std::atomic<uint64_t> times_opened_{0};
+};
+
+}  // namespace fastpath_cache

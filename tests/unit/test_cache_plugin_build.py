@@ -1,0 +1,164 @@
+"""The two-tier response cache's build (triton_fastpath.native.cache_build) and its pure parts.
+
+`native/tests/test_fastpath_cache.cc` (L1 LRU, byte bound and TTL, the breaker, key namespacing,
+the error-response check, the Redis value codec, settings and URL parsing) is compiled plainly and
+with AddressSanitizer + UndefinedBehaviorSanitizer and run. The library must export the four cache
+entry points, need only TRITON* symbols the wheel's server exports, and carry hiredis inside it.
+No server is started here (tests/integration/test_response_cache_plugin.py does that).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.errors import ConfigError, NativeBuildError
+from triton_fastpath.native import build as native
+from triton_fastpath.native import cache_build
+
+ENTRY_POINTS = {
+    "TRITONCACHE_CacheInitialize",
+    "TRITONCACHE_CacheFinalize",
+    "TRITONCACHE_CacheLookup",
+    "TRITONCACHE_CacheInsert",
+}
+
+
+def _can_build() -> str | None:
+    """Why the cache cannot be built here, or None."""
+    try:
+        cache_build.hiredis_archive(native.find_compiler())
+    except NativeBuildError as error:
+        return str(error)
+    return None
+
+
+needs_toolchain = pytest.mark.skipif(_can_build() is not None, reason=f"cannot build the cache here: {_can_build()}")
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    return cache_build.build_cache()
+
+
+def dynamic_symbols(path: Path, *, defined: bool) -> set[str]:
+    flag = "--defined-only" if defined else "--undefined-only"
+    out = subprocess.run(["nm", "-D", flag, str(path)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.skipif(not any(shutil.which(c) for c in native.COMPILERS), reason="no C++ compiler on PATH")
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
+def test_the_cpp_driver_passes_every_check(sanitize):
+    driver = cache_build.build_cache_test_driver(sanitize=sanitize)
+    result = subprocess.run([str(driver)], check=False, capture_output=True, text=True, timeout=120)
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert last.endswith(" passed, 0 failed") and int(last.split()[0]) >= 90, last
+
+
+@needs_toolchain
+def test_library_exports_the_entry_points_and_needs_only_what_the_server_exports(library):
+    from triton_fastpath.serve.server import find_wheel_tree
+
+    defined = dynamic_symbols(library, defined=True)
+    assert {s for s in defined if s.startswith("TRITON")} == ENTRY_POINTS
+    assert not {s for s in defined if s.startswith("redis")}, "hiredis' symbols must stay inside the library"
+    needed = {s for s in dynamic_symbols(library, defined=False) if s.startswith("TRITON")}
+    _, libs = find_wheel_tree()
+    (server_library,) = libs.glob("libtritonserver*.so")
+    assert needed and needed <= dynamic_symbols(server_library, defined=True), sorted(
+        needed - dynamic_symbols(server_library, defined=True)
+    )
+    dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    assert "hiredis" not in dynamic, "hiredis is linked statically: nothing to install where the server runs"
+
+
+@needs_toolchain
+def test_build_is_reused_while_the_sources_are_unchanged(library):
+    assert cache_build.build_cache() == library
+    assert library.parent.parent == native.OUTPUT_ROOT
+
+
+def test_missing_hiredis_names_the_package(tmp_path):
+    fake = tmp_path / "cxx"
+    fake.write_text("#!/bin/sh\necho libhiredis.a\n")  # what gcc prints when it finds no such file
+    fake.chmod(0o755)
+    with pytest.raises(NativeBuildError, match="libhiredis-dev"):
+        cache_build.hiredis_archive(str(fake))
+
+
+def test_install_cache_puts_one_copy_in_tritons_layout(tmp_path):
+    library = tmp_path / "libtritoncache_fastpath.so"
+    library.write_bytes(b"\x7fELF one")
+    caches = tmp_path / "caches"
+    installed = cache_build.install_cache(caches, library)
+    assert installed == caches / "fastpath" / "libtritoncache_fastpath.so"  # <dir>/<name>/libtritoncache_<name>.so
+    assert installed.read_bytes() == library.read_bytes()
+    mtime = installed.stat().st_mtime_ns
+    assert cache_build.install_cache(caches, library) == installed and installed.stat().st_mtime_ns == mtime
+    library.write_bytes(b"\x7fELF two")
+    cache_build.install_cache(caches, library)
+    assert installed.read_bytes() == b"\x7fELF two"
+    assert sorted(p.name for p in caches.iterdir()) == ["fastpath"]  # nothing staged left behind
+
+
+def write_repository(root: Path) -> Path:
+    (root / "m" / "1").mkdir(parents=True)
+    (root / "m" / "config.pbtxt").write_text('name: "m"\n')
+    (root / "m" / "1" / "model.onnx").write_bytes(b"weights v1")
+    (root / "m" / "1" / "cache_identity.json").write_text('{"weights_sha256": "aa"}')
+    return root
+
+
+def test_repository_namespace_follows_every_file_that_decides_an_answer(tmp_path):
+    repository = write_repository(tmp_path / "repo")
+    first = cache_build.repository_namespace(repository)
+    assert first == cache_build.repository_namespace(write_repository(tmp_path / "replica")), "replicas share it"
+    (repository / "m" / "1" / "__pycache__").mkdir()
+    (repository / "m" / "1" / "__pycache__" / "x.pyc").write_bytes(b"bytecode")
+    (repository / "m" / ".hidden").write_text("editor state")
+    assert cache_build.repository_namespace(repository) == first, "caches and hidden files do not count"
+    (repository / "m" / "1" / "model.onnx").write_bytes(b"weights v2")
+    retrained = cache_build.repository_namespace(repository)
+    assert retrained != first, "new weights: a new namespace"
+    (repository / "m" / "1" / "cache_identity.json").write_text('{"weights_sha256": "bb"}')
+    assert cache_build.repository_namespace(repository) not in (first, retrained)
+    (repository / "m2").mkdir()
+    (repository / "m2" / "config.pbtxt").write_text('name: "m2"\n')
+    assert cache_build.repository_namespace(repository) != retrained, "another model: a new namespace"
+    assert cache_build.TwoTierCacheSettings(namespace=cache_build.repository_namespace(repository)).namespace
+
+
+def test_settings_become_cache_config_arguments():
+    settings = cache_build.TwoTierCacheSettings(namespace="repo-1", redis_url="redis://10.0.0.5:6380/2", timeout_ms=7)
+    args = settings.config_args(1 << 20)
+    pairs = dict(arg.split(",", 1)[1].split("=", 1) for arg in args[1::2])
+    assert set(args[0::2]) == {"--cache-config"} and all(a.startswith("fastpath,") for a in args[1::2])
+    assert pairs["size"] == str(1 << 20) and pairs["namespace"] == "repo-1" and pairs["timeout_ms"] == "7"
+    assert pairs["redis_url"] == "redis://10.0.0.5:6380/2" and pairs["password_env"] == "FASTPATH_REDIS_PASSWORD"
+    assert "redis_url" not in dict(
+        a.split(",", 1)[1].split("=", 1) for a in cache_build.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
+    )
+    with pytest.raises(ConfigError, match="namespace"):
+        cache_build.TwoTierCacheSettings().config_args(1)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("redis_url", "redis://:hunter2@host:6379/0", "environment variable"),
+        ("redis_url", "http://host", "redis://host"),
+        ("namespace", "a:b", "namespace"),
+        ("timeout_ms", 0, "timeout_ms"),
+        ("breaker_failures", True, "breaker_failures"),
+        ("password_env", "NOT-A-NAME", "password_env"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_field(field, value, match):
+    with pytest.raises(ConfigError, match=match) as caught:
+        cache_build.TwoTierCacheSettings(**{field: value})
+    assert "hunter2" not in str(caught.value)
