@@ -162,3 +162,57 @@ def test_bad_settings_are_refused_naming_the_field(field, value, match):
     with pytest.raises(ConfigError, match=match) as caught:
         cache_build.TwoTierCacheSettings(**{field: value})
     assert "hunter2" not in str(caught.value)
+
+
+# --- how `fastpath serve` and ServerConfig pass it to tritonserver ---
+
+
+def test_server_args_choose_the_fastpath_cache_in_its_own_cache_directory(tmp_path):
+    from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, resolve_cache_namespace, to_args_list
+
+    repository = write_repository(tmp_path / "repo")
+    library = tmp_path / "root" / "caches-abc" / "fastpath" / "libtritoncache_fastpath.so"
+    layout = ServerLayout(root=tmp_path / "root", libs_dir=tmp_path / "libs", cache_library=library)
+    assert layout.caches_dir == tmp_path / "root" / "caches-abc"
+    assert ServerLayout(root=tmp_path / "root", libs_dir=tmp_path).caches_dir == tmp_path / "root" / "caches"
+    two_tier = cache_build.TwoTierCacheSettings(redis_url="redis://127.0.0.1:6379/0")
+    config = ServerConfig(model_repository=repository, cache_size_bytes=1 << 20, two_tier_cache=two_tier)
+    with pytest.raises(ConfigError, match="namespace"):
+        to_args_list(config, layout)  # the namespace is resolved at start
+    resolved = resolve_cache_namespace(config)
+    assert resolved.two_tier_cache.namespace == cache_build.repository_namespace(repository)
+    assert resolve_cache_namespace(resolved) is resolved
+    args = to_args_list(resolved, layout)
+    caches = [args[i + 1] for i, a in enumerate(args) if a == "--cache-config"]
+    assert f"fastpath,size={1 << 20}" in caches and not any(c.startswith("local,") for c in caches)
+    assert f"fastpath,namespace={resolved.two_tier_cache.namespace}" in caches
+    assert args[args.index("--cache-directory") + 1] == str(layout.caches_dir)
+    local = to_args_list(ServerConfig(model_repository=repository, cache_size_bytes=1 << 20), layout)
+    assert [local[i + 1] for i, a in enumerate(local) if a == "--cache-config"] == [f"local,size={1 << 20}"]
+    with pytest.raises(ConfigError, match="cache_size_bytes"):
+        ServerConfig(model_repository=repository, cache_size_bytes=0, two_tier_cache=two_tier)
+    with pytest.raises(ConfigError, match="cache_library"):
+        ServerConfig(model_repository=repository, two_tier_cache=two_tier, cache_library=tmp_path / "missing.so")
+
+
+def test_serve_options_become_the_cache_settings_and_the_redis_environment(monkeypatch):
+    from triton_fastpath.cli import serve
+
+    monkeypatch.delenv("FASTPATH_REDIS_URL", raising=False)
+    args = serve.build_parser().parse_args(
+        ["--response-cache", "fastpath", "--redis-url", "redis://10.1.2.3:6390/1", "--redis-timeout-ms", "20"]
+    )
+    settings, env = serve.response_cache_settings(args)
+    assert settings.redis_url == "redis://10.1.2.3:6390/1" and settings.timeout_ms == 20
+    assert settings.password_env == "FASTPATH_REDIS_PASSWORD" and settings.namespace == ""
+    assert env == {"FASTPATH_REDIS_URL": "redis://10.1.2.3:6390/1"}
+    local = serve.build_parser().parse_args([])
+    assert serve.response_cache_settings(local) == (None, {})
+    with pytest.raises(ConfigError, match="environment variable"):
+        serve.response_cache_settings(
+            serve.build_parser().parse_args(["--response-cache", "fastpath", "--redis-url", "redis://:pw@h:1/0"])
+        )
+    with pytest.raises(ConfigError, match="--cache-namespace"):
+        serve.response_cache_settings(serve.build_parser().parse_args(["--cache-namespace", "x"]))
+    monkeypatch.setenv("FASTPATH_REDIS_URL", "redis://from-env:6379/0")
+    assert serve.build_parser().parse_args([]).redis_url == "redis://from-env:6379/0"

@@ -11,6 +11,7 @@ up (a crash loop); 130 interrupted during startup.
 Examples:
     fastpath serve                                    # model_repository/ on 127.0.0.1:8000/8001/8002
     fastpath serve --model-repository build/public/repository --cache-size-mb 256
+    fastpath serve --response-cache fastpath --redis-url redis://127.0.0.1:6379/0   # L1 + Redis L2
     fastpath serve --http-port 0 --grpc-port 0 --metrics-port 0 --watchdog-port 0
 """
 
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.native.cache_build import PASSWORD_ENV, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig
@@ -62,8 +65,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-size-mb",
         type=float,
         default=64.0,
-        help="local response-cache size in MiB, used by models that enable response_cache; "
-        "0 disables the cache (default: %(default)s)",
+        help="response-cache size in MiB (the in-process tier), used by models that enable "
+        "response_cache; 0 disables the cache (default: %(default)s)",
+    )
+    add(
+        "--response-cache",
+        choices=("local", "fastpath"),
+        default="local",
+        help="local: Triton's in-process cache; fastpath: the kit's two-tier cache (in-process L1 + "
+        "Redis L2 shared between servers, keys namespaced by the repository's models; Redis down or "
+        "slow never fails a request; it never stores an error response) (default: %(default)s)",
+    )
+    add(
+        "--redis-url",
+        default=os.environ.get("FASTPATH_REDIS_URL") or None,
+        metavar="URL",
+        help="redis://host:port/db of the shared L2, without a password; also given to the Python "
+        "cache models as FASTPATH_REDIS_URL (default: $FASTPATH_REDIS_URL, else none: L1 only)",
+    )
+    add(
+        "--redis-password-env",
+        default=PASSWORD_ENV,
+        metavar="NAME",
+        help="environment variable holding the Redis password, read by the server at start; a "
+        "password is never taken from a command line or a file (default: %(default)s)",
+    )
+    add(
+        "--cache-namespace",
+        default="",
+        help="namespace of the fastpath cache's keys (default: a hash of every file of the model "
+        "repository, so a rebuilt model never reads another build's entries)",
+    )
+    add(
+        "--redis-timeout-ms",
+        type=int,
+        default=50,
+        help="bound of one Redis command on a request's path; slower counts as a failure and "
+        "failures in a row skip Redis for a while (default: %(default)s)",
     )
     add(
         "--log-file",
@@ -186,6 +224,36 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(parser, args, latch)
 
 
+def response_cache_settings(args: argparse.Namespace) -> tuple[TwoTierCacheSettings | None, dict[str, str]]:
+    """The two-tier cache's settings from the command line (None: Triton's `local` cache) and the
+    environment tritonserver gets for Redis (FASTPATH_REDIS_URL for the Python cache models).
+
+    Raises:
+        ConfigError: a bad setting, or Redis options with `--response-cache local`.
+    """
+    env = {"FASTPATH_REDIS_URL": args.redis_url} if args.redis_url else {}
+    if args.response_cache != "fastpath":
+        if args.cache_namespace:
+            raise ConfigError("--cache-namespace: only with --response-cache fastpath")
+        return None, env
+    settings = TwoTierCacheSettings(
+        namespace=args.cache_namespace,
+        redis_url=args.redis_url,
+        password_env=args.redis_password_env,
+        timeout_ms=args.redis_timeout_ms,
+    )
+    return settings, env
+
+
+def cache_banner(config: ServerConfig) -> str:
+    """The banner's line about the two-tier response cache ("" without it)."""
+    cache = config.two_tier_cache
+    if cache is None:
+        return ""
+    l2 = f"Redis L2 {cache.redis_url}" if cache.redis_url else "no L2 (no --redis-url)"
+    return f"  cache:   fastpath, namespace {cache.namespace}, L1 {config.cache_size_bytes >> 20} MiB, {l2}\n"
+
+
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: SignalLatch) -> int:
     """Start, watch until a signal, stop. The first signal during start-up interrupts it
     (KeyboardInterrupt); any signal after it only stops; a signal during the stop SIGKILLs
@@ -198,6 +266,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
     if args.max_restarts < 1:
         parser.error("--max-restarts must be >= 1")
     try:
+        two_tier, redis_env = response_cache_settings(args)
         config = ServerConfig(
             model_repository=args.model_repository,
             http_port=args.http_port,
@@ -210,6 +279,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             model_control_mode=mode,
             load_models=load_models,
             exit_timeout_s=args.exit_timeout_s,
+            two_tier_cache=two_tier,
+            extra_env=redis_env,
         )
         server = EmbeddedTritonServer(config)
         if latch.count:
@@ -229,6 +300,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             f"  gRPC:    {server.grpc_url}\n"
             f"  metrics: {server.metrics_url}\n"
             f"  log:     {server.log_path}\n"
+            + cache_banner(server.config)
             + (
                 f"  watchdog: {watching[2]} (reloads dead stubs, restarts a crashed or wedged server)\n"
                 if watching

@@ -2,7 +2,8 @@
 
 The ``nvidia-pytriton`` wheel ships a real tritonserver. ``prepare_layout`` copies its tree to a
 cache dir, adds the Python-backend stub of the running interpreter and installs the kit's native
-backend ``fastpath_ort`` once into the backend directory; ``EmbeddedTritonServer`` holds the side
+backend ``fastpath_ort`` once into the backend directory (and, when asked, the kit's two-tier
+response cache ``fastpath`` into a cache directory); ``EmbeddedTritonServer`` holds the side
 effects (ports, process, log), running the command line and environment that
 ``triton_fastpath.serve.server_config`` makes of a ``ServerConfig``.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import http.client
 import importlib.util
 import json
@@ -30,6 +32,7 @@ from typing import IO, Self
 
 from triton_fastpath.errors import NativeBuildError, ProcessError
 from triton_fastpath.native import build as native_build
+from triton_fastpath.native import cache_build
 from triton_fastpath.processes import SignalLatch, die_with_parent, stop_process_group
 from triton_fastpath.serve.server_config import (
     ServerConfig,
@@ -38,6 +41,7 @@ from triton_fastpath.serve.server_config import (
     check_ports_free,
     native_models,
     redact_args,
+    resolve_cache_namespace,
     resolve_ports,
     to_args_list,
 )
@@ -75,6 +79,8 @@ def prepare_layout(
     native: bool = True,
     native_library: Path | None = None,
     required_by: Sequence[str] = (),
+    two_tier_cache: bool = False,
+    cache_library: Path | None = None,
 ) -> ServerLayout:
     """Copy the wheel's tritonserver tree to ``dest_dir`` with this Python's backend stub, and
     install the native backend ``fastpath_ort`` in it.
@@ -90,10 +96,15 @@ def prepare_layout(
     loads, installed again whenever the library changes, and servers with another library (e.g. a
     sanitizer build) beside it never see it. ``native=False`` installs none.
 
+    ``two_tier_cache=True`` installs the kit's response cache (``cache_library``, default:
+    ``native.cache_build.build_cache()``) the same way: ``<dest>/caches-<hash>/`` holds ``local``
+    (a link to the tree's own) and ``fastpath/`` (``native.cache_build.install_cache``).
+
     Raises:
         ProcessError: if the wheel has no stub for ``python_version`` (default: this Python), or
             the native backend cannot be built while ``required_by`` (models that use it) is not
-            empty; without such models that is a warning and the layout has no native backend.
+            empty (without such models that is a warning and the layout has no native backend),
+            or the two-tier cache is asked for and cannot be built.
     """
     if source_dir is None or libs_dir is None:
         found_tree, found_libs = find_wheel_tree()
@@ -129,7 +140,30 @@ def prepare_layout(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     installed = _install_native(dest, native_library, required_by) if native else None
-    return ServerLayout(root=dest, libs_dir=libs_dir, native_library=installed)
+    cache = install_two_tier_cache(dest, cache_library) if two_tier_cache else None
+    return ServerLayout(root=dest, libs_dir=libs_dir, native_library=installed, cache_library=cache)
+
+
+def install_two_tier_cache(root: Path, library: Path | None = None) -> Path:
+    """Install ``library`` (default: the kit's build) as ``<root>/caches-<hash>/fastpath/`` beside a
+    link ``local`` to the tree's own cache; returns the installed library.
+
+    Raises:
+        ProcessError: it cannot be built (no compiler, no hiredis) or installed.
+    """
+    try:
+        library = library or cache_build.build_cache()
+        caches = root / f"caches-{cache_build.install_digest(library)}"
+        local = caches / "local"
+        if not local.is_symlink():
+            caches.mkdir(parents=True, exist_ok=True)
+            staging = caches / f".local-{os.getpid()}-{threading.get_ident()}"
+            staging.unlink(missing_ok=True)
+            staging.symlink_to(Path("..") / "caches" / "local")
+            os.replace(staging, local)  # atomic: a concurrent caller sees the link or none
+        return cache_build.install_cache(caches, library)
+    except (NativeBuildError, OSError) as error:
+        raise ProcessError(f"the fastpath response cache is not available: {error}") from error
 
 
 def _install_native(root: Path, library: Path | None, required_by: Sequence[str]) -> Path | None:
@@ -251,11 +285,18 @@ class EmbeddedTritonServer:
         with self._lock:
             if self.is_running():
                 raise ProcessError(f"tritonserver is already running (pid {self.pid})")
-            self.config = resolve_ports(self.config)
+            self.config = resolve_cache_namespace(resolve_ports(self.config))
             check_ports_free(self.config)
+            two_tier = self.config.two_tier_cache is not None
             self._layout = self._layout or prepare_layout(
-                native_library=self.config.native_library, required_by=native_models(self.config)
+                native_library=self.config.native_library,
+                required_by=native_models(self.config),
+                two_tier_cache=two_tier,
+                cache_library=self.config.cache_library,
             )
+            if two_tier and self._layout.cache_library is None:  # a layout prepared without it
+                library = install_two_tier_cache(self._layout.root, self.config.cache_library)
+                self._layout = dataclasses.replace(self._layout, cache_library=library)
             args = to_args_list(self.config, self._layout)
             env = build_env(self._layout, os.environ, self.config.extra_env)
             stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{self.config.http_port}"

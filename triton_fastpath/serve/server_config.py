@@ -2,7 +2,8 @@
 
 ``ServerConfig`` is checked on construction (ConfigError naming the field); ``to_args_list`` and
 ``build_env`` turn it and a ``ServerLayout`` (the prepared tree) into tritonserver's argv and
-environment, purely; ``resolve_ports`` and ``check_ports_free`` settle its ports before a start;
+environment, purely; ``resolve_ports`` and ``check_ports_free`` settle its ports before a start,
+``resolve_cache_namespace`` the two-tier response cache's namespace;
 ``admin_headers`` and ``redact_args`` handle the restricted-protocol secret. The process itself is
 ``triton_fastpath.serve.server.EmbeddedTritonServer``.
 """
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from triton_fastpath.errors import ConfigError, ProcessError
+from triton_fastpath.native.cache_build import TwoTierCacheSettings, repository_namespace
 from triton_fastpath.processes import free_port
 
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
@@ -42,13 +44,15 @@ PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
 
 @dataclasses.dataclass(frozen=True)
 class ServerLayout:
-    """A prepared tritonserver tree (``root``), the wheel's shared-library dir, and the native
+    """A prepared tritonserver tree (``root``), the wheel's shared-library dir, the native
     backend installed in it (``<root>/backends-<hash>/fastpath_ort/libtriton_fastpath_ort.so``),
-    or None where there is none."""
+    or None where there is none, and the two-tier response cache installed in it
+    (``<root>/caches-<hash>/fastpath/libtritoncache_fastpath.so``), or None."""
 
     root: Path
     libs_dir: Path
     native_library: Path | None = None
+    cache_library: Path | None = None
 
     @property
     def binary(self) -> Path:
@@ -65,7 +69,10 @@ class ServerLayout:
 
     @property
     def caches_dir(self) -> Path:
-        """Directory for ``--cache-directory``."""
+        """Directory for ``--cache-directory``: ``local/`` (Triton's cache) and, where installed,
+        ``fastpath/`` (the kit's two-tier cache), one such directory per installed library."""
+        if self.cache_library is not None:
+            return self.cache_library.parent.parent
         return self.root / "caches"
 
 
@@ -76,6 +83,10 @@ class ServerConfig:
     ``extra_env`` is added to tritonserver's environment (e.g. ``LD_PRELOAD`` of a sanitizer's
     runtime); ``native_library`` is the ``fastpath_ort`` backend installed in the server's backend
     directory (None: the kit's own, ``triton_fastpath.native.build.build_backend()``).
+
+    The response cache (``cache_size_bytes`` of L1; 0: none) is Triton's ``local`` unless
+    ``two_tier_cache`` is set: then the kit's ``fastpath`` cache (in-process L1 + Redis L2,
+    ``triton_fastpath.native.cache_build``), from ``cache_library`` (None: the kit's build).
     """
 
     model_repository: Path
@@ -99,6 +110,8 @@ class ServerConfig:
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
     native_library: Path | None = None
+    two_tier_cache: TwoTierCacheSettings | None = None
+    cache_library: Path | None = None
 
     def __post_init__(self) -> None:
         """Coerce paths and sequences, then validate; raises ConfigError naming the field."""
@@ -116,6 +129,8 @@ class ServerConfig:
         set_(self, "extra_env", dict(self.extra_env))
         if self.native_library is not None:
             set_(self, "native_library", Path(self.native_library))
+        if self.cache_library is not None:
+            set_(self, "cache_library", Path(self.cache_library))
         repo = self.model_repository
         if not repo.is_dir():
             state = "is not a directory" if repo.exists() else "does not exist"
@@ -157,7 +172,20 @@ class ServerConfig:
                 f"native_library: {self.native_library} is not a file; expected a built libtriton_fastpath_ort.so "
                 "(None: the kit's own build)"
             )
+        self._validate_cache()
         self._validate_security()
+
+    def _validate_cache(self) -> None:
+        """Check the two-tier cache's settings and library (ConfigError naming the field)."""
+        if self.two_tier_cache is not None and not isinstance(self.two_tier_cache, TwoTierCacheSettings):
+            raise ConfigError(f"two_tier_cache: got {self.two_tier_cache!r}; expected TwoTierCacheSettings or None")
+        if self.two_tier_cache is not None and not self.cache_size_bytes:
+            raise ConfigError("cache_size_bytes: got 0 with two_tier_cache set; expected the L1's size (> 0)")
+        if self.cache_library is not None and not self.cache_library.is_file():
+            raise ConfigError(
+                f"cache_library: {self.cache_library} is not a file; expected a built libtritoncache_fastpath.so "
+                "(None: the kit's build)"
+            )
 
     def _validate_security(self) -> None:
         """Check the restricted-protocol header and the gRPC TLS files (ConfigError naming the field)."""
@@ -247,7 +275,10 @@ def to_args_list(config: ServerConfig, layout: ServerLayout) -> list[str]:
     ]
     if config.summary_latencies:
         options.append(("--metrics-config", "summary_latencies=true"))
-    if config.cache_size_bytes:
+    if config.cache_size_bytes and config.two_tier_cache is not None:
+        args = config.two_tier_cache.config_args(config.cache_size_bytes)
+        options += list(zip(args[0::2], args[1::2], strict=True))
+    elif config.cache_size_bytes:
         options.append(("--cache-config", f"local,size={config.cache_size_bytes}"))
     options += [("--load-model", model) for model in config.load_models]
     if config.grpc_server_cert is not None:
@@ -308,6 +339,16 @@ def build_env(
     libs = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     env["LD_LIBRARY_PATH"] = os.pathsep.join([str(layout.libs_dir), *libs])
     return env
+
+
+def resolve_cache_namespace(config: ServerConfig) -> ServerConfig:
+    """``config`` with the two-tier cache's namespace set to its repository's
+    (``repository_namespace``) where it is left empty; unchanged otherwise."""
+    cache = config.two_tier_cache
+    if cache is None or cache.namespace:
+        return config
+    namespace = repository_namespace(config.model_repository)
+    return dataclasses.replace(config, two_tier_cache=dataclasses.replace(cache, namespace=namespace))
 
 
 def resolve_ports(config: ServerConfig) -> ServerConfig:
