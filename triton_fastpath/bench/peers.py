@@ -2,11 +2,11 @@
 
 They are not in the kit's venv: LitServe needs pyzmq and `uvicorn[standard]` (watchfiles,
 websockets, ...), mosec its Rust controller, msgspec and defspec; none of that belongs in the
-tested lock (requirements.txt), and the kit's tests never import them. `install()` makes `build/peers/venv` with `/usr/bin/python3.11 -m venv` and
-pip-installs the two pinned peers and what their server scripts import (numpy, onnxruntime,
-tokenizers), with requirements.txt as a constraints file, so every package the two venvs share
-(onnxruntime, tokenizers, numpy, fastapi, ...) is the tested version and both sides compute the
-same model the same way:
+tested lock (requirements.txt), and the kit's tests never import them. `install()` makes
+`build/peers/venv` with `/usr/bin/python3.11 -m venv` and pip-installs the two pinned peers and
+what their server scripts import (numpy, onnxruntime, tokenizers), with requirements.txt as a
+constraints file, so every package the two venvs share (onnxruntime, tokenizers, numpy, fastapi,
+...) is the tested version and both sides compute the same model the same way:
 
     fastpath bench serving --install-peers
 """
