@@ -241,7 +241,7 @@ void RedisL2::Probe() {
     return;
   }
   writer_ = context;
-  breaker_.RecordSuccess();
+  breaker_.Close();
   metrics_->Set(Gauge::kBreakerOpen, 0);
   FASTPATH_CACHE_LOG(INFO, "Redis reachable again at " + address_.host + ":" + std::to_string(address_.port) +
                                "; breaker closed");

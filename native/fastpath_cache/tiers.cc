@@ -79,7 +79,12 @@ bool Breaker::ShouldProbe(uint64_t now_ns) const {
 
 void Breaker::RecordSuccess() {
   // The common case (closed, no failures) takes no lock: one per Redis round trip.
-  if (failures_.load(std::memory_order_acquire) == 0 && !open_.load(std::memory_order_acquire)) return;
+  if (failures_.load(std::memory_order_acquire) == 0 || open_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!open_.load(std::memory_order_relaxed)) failures_.store(0, std::memory_order_release);
+}
+
+void Breaker::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   failures_.store(0, std::memory_order_release);
   open_.store(false, std::memory_order_release);

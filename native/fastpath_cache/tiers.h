@@ -78,7 +78,7 @@ class L1Cache {
 
 // Closed: Redis is used. `failure_threshold` failures in a row open it: the request path skips
 // Redis until `open_ns` have passed; then one probe (made off the request path) closes it or opens
-// it again for another `open_ns`. A success resets the count.
+// it again for another `open_ns`. A success while closed resets the count.
 class Breaker {
  public:
   Breaker(int failure_threshold, uint64_t open_ns) : threshold_(failure_threshold), open_ns_(open_ns) {}
@@ -87,8 +87,11 @@ class Breaker {
   bool IsOpen() const { return open_.load(std::memory_order_acquire); }
   // Open and its wait is over: time for a probe.
   bool ShouldProbe(uint64_t now_ns) const;
-  // A success: the count restarts and an open breaker closes.
+  // A success: the count of failures in a row restarts. An open breaker stays open: a reply that
+  // was on its way when it opened proves little, and only a probe closes it (Close()).
   void RecordSuccess();
+  // A probe succeeded: closed, the count restarted.
+  void Close();
   // A failure; true when it is the one that opened the breaker (or re-opened it after a probe).
   bool RecordFailure(uint64_t now_ns);
   uint64_t times_opened() const { return times_opened_.load(std::memory_order_relaxed); }

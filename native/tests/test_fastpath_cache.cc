@@ -190,6 +190,8 @@ void TestBreaker() {
   Check(b.times_opened() == 2 && !b.ShouldProbe(6 * kSecond) && b.ShouldProbe(7 * kSecond),
         "for another full open time");
   b.RecordSuccess();
+  Check(b.IsOpen() && !b.AllowRequest(), "a late reply's success does not close it: only a probe does");
+  b.Close();
   Check(b.AllowRequest() && !b.IsOpen(), "a successful probe closes it");
   Check(!b.RecordFailure(8 * kSecond), "and the count starts again from zero");
   Breaker one(1, kSecond);

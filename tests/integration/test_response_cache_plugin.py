@@ -1,0 +1,454 @@
+"""The kit's two-tier response cache (native/fastpath_cache) loaded by a real tritonserver through
+`--cache-config fastpath,...`, with a real redis-server as its L2.
+
+A tiny repository: `scale` (y = 2x on the native backend) and `fails` (a Python model that answers
+an error for a negative input), both with `response_cache { enable: true }` and dynamic batching.
+Servers A and B serve the same repository (so the same namespace: a hash of its files) and share a
+Redis; server C serves a copy whose `scale` was "retrained" (y = 3x): Triton's own key (model name,
+version, inputs) is the same there, only the namespace tells them apart. Server D has a Redis of
+its own that the breaker tests stop, fill and kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastpath_client.errors import ClientError
+from tests.conftest import infer
+from triton_fastpath.load import parse_metric
+
+pytestmark = pytest.mark.integration
+
+L1_BYTES = 64 * 1024
+BREAKER_OPEN_MS = 300
+TIMEOUT_MS = 50
+SCALE_CONFIG = """name: "scale"
+backend: "fastpath_ort"
+max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: [4] }
+output { name: "y" data_type: TYPE_FP32 dims: [4] }
+instance_group { count: 1 kind: KIND_CPU }
+dynamic_batching { }
+parameters { key: "intra_op_threads" value { string_value: "1" } }
+parameters { key: "reject_non_finite" value { string_value: "true" } }
+response_cache { enable: true }
+"""
+FAILS_CONFIG = """name: "fails"
+backend: "python"
+max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: [4] }
+output { name: "y" data_type: TYPE_FP32 dims: [4] }
+instance_group { count: 1 kind: KIND_CPU }
+dynamic_batching { }
+response_cache { enable: true }
+"""
+FAILS_MODEL = """import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            if (x < 0).any():
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative input")))
+            else:
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("y", x * 3)]))
+        return responses
+"""
+# Short names of the cache's series on the metrics port.
+SERIES = {
+    "l1_hit": ("fastpath_response_cache_hits_total", {"tier": "l1"}),
+    "l2_hit": ("fastpath_response_cache_hits_total", {"tier": "l2"}),
+    "miss": ("fastpath_response_cache_misses_total", {}),
+    "insert": ("fastpath_response_cache_inserts_total", {}),
+    "refused_error": ("fastpath_response_cache_refused_total", {"reason": "error_response"}),
+    "evicted": ("fastpath_response_cache_evictions_total", {"reason": "capacity"}),
+    "get_failures": ("fastpath_response_cache_l2_failures_total", {"op": "get"}),
+    "set_failures": ("fastpath_response_cache_l2_failures_total", {"op": "set"}),
+    "connect_failures": ("fastpath_response_cache_l2_failures_total", {"op": "connect"}),
+    "skipped_breaker": ("fastpath_response_cache_l2_skipped_total", {"reason": "breaker_open"}),
+    "written": ("fastpath_response_cache_l2_writes_total", {"outcome": "stored"}),
+    "opened": ("fastpath_response_cache_breaker_opened_total", {}),
+    "breaker_open": ("fastpath_response_cache_breaker_open", {}),
+    "l1_bytes": ("fastpath_response_cache_l1_bytes", {}),
+    "l1_entries": ("fastpath_response_cache_l1_entries", {}),
+    "bytes_written": ("fastpath_response_cache_l2_bytes_total", {"direction": "written"}),
+}
+RNG = np.random.default_rng()
+
+
+def write_repository(root: Path, factor: float = 2.0, *, with_fails: bool = True) -> Path:
+    """`scale` (y = factor * x, native backend) and, with `with_fails`, `fails` (Python)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    repository = root / "repository"
+    (repository / "scale" / "1").mkdir(parents=True)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "factor"], ["y"])],
+        "scale",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        initializer=[helper.make_tensor("factor", TensorProto.FLOAT, [], [factor])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(repository / "scale" / "1" / "model.onnx"))
+    (repository / "scale" / "config.pbtxt").write_text(SCALE_CONFIG)
+    if with_fails:
+        (repository / "fails" / "1").mkdir(parents=True)
+        (repository / "fails" / "1" / "model.py").write_text(FAILS_MODEL)
+        (repository / "fails" / "config.pbtxt").write_text(FAILS_CONFIG)
+    return repository
+
+
+def start(repository: Path, log_dir: Path, redis_url: str | None, *, load: tuple[str, ...] = (), **settings):
+    """An EmbeddedTritonServer with the fastpath cache (namespace: the repository's, unless given)."""
+    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.serve.server import EmbeddedTritonServer
+    from triton_fastpath.serve.server_config import ServerConfig
+
+    config = ServerConfig(
+        model_repository=repository,
+        http_port=0,
+        grpc_port=0,
+        metrics_port=0,
+        cache_size_bytes=L1_BYTES,
+        log_file=log_dir / "tritonserver.log",
+        log_verbose=1,  # the cache logs each refused entry at verbose level
+        model_control_mode="explicit" if load else "none",
+        load_models=load,
+        two_tier_cache=TwoTierCacheSettings(redis_url=redis_url, **settings),
+    )
+    return EmbeddedTritonServer(config).start(ready_timeout_s=180)
+
+
+def counts(server) -> dict[str, float]:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as reply:
+        text = reply.read().decode()
+    return {short: parse_metric(text, name, **labels) for short, (name, labels) in SERIES.items()}
+
+
+def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after if after[k] != before[k]}
+
+
+def await_count(server, name: str, at_least: float, timeout_s: float = 10.0) -> dict[str, float]:
+    """Counts once `name` reaches `at_least` (L2 writes are asynchronous), or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while (now := counts(server))[name] < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return now
+
+
+_CLIENTS: dict[str, object] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_clients():
+    yield
+    for client in _CLIENTS.values():
+        client.close()
+    _CLIENTS.clear()
+
+
+def scale(server, x: np.ndarray) -> np.ndarray:
+    """`scale` on one kept gRPC connection per server (timings see the server, not a new channel)."""
+    import tritonclient.grpc as grpcclient
+
+    client = _CLIENTS.get(server.grpc_url)
+    if client is None:
+        client = _CLIENTS[server.grpc_url] = grpcclient.InferenceServerClient(server.grpc_url)
+    tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    return client.infer("scale", [tensor], client_timeout=30).as_numpy("y")
+
+
+def unique_x() -> np.ndarray:
+    return RNG.integers(0, 1 << 20, size=(1, 4)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def shared_redis():
+    from triton_fastpath.serve.redis_server import RedisServer
+
+    with RedisServer() as redis:
+        yield redis
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory) -> Path:
+    return write_repository(tmp_path_factory.mktemp("cache-repo"))
+
+
+@pytest.fixture(scope="module")
+def server_a(repository, shared_redis, tmp_path_factory):
+    server = start(repository, tmp_path_factory.mktemp("server-a"), shared_redis.url)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def server_b(repository, shared_redis, tmp_path_factory):
+    server = start(repository, tmp_path_factory.mktemp("server-b"), shared_redis.url, load=("scale",))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def server_retrained(shared_redis, tmp_path_factory):
+    """The same model names and versions, `scale` retrained to y = 3x: another namespace."""
+    work = tmp_path_factory.mktemp("server-c")
+    server = start(write_repository(work, factor=3.0, with_fails=False), work, shared_redis.url)
+    yield server
+    server.stop()
+
+
+def test_a_repeat_is_an_l1_hit_with_the_same_answer(server_a):
+    x = unique_x()
+    before = counts(server_a)
+    first = scale(server_a, x)
+    after_first = counts(server_a)
+    second = scale(server_a, x)
+    after_second = counts(server_a)
+    np.testing.assert_array_equal(first, x * 2)
+    np.testing.assert_array_equal(second, first)
+    assert delta(before, after_first).keys() >= {"miss", "insert"} and "l1_hit" not in delta(before, after_first)
+    assert delta(after_first, after_second).get("l1_hit") == 1 and "miss" not in delta(after_first, after_second)
+
+
+def test_another_server_reads_what_the_first_stored_in_redis_and_promotes_it(server_a, server_b):
+    assert server_a.config.two_tier_cache.namespace == server_b.config.two_tier_cache.namespace
+    x = unique_x()
+    written = counts(server_a)["written"]
+    expected = scale(server_a, x)
+    assert await_count(server_a, "written", written + 1)["written"] >= written + 1
+    before = counts(server_b)
+    from_l2 = scale(server_b, x)
+    after_l2 = counts(server_b)
+    from_l1 = scale(server_b, x)
+    after_l1 = counts(server_b)
+    np.testing.assert_array_equal(from_l2, expected)
+    np.testing.assert_array_equal(from_l1, expected)
+    assert delta(before, after_l2).get("l2_hit") == 1 and "miss" not in delta(before, after_l2)
+    assert delta(after_l2, after_l1).get("l1_hit") == 1, "an L2 hit is promoted to L1"
+    assert "l2_hit" not in delta(after_l2, after_l1)
+
+
+def test_a_retrained_model_never_reads_the_old_builds_entries(server_a, server_retrained, shared_redis):
+    import redis
+
+    namespace_a = server_a.config.two_tier_cache.namespace
+    namespace_c = server_retrained.config.two_tier_cache.namespace
+    assert namespace_a != namespace_c, "another repository content, another namespace"
+    x = unique_x()
+    written = counts(server_a)["written"]
+    np.testing.assert_array_equal(scale(server_a, x), x * 2)
+    await_count(server_a, "written", written + 1)
+    before = counts(server_retrained)
+    np.testing.assert_array_equal(scale(server_retrained, x), x * 3)  # not the old model's 2x from Redis
+    after = counts(server_retrained)
+    assert delta(before, after).get("miss") == 1 and "l2_hit" not in delta(before, after)
+    await_count(server_retrained, "written", before["written"] + 1)
+    keys = {k.decode() for k in redis.Redis(port=shared_redis.port).keys("fastpath:rc:*")}
+    assert any(k.startswith(f"fastpath:rc:{namespace_a}:") for k in keys)
+    assert any(k.startswith(f"fastpath:rc:{namespace_c}:") for k in keys)
+    triton_keys_a = {k.rsplit(":", 1)[1] for k in keys if f":{namespace_a}:" in k}
+    triton_keys_c = {k.rsplit(":", 1)[1] for k in keys if f":{namespace_c}:" in k}
+    assert triton_keys_a & triton_keys_c, "Triton's own key is the same for both: only the namespace differs"
+
+
+def test_error_responses_are_never_stored(server_a, shared_redis):
+    """Triton 2.51's dynamic batcher inserts every response; an error reaches the cache as one
+    serialized response with zero outputs (4 bytes), from the Python backend and from the native
+    backend alike. Triton's `local` cache stores it, and the repeat is answered as an empty success;
+    this cache refuses it, so the repeat is computed and fails again."""
+    import redis
+
+    client = redis.Redis(port=shared_redis.port)
+    keys_before = set(client.keys("*"))
+    before = counts(server_a)
+    negative = -1 - unique_x()
+    not_finite = np.full((1, 4), np.nan, dtype=np.float32)
+    for _ in range(2):
+        with pytest.raises(ClientError, match="negative input"):
+            infer(server_a.grpc_url, "fails", {"x": negative}, ["y"])
+        with pytest.raises(ClientError, match="NaN or Inf"):
+            infer(server_a.grpc_url, "scale", {"x": not_finite}, ["y"])
+    after = counts(server_a)
+    changed = delta(before, after)
+    assert changed.get("refused_error") == 4, changed
+    assert "insert" not in changed and "l1_hit" not in changed and "l2_hit" not in changed, changed
+    time.sleep(0.3)  # an L2 write would have been queued by now
+    assert set(client.keys("*")) == keys_before
+    log = server_a.log_path.read_text(errors="replace")
+    assert "a response with no outputs (an error response), 1 buffer(s), this one 4 bytes" in log
+
+
+def test_l1_stays_within_its_bound_and_evicts_the_least_recent(server_a):
+    first = unique_x()
+    expected = scale(server_a, first)
+    before = counts(server_a)
+    for _ in range(400):
+        scale(server_a, unique_x())
+    after = counts(server_a)
+    assert after["l1_bytes"] <= L1_BYTES, after
+    assert after["l1_bytes"] > L1_BYTES // 2, "the bound is used"
+    assert delta(before, after).get("evicted", 0) >= 400 - after["l1_entries"], (before, after)
+    assert after["l1_entries"] < 400
+    again = scale(server_a, first)  # evicted from L1 long ago; Redis still has it
+    final = counts(server_a)
+    np.testing.assert_array_equal(again, expected)
+    assert delta(after, final).get("l2_hit") == 1, delta(after, final)
+
+
+def test_metrics_are_on_the_metrics_port_with_their_help(server_a):
+    with urllib.request.urlopen(server_a.metrics_url, timeout=10) as reply:
+        text = reply.read().decode()
+    families = {name for name, _ in SERIES.values()} | {"fastpath_response_cache_refused_total"}
+    for family in families:
+        assert f"# HELP {family} " in text, family
+    sample = counts(server_a)
+    assert sample["insert"] >= 1 and sample["l1_hit"] >= 1 and sample["bytes_written"] > 0
+    assert sample["breaker_open"] == 0 and sample["get_failures"] == 0
+
+
+# --- Redis full, slow, killed: server D and a Redis of its own ---
+
+
+@pytest.fixture(scope="module")
+def own_redis():
+    from triton_fastpath.serve.redis_server import RedisServer
+
+    redis = RedisServer().start()
+    yield redis
+    redis.stop()
+
+
+@pytest.fixture(scope="module")
+def server_d(repository, own_redis, tmp_path_factory):
+    server = start(
+        repository,
+        tmp_path_factory.mktemp("server-d"),
+        own_redis.url,
+        load=("scale",),
+        namespace="breaker-tests",
+        timeout_ms=TIMEOUT_MS,
+        breaker_failures=3,
+        breaker_open_ms=BREAKER_OPEN_MS,
+    )
+    yield server
+    server.stop()
+
+
+def timed_requests(server, n: int) -> list[float]:
+    """`n` requests of new inputs, one after another; every one must succeed with the right answer."""
+    latencies = []
+    for _ in range(n):
+        x = unique_x()
+        start_s = time.perf_counter()
+        y = scale(server, x)
+        latencies.append(time.perf_counter() - start_s)
+        np.testing.assert_array_equal(y, x * 2)
+    return latencies
+
+
+def await_breaker(server, open_: bool, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while counts(server)["breaker_open"] != float(open_):
+        assert time.monotonic() < deadline, f"the breaker did not {'open' if open_ else 'close'} in {timeout_s} s"
+        time.sleep(0.05)
+
+
+def test_a_full_redis_refuses_writes_and_requests_go_on(server_d, own_redis):
+    import redis
+
+    client = redis.Redis(port=own_redis.port)
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", 1)  # every write is now refused: OOM
+    try:
+        before = counts(server_d)
+        timed_requests(server_d, 20)
+        after = await_count(server_d, "set_failures", before["set_failures"] + 20)
+        changed = delta(before, after)
+        assert changed.get("set_failures") == 20, changed
+        assert "opened" not in changed and after["breaker_open"] == 0, "a full Redis still answers lookups"
+        assert "get_failures" not in changed, changed
+    finally:
+        client.config_set("maxmemory", 256 << 20)
+        client.config_set("maxmemory-policy", "allkeys-lru")
+
+
+def test_a_stopped_redis_costs_at_most_a_few_timeouts(server_d, own_redis):
+    pid = own_redis._process.pid
+    before = counts(server_d)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        latencies = timed_requests(server_d, 60)
+        after = counts(server_d)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    changed = delta(before, after)
+    slow = [round(s * 1000) for s in latencies if s > TIMEOUT_MS / 1000 * 0.8]
+    assert changed.get("get_failures", 0) >= 1 and changed.get("opened", 0) >= 1, changed
+    assert changed.get("skipped_breaker", 0) >= 40, changed
+    assert len(slow) <= 8, f"requests that waited out a Redis timeout (ms): {slow}"
+    assert max(latencies) < 1.0, max(latencies)
+    await_breaker(server_d, open_=False)  # a probe finds it answering again
+    written = counts(server_d)["written"]
+    timed_requests(server_d, 1)
+    assert await_count(server_d, "written", written + 1)["written"] == written + 1
+
+
+def test_a_killed_redis_fails_no_request_and_is_used_again_once_back(server_d, own_redis):
+    timed_requests(server_d, 5)  # the pool's connections are in use and healthy
+    before = counts(server_d)
+    own_redis.kill()
+    try:
+        started = time.perf_counter()
+        latencies = timed_requests(server_d, 200)
+        elapsed = time.perf_counter() - started
+        after = counts(server_d)
+    finally:
+        own_redis.start()  # the same port
+    changed = delta(before, after)
+    failures = changed.get("get_failures", 0) + changed.get("connect_failures", 0) + changed.get("set_failures", 0)
+    assert failures >= 1 and changed.get("opened", 0) >= 1, changed
+    assert changed.get("skipped_breaker", 0) >= 150, changed
+    assert elapsed < 200 * TIMEOUT_MS / 1000 / 4, f"200 requests took {elapsed:.2f} s with Redis down"
+    assert max(latencies) < 1.0, max(latencies)
+    await_breaker(server_d, open_=False)
+    written = counts(server_d)["written"]
+    timed_requests(server_d, 3)
+    assert await_count(server_d, "written", written + 3)["written"] == written + 3
+    import redis
+
+    assert redis.Redis(port=own_redis.port).dbsize() == 3, "the restarted Redis (empty) holds the new entries"
+
+
+def test_the_password_is_read_from_the_environment_and_never_logged(repository, tmp_path, monkeypatch):
+    from triton_fastpath.serve.redis_server import RedisServer
+
+    password = "s3cret-" + os.urandom(6).hex()
+    with RedisServer(password=password) as redis_with_password:
+        monkeypatch.setenv("FASTPATH_REDIS_PASSWORD", password)
+        server = start(repository, tmp_path, redis_with_password.url, load=("scale",))
+        try:
+            x = unique_x()
+            scale(server, x)
+            after = await_count(server, "written", 1)
+            assert after["written"] == 1 and after["connect_failures"] == 0, after
+            log = server.log_path.read_text(errors="replace")
+            assert "(password set)" in log and password not in log
+            assert password not in " ".join(Path(f"/proc/{server.pid}/cmdline").read_text().split("\0"))
+        finally:
+            server.stop()
