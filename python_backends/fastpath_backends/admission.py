@@ -39,13 +39,18 @@ class Overloaded(Exception):
 
 
 def request_priority(parameters_json: str | None) -> int:
-    """The `fastpath_priority` request parameter (0 = the model's lowest level when absent or bad)."""
+    """The `fastpath_priority` request parameter (0 = the model's lowest level when absent or bad).
+
+    Any client can send it with any type (a double parameter arrives as JSON `Infinity` or `NaN`):
+    whatever does not read as an integer is the lowest level, never an exception that would fail
+    the whole batch (found by the wire fuzz: `fastpath_priority` = inf failed every batch-mate).
+    """
     if not parameters_json:
         return 0
     try:
         value = json.loads(parameters_json).get(PRIORITY_PARAMETER, 0)
         return max(0, int(value))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, OverflowError):
         return 0
 
 

@@ -382,6 +382,28 @@ def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -
     assert request_priority(None) == request_priority("not json") == request_priority("{}") == 0
 
 
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        '{"fastpath_priority": Infinity}',  # a gRPC double_param inf, as the Python backend writes it
+        '{"fastpath_priority": -Infinity}',
+        '{"fastpath_priority": NaN}',
+        '{"fastpath_priority": 1e999}',
+        '{"fastpath_priority": "abc"}',
+        '{"fastpath_priority": ""}',
+        '{"fastpath_priority": null}',
+        '{"fastpath_priority": [1]}',
+        '{"fastpath_priority": -5}',
+        '["not", "an", "object"]',
+        '{"fastpath_priority": "' + "9" * 5000 + '"}',  # past Python's int-from-str digit limit
+    ],
+)
+def test_a_priority_of_any_type_or_range_is_the_lowest_level_never_an_exception(parameters: str) -> None:
+    from fastpath_backends.admission import request_priority
+
+    assert request_priority(parameters) == 0
+
+
 def test_admission_sheds_nothing_at_normal_load() -> None:
     from fastpath_backends.admission import Admission
 
