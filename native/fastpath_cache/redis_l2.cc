@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kMaxPipeline = 256;
 constexpr auto kWorkerTick = std::chrono::milliseconds(100);
+// Writes are gathered this long after the first one arrives, then sent as one pipeline: the
+// worker wakes once per burst, not once per miss (each wake competes with requests for a core).
+constexpr auto kGatherWrites = std::chrono::milliseconds(2);
 
 timeval Millis(int ms) {
   timeval tv;
@@ -201,6 +204,7 @@ void RedisL2::Put(std::string key, EntryPtr entry) {
     metrics_->Add(Counter::kL2WriteDropped);
     return;
   }
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= settings_.write_queue) {
@@ -208,8 +212,9 @@ void RedisL2::Put(std::string key, EntryPtr entry) {
       return;
     }
     queue_.push_back(Write{std::move(key), std::move(entry)});
+    wake = queue_.size() == 1 || queue_.size() == kMaxPipeline;  // the first of a burst, or a full pipeline
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void RedisL2::Maintain() {
@@ -299,6 +304,9 @@ void RedisL2::WorkerLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
+      if (!stop_ && !queue_.empty() && queue_.size() < kMaxPipeline) {
+        cv_.wait_for(lock, kGatherWrites, [this] { return stop_ || queue_.size() >= kMaxPipeline; });
+      }
       if (stop_) return;
       wake_ = false;
       if (breaker_.IsOpen()) {
