@@ -452,3 +452,71 @@ def test_the_password_is_read_from_the_environment_and_never_logged(repository, 
             assert password not in " ".join(Path(f"/proc/{server.pid}/cmdline").read_text().split("\0"))
         finally:
             server.stop()
+
+
+def test_the_sanitized_cache_survives_concurrent_evictions_errors_and_a_redis_restart(repository, tmp_path):
+    """The cache built with AddressSanitizer + UndefinedBehaviorSanitizer in a real server: four
+    clients over 64 inputs with an 8 KiB L1 (lookups copy out of entries while others evict them),
+    L2 hits, error responses, Redis killed and brought back. Any finding aborts the server.
+    (tritonserver under the preloaded ASan runtime hangs in a library's exit handler after it has
+    finalized the cache, so it is stopped with a short drain and its exit code is not judged.)"""
+    import concurrent.futures
+
+    import tritonclient.grpc as grpcclient
+
+    from triton_fastpath.native import build as native
+    from triton_fastpath.native import cache_build
+    from triton_fastpath.serve.redis_server import RedisServer
+    from triton_fastpath.serve.server import EmbeddedTritonServer
+    from triton_fastpath.serve.server_config import ServerConfig
+
+    inputs = [np.full((1, 4), i, dtype=np.float32) for i in range(64)]
+
+    def clients(server, seeds) -> None:
+        def work(seed: int) -> None:
+            rng = np.random.default_rng(seed)
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            try:
+                for _ in range(250):
+                    x = inputs[rng.integers(0, len(inputs))]
+                    tensor = grpcclient.InferInput("x", [1, 4], "FP32")
+                    tensor.set_data_from_numpy(x)
+                    np.testing.assert_array_equal(client.infer("scale", [tensor]).as_numpy("y"), x * 2)
+            finally:
+                client.close()
+
+        with concurrent.futures.ThreadPoolExecutor(len(seeds)) as pool:
+            list(pool.map(work, seeds))
+
+    with RedisServer() as redis:
+        config = ServerConfig(
+            model_repository=repository,
+            http_port=0,
+            grpc_port=0,
+            metrics_port=0,
+            cache_size_bytes=8192,
+            exit_timeout_s=2,
+            log_file=tmp_path / "tritonserver.log",
+            cache_library=cache_build.build_cache(sanitize=True),
+            extra_env=native.sanitizer_environment(),
+            two_tier_cache=cache_build.TwoTierCacheSettings(redis_url=redis.url, breaker_open_ms=200),
+        )
+        server = EmbeddedTritonServer(config).start(ready_timeout_s=300)
+        try:
+            clients(server, range(4))
+            redis.kill()
+            clients(server, range(4, 8))
+            redis.start()
+            await_breaker(server, open_=False)
+            clients(server, range(8, 12))
+            for _ in range(2):
+                with pytest.raises(ClientError, match="negative input"):
+                    infer(server.grpc_url, "fails", {"x": -1 - inputs[5]}, ["y"])
+            final = counts(server)
+            assert server.is_running()
+        finally:
+            server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "AddressSanitizer" not in log and "runtime error" not in log, log[-4000:]
+    assert final["evicted"] > 500 and final["l2_hit"] > 100 and final["l1_hit"] > 100, final
+    assert final["refused_error"] == 2 and final["opened"] >= 1 and final["l1_bytes"] <= 8192, final
