@@ -171,8 +171,8 @@ class TwoTierCache {
       if (result == L1Cache::PutResult::kExists) {
         return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_ALREADY_EXISTS, "fastpath cache: key already exists");
       }
+      if (result == L1Cache::PutResult::kStored) metrics_.Add(Counter::kInsert);
     }
-    metrics_.Add(Counter::kInsert);
     if (l2_ != nullptr) l2_->Put(L2Key(settings_.key_prefix, settings_.ns, key), std::move(stored));
     return nullptr;
   }
