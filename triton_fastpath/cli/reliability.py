@@ -1,7 +1,8 @@
 """Run the reliability matrix and fault scenarios against real servers; print the results table.
 
-    fastpath reliability              # everything (about 5 minutes on 2 cores)
-    fastpath reliability --quick      # the CI subset: matrix, security, faults (about 2 minutes)
+    fastpath reliability              # everything (about 6 minutes on 2 cores, the wire fuzz included)
+    fastpath reliability --quick      # the CI subset: matrix, security, faults, a small wire fuzz
+    fastpath reliability --only fuzz-full    # the hostile fuzz at the wire: 8,000 raw requests
     fastpath reliability --only overload restart
 
 Every scenario starts its own tritonserver (and redis-server) on 127.0.0.1 and free ports, and

@@ -3,10 +3,12 @@
     results = run_all(repository, work_dir, quick=True, progress=print)
     print(format_table(results))
 
-`quick` runs the bad-input matrix, the security check, the four fault scenarios and the four
-self-healing ones (a stub of each kind and tritonserver SIGKILLed with the watchdog on; a few
-minutes); the full run adds the overload scenarios and a restart whose deadline is shorter than
-the outage (its failures must all be counted timeouts).
+`quick` runs the bad-input matrix, the security check, the four fault scenarios, the four
+self-healing ones (a stub of each kind and tritonserver SIGKILLed with the watchdog on) and a
+small wire fuzz (400 hostile raw requests; a few minutes in all); the full run adds the overload
+scenarios, a restart whose deadline is shorter than the outage (its failures must all be counted
+timeouts) and the full wire fuzz (8,000 hostile requests, restarting the server after a death to
+find more) instead of the small one.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from pathlib import Path
 
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.reliability import faults, generator, healing, matrix, overload, security, stopping
+from triton_fastpath.reliability import faults, fuzz, generator, healing, matrix, overload, security, stopping
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
 
-__all__ = ["MATRIX_BATCH_WINDOW_US", "SCENARIOS", "run_all"]
+__all__ = ["MATRIX_BATCH_WINDOW_US", "QUICK_ONLY", "SCENARIOS", "run_all"]
 
 MATRIX_BATCH_WINDOW_US = 100_000  # long enough that concurrent requests share a batch
+QUICK_ONLY = "quick only"  # a scenario's place: in the quick run only (the full run has a bigger one)
 Progress = Callable[[str], None]
 
 
@@ -79,8 +82,8 @@ def _short_deadline_restart(
     return [faults.triton_restart(repository, work / "short", deadline_s=3.0, progress=progress)]
 
 
-SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress, RepoSettings], list[ScenarioResult]]]] = {
-    # name: (in the quick run, function)
+SCENARIOS: dict[str, tuple[bool | str, Callable[[Path, Path, Progress, RepoSettings], list[ScenarioResult]]]] = {
+    # name: (in the quick run: True, False or QUICK_ONLY, function)
     "matrix": (True, _matrix),
     "security": (True, _security),
     "redis": (True, lambda r, w, p, b: [faults.redis_restart(r, w, progress=p)]),
@@ -94,7 +97,13 @@ SCENARIOS: dict[str, tuple[bool, Callable[[Path, Path, Progress, RepoSettings], 
     "stop": (True, _stopping),
     "restart-short-deadline": (False, _short_deadline_restart),
     "overload": (False, _overload),
+    "fuzz": (QUICK_ONLY, lambda r, w, p, b: fuzz.run_fuzz(r, w, fuzz.QUICK, progress=p)),
+    "fuzz-full": (False, lambda r, w, p, b: fuzz.run_fuzz(r, w, fuzz.FULL, progress=p)),
 }
+
+
+def _in_run(when: bool | str, quick: bool) -> bool:
+    return when in (True, QUICK_ONLY) if quick else when != QUICK_ONLY
 
 
 def run_all(
@@ -114,7 +123,7 @@ def run_all(
 
     A scenario that raises becomes one FAIL row naming the exception; the others still run.
     """
-    names = only or [name for name, (in_quick, _) in SCENARIOS.items() if in_quick or not quick]
+    names = only or [name for name, (when, _) in SCENARIOS.items() if _in_run(when, quick)]
     unknown = sorted(set(names) - set(SCENARIOS))
     if unknown:
         raise ValueError(f"unknown scenarios {unknown}; expected some of {sorted(SCENARIOS)}")
