@@ -27,3 +27,13 @@ def test_every_job_has_help_with_an_example(
     assert text.startswith(f"usage: fastpath {words}"), text[:200]
     examples = [line for line in text.splitlines() if line.strip().startswith(f"fastpath {words}")]
     assert examples, f"`fastpath {words} --help` shows no example of its command line"
+
+
+def test_build_container_help_is_its_own(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not build's help with `--target` defaulting to embedded: the target is fixed, the defaults are its own."""
+    monkeypatch.setattr(sys, "argv", ["fastpath"])
+    with pytest.raises(SystemExit):
+        cli.main(["deploy", "build-container", "--help"])
+    text = capsys.readouterr().out
+    assert "--target" not in text and "Default: embedded" not in " ".join(text.split()), text
+    assert "build/container/model_repository" in " ".join(text.split())

@@ -59,10 +59,11 @@ def test_the_words_pick_the_handler_and_the_rest_is_passed_on(recorded) -> None:
     ]
 
 
-def test_a_preset_goes_before_the_users_arguments(recorded) -> None:
+def test_build_container_has_its_own_handler_and_gets_the_users_arguments_only(recorded) -> None:
+    """Its own module, so `fastpath deploy build-container --help` is its own (not build's, with --target)."""
     assert cli.main(["deploy", "build-container", "--only", "digits"]) == 0
     assert recorded == [
-        ("triton_fastpath.cli.build", "fastpath deploy build-container", ["--target", "container", "--only", "digits"])
+        ("triton_fastpath.cli.build_container", "fastpath deploy build-container", ["--only", "digits"])
     ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -22,15 +22,13 @@ class Command:
 
     Attributes:
         words: e.g. `("bench", "serving")`.
-        module: the module whose `main(argv) -> int` runs it.
+        module: the module whose `main(argv) -> int` runs it (and whose `--help` is the job's own).
         summary: one line.
-        preset: arguments put before the user's (`deploy build-container` is `build --target container`).
     """
 
     words: tuple[str, ...]
     module: str
     summary: str
-    preset: tuple[str, ...] = field(default=())
 
 
 _CLI = "triton_fastpath.cli"
@@ -66,9 +64,8 @@ COMMANDS: tuple[Command, ...] = (
     # Deploy
     Command(
         ("deploy", "build-container"),
-        f"{_CLI}.build",
+        f"{_CLI}.build_container",
         "build/container/: the repository for the NGC Triton image, TensorRT plans",
-        ("--target", "container"),
     ),
 )
 
@@ -133,5 +130,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = importlib.import_module(command.module)
     # argparse names the program after sys.argv[0]: make each command's usage and errors say `fastpath <words>`.
     sys.argv[0] = " ".join(("fastpath", *command.words))
-    code = handler.main([*command.preset, *rest])
+    code = handler.main(rest)
     return int(code or 0)

@@ -3,9 +3,10 @@
 Starts the embedded tritonserver on free ports (or uses `--url`), then for each batch size sends
 `--iterations` calls with the generated `DigitsClient` both ways, alternating plain and shared
 memory call by call so both see the same machine noise, and prints the client-side p50 per
-call. Every call sends fresh random images, so the response cache (on for `digits`) never
-answers. Batches above the model's max batch size (64) are split by the client, so a call of
-1,024 images is 16 requests. A benchmark, not a test: it prints and asserts nothing.
+call. Every call sends fresh random images, so no response cache can answer one (whether the
+repository enables it for `digits` or not). Batches above the model's max batch size (64) are
+split by the client, so a call of 1,024 images is 16 requests. A benchmark, not a test: it prints
+and asserts nothing.
 
     fastpath bench shm
     fastpath bench shm --batch-sizes 64 1024 4096 --iterations 200

@@ -4,9 +4,7 @@ Examples:
     fastpath build                      # everything, skipping what is up to date
     fastpath build --precision fp32     # serve the FP32 encoder instead of INT8
     fastpath build --only digits --force
-    fastpath deploy build-container     # = fastpath build --target container: build/container/, the
-                                        #   NGC-image repository + TensorRT plan
-    fastpath deploy build-container --encoder-backend onnxruntime --ort-graph-level 1
+    fastpath build --target container   # the NGC-image repository: `fastpath deploy build-container --help`
 """
 
 from __future__ import annotations
@@ -36,22 +34,37 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> argparse.ArgumentParser:
+    """`fastpath build`'s options; with `target=Target.CONTAINER`, `fastpath deploy build-container`'s
+    (the target fixed, its defaults in the help)."""
     defaults = RepoSettings.tuned()  # the tuned defaults (tuning/embedded.json), shown in --help
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--repository",
-        type=Path,
-        default=None,
-        help=f"output repository (default: {DEFAULT_REPOSITORY} for embedded, {CONTAINER_REPOSITORY} for container)",
+    container_only = target is Target.CONTAINER
+    p = argparse.ArgumentParser(
+        description=description or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--target",
-        choices=[t.value for t in Target],
-        default="embedded",
-        help="embedded: the tritonserver in nvidia-pytriton (CPU, ONNX via a Python model); "
-        "container: the NGC image (native onnxruntime, GPU). Default: %(default)s",
-    )
+    if container_only:
+        p.set_defaults(target=Target.CONTAINER.value)
+        p.add_argument(
+            "--repository", type=Path, default=CONTAINER_REPOSITORY, help="output repository (default: %(default)s)"
+        )
+    else:
+        p.add_argument(
+            "--repository",
+            type=Path,
+            default=None,
+            help=f"output repository (default: {DEFAULT_REPOSITORY} for embedded, {CONTAINER_REPOSITORY} for "
+            "container)",
+        )
+        p.add_argument(
+            "--target",
+            choices=[t.value for t in Target],
+            default=Target.EMBEDDED.value,
+            help="embedded: the tritonserver inside the nvidia-pytriton wheel, on the CPU: ONNX models on the kit's "
+            "C++ onnxruntime backend fastpath_ort where g++ builds it (else in a Python model), the text "
+            "pipelines' tokenizer and caches in Python unless --rendering graph; container: the NGC image "
+            "(Triton's onnxruntime or TensorRT backend, GPU; `fastpath deploy build-container`). "
+            "Default: %(default)s",
+        )
     p.add_argument(
         "--only",
         nargs="+",
@@ -73,16 +86,22 @@ def parser() -> argparse.ArgumentParser:
         "--precision",
         choices=sorted(PRECISIONS),
         default=None,
-        help=f"ONNX encoder weights to serve (default: {defaults.precision} for embedded, fp32 for container, "
-        "where dynamic INT8 would run on the CPU; both are always built and verified)",
+        help=(
+            "ONNX encoder weights to serve (default: fp32, which the GPU runs natively; dynamic INT8 would run "
+            "on the CPU. Both are always built and verified)"
+            if container_only
+            else f"ONNX encoder weights to serve (default: {defaults.precision} for embedded, fp32 for container, "
+            "where dynamic INT8 would run on the CPU; both are always built and verified)"
+        ),
     )
     p.add_argument(
         "--service-levels",
         choices=sorted(SERVICE_LEVEL_PROFILES),
         default="default",
-        help="the p99 profile each model's queue timeouts are cut from: default (the kit's promise, "
-        "loadtests/sla.toml), relaxed (a shared CI machine; loadtests/sla-relaxed.toml) or none. "
-        "Default: %(default)s",
+        help="the p99 profile each model's admission control is cut from (no batcher has a queue policy: a "
+        "request that cannot be computed within its share of the p99 is answered UNAVAILABLE 'overloaded' at "
+        "once): default (the kit's promise, loadtests/sla.toml), relaxed (a shared CI machine; "
+        "loadtests/sla-relaxed.toml) or none (nothing is shed). Default: %(default)s",
     )
     p.add_argument(
         "--max-length",
@@ -145,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
         "(`make import-minilm`): a transformer pass per missed text, neighbours found by meaning; fused "
         "rendering, embedded target. The calibration is measured with the embedder chosen",
     )
-    container = p.add_argument_group("container target (--target container)")
+    container = p.add_argument_group("container target" if container_only else "container target (--target container)")
     container.add_argument(
         "--encoder-backend",
         choices=ENCODER_BACKENDS,
@@ -176,8 +195,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, description: str | None = None) -> int:
+    """Run `fastpath build` (or, with `target=Target.CONTAINER`, `fastpath deploy build-container`)."""
+    args = parser(target, description).parse_args(argv)
     configure_cli_logging(args.verbose)
     logging.getLogger("torch.onnx").setLevel(logging.DEBUG if args.verbose else logging.ERROR)  # torchvision notes
     started = time.monotonic()
