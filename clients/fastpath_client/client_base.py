@@ -36,6 +36,15 @@ RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
 
 
+def _add_note(error: BaseException, note: str) -> None:
+    """`error.add_note(note)`; Python 3.10 has no `add_note`, so there the same list is kept by hand
+    (`error.__notes__`, which tracebacks print from 3.11 on)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:
+        error.__notes__ = [*getattr(error, "__notes__", ()), note]
+
+
 def channel_args(max_reconnect_backoff_s: float = 1.0) -> list[tuple[str, Any]]:
     """gRPC channel arguments of the SDK's channels.
 
@@ -299,7 +308,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
             )
         elif error.retryable:
             self.stats.add(retries_refused=1)
-            error.add_note(decision.reason)
+            _add_note(error, decision.reason)
         return decision
 
     def _lost_region(self, chunk: _Chunk, error: ClientError, already_retried: bool) -> bool:

@@ -111,3 +111,30 @@ def test_the_console_script_is_declared() -> None:
     assert project["dependencies"] == []
     client = project["optional-dependencies"]["client"]
     assert all(not dep.startswith("torch") for dep in client) and any(d.startswith("tritonclient") for d in client)
+
+
+def test_the_kits_jobs_refuse_another_python_and_say_which_one_they_need() -> None:
+    build = next(c for c in cli.COMMANDS if c.words == ("build",))
+    assert cli.wrong_python(build, (3, 11, 2)) is None
+    refusal = cli.wrong_python(build, (3, 12, 1, "final", 0))
+    assert refusal is not None
+    assert refusal.startswith("fastpath build: needs Python 3.11") and "this is Python 3.12.1" in refusal
+    assert "`fastpath health`" in refusal  # what does run there
+
+
+def test_the_client_side_jobs_run_on_every_python_the_client_installs_on() -> None:
+    client_side = {" ".join(c.words) for c in cli.COMMANDS if c.any_python}
+    assert client_side == {"health", "loadtest report"}
+    for command in cli.COMMANDS:
+        if command.any_python:
+            assert all(cli.wrong_python(command, (3, minor, 0)) is None for minor in (10, 11, 12, 13))
+
+
+def test_main_refuses_a_server_job_on_another_python(
+    recorded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    assert cli.main(["serve", "--grpc-port", "8001"]) == 2
+    assert recorded == [] and "fastpath serve: needs Python 3.11" in capsys.readouterr().err
+    assert cli.main(["health", "--model", "digits"]) == 0
+    assert recorded == [("triton_fastpath.serve.health", "fastpath health", ["--model", "digits"])]

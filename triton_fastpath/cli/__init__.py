@@ -13,7 +13,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "Command", "main"]
+__all__ = ["COMMANDS", "SERVER_PYTHON", "Command", "main", "wrong_python"]
+
+# The Python the kit's own jobs run on: Debian 12's 3.11 (the embedded tritonserver's Python stub links
+# libpython3.11, torch is the local cp311 CPU wheel; scripts/bootstrap.sh makes .venv from it). The
+# client side (the `client` extra, the generated SDK wheels) installs on 3.10-3.13 (pyproject.toml).
+SERVER_PYTHON = (3, 11)
 
 
 @dataclass(frozen=True)
@@ -24,11 +29,13 @@ class Command:
         words: e.g. `("bench", "serving")`.
         module: the module whose `main(argv) -> int` runs it (and whose `--help` is the job's own).
         summary: one line.
+        any_python: runs on every Python the client installs on (3.10-3.13), not only `SERVER_PYTHON`.
     """
 
     words: tuple[str, ...]
     module: str
     summary: str
+    any_python: bool = False
 
 
 _CLI = "triton_fastpath.cli"
@@ -38,7 +45,10 @@ COMMANDS: tuple[Command, ...] = (
     Command(("serve",), f"{_CLI}.serve", "serve a model repository with the embedded Triton until Ctrl-C"),
     Command(("demo",), f"{_CLI}.demo", "build, serve, send held-out requests, print accuracy and latency"),
     Command(
-        ("health",), "triton_fastpath.serve.health", "probe every model of a running server by inference (exit 0/1)"
+        ("health",),
+        "triton_fastpath.serve.health",
+        "probe every model of a running server by inference (exit 0/1)",
+        any_python=True,
     ),
     # Your own models
     Command(("import",), f"{_CLI}.import_model", "onnx FILE | hf DIR: add your own model to a repository, verified"),
@@ -58,7 +68,12 @@ COMMANDS: tuple[Command, ...] = (
     Command(("tune",), f"{_CLI}.tune", "search batching and instances under a p99 bound; write tuning/"),
     Command(("loadtest", "run"), f"{_CLI}.loadtest", "a locust scenario with its SLA gate and Prometheus report"),
     Command(("loadtest", "distributed"), f"{_CLI}.locust_distributed", "1 locust master + N workers"),
-    Command(("loadtest", "report"), f"{_CLI}.loadtest_report", "join a run's client stats with server metrics"),
+    Command(
+        ("loadtest", "report"),
+        f"{_CLI}.loadtest_report",
+        "join a run's client stats with server metrics",
+        any_python=True,
+    ),
     Command(("reliability",), f"{_CLI}.reliability", "bad inputs, faults under load, overload, security: a table"),
     Command(("soak",), f"{_CLI}.soak", "hold ~70% of capacity; RSS, fds, Redis, p50/p99 per window"),
     # Deploy
@@ -111,6 +126,21 @@ def _match(argv: Sequence[str]) -> tuple[Command | None, list[str]]:
     return best, list(argv[len(best.words) :]) if best else list(argv)
 
 
+def wrong_python(command: Command, version: Sequence[int]) -> str | None:
+    """Why `command` cannot run on Python `version` (`sys.version_info`), or None when it can."""
+    if command.any_python or tuple(version[:2]) == SERVER_PYTHON:
+        return None
+    words = " ".join(command.words)
+    running = ".".join(str(part) for part in version[:3])
+    allowed = " and ".join(f"`fastpath {' '.join(c.words)}`" for c in COMMANDS if c.any_python)
+    return (
+        f"fastpath {words}: needs Python {'.'.join(map(str, SERVER_PYTHON))} (Debian 12's /usr/bin/python3.11: the "
+        f"embedded tritonserver's Python stub links libpython3.11, and torch is the cp311 CPU wheel); this is "
+        f"Python {running}. On Python 3.10-3.13 only the client side installs: the SDK (the `client` extra or a "
+        f"generated SDK wheel), {allowed}. `make` (scripts/bootstrap.sh) sets up .venv with Python 3.11."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `fastpath ARGS`; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -126,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"fastpath: unknown command {argv[0]!r}; commands: {', '.join(heads)}", file=sys.stderr)
         print("`fastpath --help` lists them with a line each.", file=sys.stderr)
+        return 2
+    refusal = wrong_python(command, sys.version_info)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return 2
     handler = importlib.import_module(command.module)
     # argparse names the program after sys.argv[0]: make each command's usage and errors say `fastpath <words>`.
