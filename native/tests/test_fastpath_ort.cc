@@ -1,8 +1,7 @@
 // Tests of fastpath_ort's pure parts, as C++: checks.cc (overflow-checked counts, request shape
 // checks, Run planning), tensor_ops.cc (block copies, UTF-8, BYTES parsing, non-finite rows),
-// config.cc (parameters, load-time refusals), json.cc and admission.h (Admission, QueueWait,
-// DispatchClock). Cases shared with the Python twins' tests come from cases.json (read with json.cc
-// itself).
+// config.cc (parameters, load-time refusals), json.cc and admission.h. Cases shared with the
+// Python twins' tests come from cases.json (read with json.cc itself).
 //
 // Built and run by tests/unit/test_native_cpp.py, also under AddressSanitizer and
 // UndefinedBehaviorSanitizer. Usage: test_fastpath_ort <cases.json>; prints one line per failed
@@ -185,100 +184,6 @@ void TestNonFinite() {
         "FP16 Inf in row 1");
 }
 
-// --- admission.h: QueueWait, statistics, DispatchClock (shared cases) ---
-
-std::vector<double> Seconds(const Json& milliseconds) {
-  std::vector<double> out;
-  for (const Json& v : milliseconds.items) out.push_back(std::stod(v.AsString()) / 1000.0);
-  return out;
-}
-
-bool Near(double a, double b) { return std::fabs(a - b) < 1e-9; }
-
-bool SameSeconds(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!Near(a[i], b[i])) return false;
-  }
-  return true;
-}
-
-QueueCounters CountersOf(const Json& c) {
-  QueueCounters out;
-  int64_t v = 0;
-  const auto get = [&](const char* name) { return c.Find(name)->AsInt64(&v) ? static_cast<uint64_t>(v) : 0; };
-  out.answered = get("answered");
-  out.answered_ns = get("answered_ns");
-  out.queue_ns = get("queue_ns");
-  out.compute_ns = get("compute_ns");
-  out.failed = get("failed");
-  out.fail_ns = get("fail_ns");
-  return out;
-}
-
-bool SameCounters(const QueueCounters& a, const QueueCounters& b) {
-  return a.answered == b.answered && a.answered_ns == b.answered_ns && a.queue_ns == b.queue_ns &&
-         a.compute_ns == b.compute_ns && a.failed == b.failed && a.fail_ns == b.fail_ns;
-}
-
-void TestQueueWaitCases(const Json& cases) {
-  current = "queue wait cases";
-  for (const Json& c : cases.Find("queue_wait")->items) {
-    QueueWait wait(std::stod(c.Find("interval_ms")->AsString()) / 1000.0,
-                   std::stod(c.Find("near_ms")->AsString()) / 1000.0);
-    for (const Json& step : c.Find("steps")->items) {
-      const double now_s = std::stod(step.Find("t_ms")->AsString()) / 1000.0;
-      const bool due = step.Find("due")->boolean;
-      Check(wait.Due(now_s) == due, step.Find("why")->AsString() + " (due)");
-      if (!due) continue;
-      wait.Update(now_s, CountersOf(*step.Find("counters")));
-      Check(Near(wait.waited_s(), std::stod(step.Find("waited_ms")->AsString()) / 1000.0),
-            step.Find("why")->AsString() + ": got " + std::to_string(wait.waited_s() * 1000) + " ms");
-    }
-    for (const Json& e : c.Find("estimates")->items) {
-      Check(Near(wait.Estimate(std::stod(e.Find("idle_ms")->AsString()) / 1000.0),
-                 std::stod(e.Find("waited_ms")->AsString()) / 1000.0),
-            e.Find("why")->AsString());
-    }
-  }
-  QueueWait for_budgets = QueueWait::ForBudgets({{1, 0.016}, {2, 0.010}});
-  for_budgets.Update(0, QueueCounters());
-  QueueCounters six_ms;
-  six_ms.answered = 1;
-  six_ms.answered_ns = six_ms.queue_ns = 6000000;
-  for_budgets.Update(0.002, six_ms);
-  Check(Near(for_budgets.waited_s(), 0.006) && for_budgets.Due(0.0021),
-        "ForBudgets: from half the smallest budget (5 ms) every dispatch reads");
-  current = "statistics cases";
-  for (const Json& c : cases.Find("statistics")->items) {
-    QueueCounters read;
-    const bool ok = QueueCountersFromStatistics(*c.Find("json"), &read);
-    const Json* expected = c.Find("counters");
-    if (expected->kind == Json::Kind::kNull) {
-      Check(!ok, c.Find("why")->AsString());
-    } else {
-      Check(ok && SameCounters(read, CountersOf(*expected)), c.Find("why")->AsString());
-    }
-  }
-}
-
-void TestDispatchClockCases(const Json& cases) {
-  current = "dispatch clock cases";
-  for (const Json& c : cases.Find("dispatch_clock")->items) {
-    int64_t max_rows = 0, instances = 0;
-    c.Find("max_rows")->AsInt64(&max_rows);
-    c.Find("instances")->AsInt64(&instances);
-    DispatchClock clock(max_rows, instances);
-    for (const Json& step : c.Find("steps")->items) {
-      std::vector<int64_t> rows;
-      for (const Json& v : step.Find("rows")->items) rows.push_back(std::stoll(v.AsString()));
-      const std::vector<double> waited = clock.Waited(std::stod(step.Find("t_ms")->AsString()) / 1000.0, rows);
-      Check(SameSeconds(waited, Seconds(*step.Find("waited_ms"))), step.Find("why")->AsString());
-      clock.Finished(std::stod(step.Find("end_ms")->AsString()) / 1000.0);
-    }
-  }
-}
-
 void TestSharedCases(const Json& cases) {
   current = "utf8 cases";
   for (const Json& c : cases.Find("utf8")->items) {
@@ -323,14 +228,8 @@ void TestSharedCases(const Json& cases) {
     for (const Json& v : c.Find("priorities")->items) priorities.push_back(std::stoll(v.AsString()));
     std::vector<bool> keep;
     for (const Json& v : c.Find("keep")->items) keep.push_back(v.boolean);
-    if (c.Find("waited_ms") == nullptr) {
-      Check(admission.Admit(rows, priorities) == keep, c.Find("why")->AsString());
-    } else {
-      Check(admission.Admit(rows, priorities, Seconds(*c.Find("waited_ms"))) == keep, c.Find("why")->AsString());
-    }
+    Check(admission.Admit(rows, priorities) == keep, c.Find("why")->AsString());
   }
-  TestQueueWaitCases(cases);
-  TestDispatchClockCases(cases);
 }
 
 // --- config.cc ---

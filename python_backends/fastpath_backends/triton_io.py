@@ -144,25 +144,19 @@ def read_texts(pb_utils: Any, requests: Any, max_text_bytes: int, input_name: st
     return payloads
 
 
-def admit(
-    pb_utils: Any, requests: Any, payloads: list, admission: Any, rows: Any, *, clock: Any = None, now_s: float = 0.0
-) -> list:
+def admit(pb_utils: Any, requests: Any, payloads: list, admission: Any, rows: Any) -> list:
     """Admission control over a batch (`fastpath_backends.admission`): the payloads of requests
-    that cannot be answered within their priority's budget become `Overloaded` errors;
-    `rows(payload)` counts a payload's rows. `clock` (a `DispatchClock`, read at `now_s`, the
-    execution's start) says how long each request waited; without it only the batch's own compute
-    counts. Without an `admission` the payloads are returned as they are."""
+    that do not fit their priority's budget become `Overloaded` errors; `rows(payload)` counts a
+    payload's rows. Without an `admission` the payloads are returned as they are."""
     if admission is None:
         return payloads
     from fastpath_backends.admission import OVERLOADED, Overloaded, request_priority
 
-    # every request counts for the clock (the batcher filled the batch with all of them)
-    waited = clock.waited(now_s, [rows(p) if not isinstance(p, Exception) else 1 for p in payloads]) if clock else None
     good = [i for i, p in enumerate(payloads) if not isinstance(p, Exception)]
-    if not good or (len(good) == 1 and not (waited and waited[good[0]] > 0)):
+    if len(good) <= 1:
         return payloads
     priorities = [request_priority(_parameters(requests[i])) for i in good]
-    keep = admission.admit([rows(payloads[i]) for i in good], priorities, [waited[i] for i in good] if waited else None)
+    keep = admission.admit([rows(payloads[i]) for i in good], priorities)
     out = list(payloads)
     for i, kept in zip(good, keep):
         if not kept:

@@ -10,7 +10,7 @@ import time
 
 import triton_python_backend_utils as pb_utils
 
-from fastpath_backends.admission import admission_from_parameters, dispatch_clock_from_config
+from fastpath_backends.admission import admission_from_parameters
 from fastpath_backends.batch import concat_rows, pad_rows, run_by_length, run_isolated, split_rows
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
@@ -30,13 +30,11 @@ class TritonPythonModel:
         self.bucket_rows = int(params.get("length_bucket_rows", "0")) if tokens else 0
         self.output_names = [o["name"] for o in config["output"]]
         self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
-        self.clock = dispatch_clock_from_config(config)  # how long a batch's requests waited
         self.reject_non_finite = params.get("reject_non_finite", "false").lower() == "true"
         path = version_dir(args) / params.get("onnx_file", "model.onnx")
         self.model = OnnxModel(path, intra_op_threads=int(params.get("intra_op_threads", "1")))
 
     def execute(self, requests):
-        dispatched = time.monotonic()
         payloads = []
         for request in requests:
             try:
@@ -46,15 +44,13 @@ class TritonPythonModel:
                 payloads.append(inputs)
             except BadRequest as error:
                 payloads.append(error)
-        payloads = admit(pb_utils, requests, payloads, self.admission, _rows, clock=self.clock, now_s=dispatched)
+        payloads = admit(pb_utils, requests, payloads, self.admission, _rows)
         started = time.perf_counter()
         results = run_isolated(payloads, self._run)
         if self.admission is not None:
             computed = sum(_rows(p) for p in payloads if not isinstance(p, Exception))
             self.admission.observe(computed, time.perf_counter() - started)
-        responses = [to_response(pb_utils, r, self.name) for r in results]
-        self.clock.finished(time.monotonic())
-        return responses
+        return [to_response(pb_utils, r, self.name) for r in results]
 
     def _run(self, batches):
         stacked, counts = {}, []

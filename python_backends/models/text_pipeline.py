@@ -14,7 +14,7 @@ import time
 
 import triton_python_backend_utils as pb_utils
 
-from fastpath_backends.admission import admission_from_parameters, dispatch_clock_from_config
+from fastpath_backends.admission import admission_from_parameters
 from fastpath_backends.batch import run_by_length, run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
@@ -47,7 +47,6 @@ class TritonPythonModel:
         self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
         self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
         config = json.loads(args["model_config"])
-        self.clock = dispatch_clock_from_config(config)  # how long a batch's requests waited
         self.warmups_left = sum(int(w.get("count", 1)) for w in config.get("model_warmup", []))
         classify = params["task"] == "classify"
         output = "probabilities" if classify else "embedding"
@@ -92,22 +91,19 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
-        dispatched = time.monotonic()
         # Triton sends each instance its warmup requests first, before the model is ready: they
         # run the whole pipeline but never touch the caches (nor their counters).
         self.warming = self.warmups_left > 0
         self.warmups_left -= 1
         payloads = read_texts(pb_utils, requests, self.max_text_bytes)
         if not self.warming:
-            payloads = admit(pb_utils, requests, payloads, self.admission, len, clock=self.clock, now_s=dispatched)
+            payloads = admit(pb_utils, requests, payloads, self.admission, len)
         started = time.perf_counter()
         results = run_isolated(payloads, self._run)
         if self.admission is not None:
             computed = sum(len(p) for p in payloads if not isinstance(p, Exception))
             self.admission.observe(computed, time.perf_counter() - started)
-        responses = [to_response(pb_utils, r, self.name) for r in results]
-        self.clock.finished(time.monotonic())
-        return responses
+        return [to_response(pb_utils, r, self.name) for r in results]
 
     def _run(self, batches):
         results, stats = self.pipeline.run(batches, use_cache=not self.warming)

@@ -412,49 +412,6 @@ def test_admission_sheds_nothing_at_normal_load() -> None:
     assert all(admission.admit([1] * 32, [0] * 32))
 
 
-def test_admit_sheds_what_waited_past_its_budget_from_the_instances_own_dispatches() -> None:
-    from fastpath_backends.admission import Admission, DispatchClock, Overloaded, dispatch_clock_from_config
-    from fastpath_backends.triton_io import admit
-
-    class Request:
-        def __init__(self, priority: int = 0) -> None:
-            self.json = f'{{"fastpath_priority": {priority}}}' if priority else None
-
-        def parameters(self) -> str | None:
-            return self.json
-
-    admission = Admission({1: 0.010, 2: 0.005})
-    clock = DispatchClock(max_rows=8, instances=1)
-    batch = [["a"], ["b"]]
-    # the first batch waited nothing; the instance then computes for 6 ms, back to back
-    assert admit(None, [Request(), Request()], batch, admission, len, clock=clock, now_s=0.0) == batch
-    clock.finished(0.006)
-    # the next batch's requests arrived after the first one started: its head waited about 6.5 ms,
-    # past the lowest level's 5 ms, within priority 1's 10 ms; its tail (arrived last) is in time
-    out = admit(
-        None, [Request(2), Request(1), Request(2)], [["c"], ["d"], ["e"]], admission, len, clock=clock, now_s=0.0065
-    )
-    assert [type(p) for p in out] == [Overloaded, list, list]
-    clock.finished(0.007)
-    # idle before the next batch: the queue was empty, nothing waited
-    assert admit(None, [Request()], [["f"]], admission, len, clock=clock, now_s=0.020) == [["f"]]
-    # without a clock a lone request is never shed (only the batch's own compute counts)
-    assert admit(None, [Request()], [["g"]], admission, len) == [["g"]]
-    config = {"max_batch_size": 256, "instance_group": [{"count": 2, "kind": "KIND_CPU"}]}
-    assert dispatch_clock_from_config(config) == DispatchClock(max_rows=256, instances=2)
-
-
-def test_queue_wait_for_budgets_reads_at_every_dispatch_from_half_the_smallest_budget() -> None:
-    from fastpath_backends.admission import QueueCounters, QueueWait
-
-    wait = QueueWait.for_budgets({1: 0.016, 2: 0.010})
-    assert wait.near_s == 0.005 and wait.due(0.0)
-    wait.update(0.0, QueueCounters())
-    assert not wait.due(0.001)  # below 5 ms: every 2 ms
-    wait.update(0.002, QueueCounters(answered=1, answered_ns=6_000_000, queue_ns=6_000_000))
-    assert wait.waited_s == 0.006 and wait.due(0.0021)
-
-
 def test_admission_from_parameters_reads_budgets_per_level() -> None:
     from fastpath_backends.admission import admission_from_parameters
 
