@@ -6,7 +6,8 @@
 // the batch's estimated compute up to and including it (rows x measured seconds per row) stays
 // within its level's budget; the first `min_rows` rows are always computed. The rest are answered
 // at once with kOverloaded (UNAVAILABLE), before any compute. The cost of a row is learned from
-// batches of at least kLearnFromRows rows, falling fast and rising slowly. Pure: no Triton calls.
+// at least kLearnFromRows rows at a time (smaller Runs, e.g. length buckets of 1-3 rows, are pooled
+// until they add up to that many), falling fast and rising slowly. Pure: no Triton calls.
 #pragma once
 
 #include <algorithm>
@@ -51,10 +52,16 @@ class Admission {
     return keep;
   }
 
-  // Folds one computed batch (rows, seconds) into the cost per row.
+  // Folds one computed Run (rows, seconds) into the cost per row; Runs under kLearnFromRows rows
+  // are pooled until they add up to that many (a lone row's time is mostly fixed per-call cost).
   void Observe(int64_t rows, double seconds) {
-    if (rows < kLearnFromRows || seconds <= 0) return;
-    const double sample = seconds / static_cast<double>(rows);
+    if (rows <= 0 || seconds <= 0) return;
+    pooled_rows_ += rows;
+    pooled_s_ += seconds;
+    if (pooled_rows_ < kLearnFromRows) return;
+    const double sample = pooled_s_ / static_cast<double>(pooled_rows_);
+    pooled_rows_ = 0;
+    pooled_s_ = 0;
     if (row_s_ == 0) {
       row_s_ = sample;
       return;
@@ -71,7 +78,9 @@ class Admission {
   std::map<int, double> budgets_s_;
   int64_t min_rows_;
   int lowest_ = 0;
-  double row_s_ = 0;  // measured seconds per row (0 until the first batch of kLearnFromRows rows)
+  double row_s_ = 0;  // measured seconds per row (0 until kLearnFromRows rows were timed)
+  int64_t pooled_rows_ = 0;  // rows of Runs not yet learned from
+  double pooled_s_ = 0;
 };
 
 }  // namespace fastpath

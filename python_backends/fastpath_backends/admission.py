@@ -15,8 +15,9 @@ served batchers therefore have no queue policy, and the model decides per batch 
   at once with an overload error, before any compute. The first `min_rows` rows are always
   computed (a batch the size of normal load is never shed, however slow the machine is for a
   moment: measured on the shared 2-core machine, a time-only rule shed requests at concurrency 4).
-- the cost of a row is learned from batches of at least `LEARN_FROM_ROWS` rows (a single row's
-  time is mostly fixed per-call cost), falling fast and rising slowly (a hiccup is not a trend).
+- the cost of a row is learned from at least `LEARN_FROM_ROWS` rows at a time (a single row's
+  time is mostly fixed per-call cost; smaller batches, e.g. length buckets of 1-3 rows, are pooled
+  until they add up to that many), falling fast and rising slowly (a hiccup is not a trend).
 
 At normal load a batch holds far less than a budget's worth of rows, so nothing is shed; under
 overload the batcher hands over every queued request (up to max_batch_size) and the surplus is
@@ -69,8 +70,10 @@ class Admission:
     min_rows: int = 1
     falling: float = 0.5
     rising: float = 0.05
-    row_s: float = 0.0  # measured seconds per row (0 until the first batch is timed)
+    row_s: float = 0.0  # measured seconds per row (0 until LEARN_FROM_ROWS rows were timed)
     shed: int = field(default=0)
+    pooled_rows: int = field(default=0)  # rows of batches not yet learned from
+    pooled_s: float = field(default=0.0)
 
     def __post_init__(self) -> None:
         if not self.budgets_s or any(level < 1 or budget <= 0 for level, budget in self.budgets_s.items()):
@@ -95,10 +98,16 @@ class Admission:
         return keep
 
     def observe(self, rows: int, seconds: float) -> None:
-        """Fold one computed batch (rows, wall seconds) into the cost per row."""
-        if rows < LEARN_FROM_ROWS or seconds <= 0:
+        """Fold one computed batch (rows, wall seconds) into the cost per row; batches under
+        `LEARN_FROM_ROWS` rows are pooled until they add up to that many."""
+        if rows <= 0 or seconds <= 0:
             return
-        sample = seconds / rows
+        self.pooled_rows += rows
+        self.pooled_s += seconds
+        if self.pooled_rows < LEARN_FROM_ROWS:
+            return
+        sample = self.pooled_s / self.pooled_rows
+        self.pooled_rows, self.pooled_s = 0, 0.0
         if self.row_s == 0:
             self.row_s = sample
             return
