@@ -2,6 +2,7 @@
 #include "checks.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace fastpath {
@@ -86,6 +87,27 @@ std::string CheckInputShape(const ModelSettings& settings, const TensorSpec& spe
            std::to_string(byte_size) + " bytes: each string needs at least 4";
   }
   return "";
+}
+
+int64_t FirstOutOfBounds(TRITONSERVER_DataType type, const uint8_t* data, int64_t elements, int64_t lo, int64_t hi,
+                         int64_t* value) {
+  for (int64_t i = 0; i < elements; ++i) {
+    int64_t v = 0;
+    if (type == TRITONSERVER_TYPE_INT64) {
+      std::memcpy(&v, data + i * 8, 8);
+    } else if (type == TRITONSERVER_TYPE_INT32) {
+      int32_t narrow = 0;
+      std::memcpy(&narrow, data + i * 4, 4);
+      v = narrow;
+    } else {
+      return -1;
+    }
+    if (v < lo || v >= hi) {
+      *value = v;
+      return i;
+    }
+  }
+  return -1;
 }
 
 bool PaddedBytes(const std::vector<PlanItem>& items, const std::vector<size_t>& indexes, int64_t* out) {

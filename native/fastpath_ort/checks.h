@@ -30,6 +30,11 @@ bool CheckedByteSize(const std::vector<int64_t>& shape, size_t element_size, int
 std::string CheckInputShape(const ModelSettings& settings, const TensorSpec& spec,
                             const std::vector<int64_t>& shape, uint64_t byte_size);
 
+// The index of the first of `elements` INT32/INT64 values in `data` outside [lo, hi) (its value in
+// `value`), or -1 when all are inside (or the type is another).
+int64_t FirstOutOfBounds(TRITONSERVER_DataType type, const uint8_t* data, int64_t elements, int64_t lo, int64_t hi,
+                         int64_t* value);
+
 // One request of a batch, as the planner sees it.
 struct PlanItem {
   int64_t rows = 1;    // along the batch axis

@@ -157,6 +157,22 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
       s->ragged_outputs.push_back(name);
       start = comma + 1;
     }
+  } else if (key == "value_bounds") {
+    s->value_bounds.clear();
+    size_t start = 0;
+    while (!value.empty() && start <= value.size()) {
+      const size_t comma = std::min(value.find(',', start), value.size());
+      const std::string item = value.substr(start, comma - start);
+      const size_t first = item.find(':'), second = item.find(':', first == std::string::npos ? 0 : first + 1);
+      int64_t lo = 0, hi = 0;
+      if (first == std::string::npos || second == std::string::npos || first == 0 ||
+          !ParseInt(item.substr(first + 1, second - first - 1), INT64_MIN, INT64_MAX, &lo) ||
+          !ParseInt(item.substr(second + 1), INT64_MIN, INT64_MAX, &hi) || lo >= hi) {
+        return bad + "expected name:lo:hi items (lo < hi) separated by commas";
+      }
+      s->value_bounds[item.substr(0, first)] = {lo, hi};
+      start = comma + 1;
+    }
   } else if (std::find_if(kInformationalParameters, kInformationalParameters + kInformationalParameterCount,
                           [&](const char* k) { return key == k; }) ==
              kInformationalParameters + kInformationalParameterCount) {
@@ -164,6 +180,17 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     for (size_t i = 0; i < kBackendParameterCount; ++i) known += (i ? ", " : "") + std::string(kBackendParameters[i]);
     return "unknown parameter '" + key + "' (fastpath_ort reads " + known +
            "; check the spelling, or remove it)";
+  }
+  return "";
+}
+
+std::string CheckValueBounds(const ModelSettings& s) {
+  for (const auto& bound : s.value_bounds) {
+    auto it = std::find_if(s.inputs.begin(), s.inputs.end(), [&](const TensorSpec& t) { return t.name == bound.first; });
+    if (it == s.inputs.end()) return "parameter 'value_bounds' names '" + bound.first + "', which is not an input";
+    if (it->triton_type != TRITONSERVER_TYPE_INT64 && it->triton_type != TRITONSERVER_TYPE_INT32) {
+      return "parameter 'value_bounds' names input '" + bound.first + "', which is not TYPE_INT32 or TYPE_INT64";
+    }
   }
   return "";
 }
@@ -202,7 +229,8 @@ const char* const kBackendParameters[] = {
     "reject_non_finite",  "max_sequence_length", "onnxruntime_library", "custom_op_library",
     "python_library",     "validate_utf8",      "reject_blank_strings", "max_string_bytes",
     "cut_string_chars",   "cut_flag_output",    "admission_budget_ms_", "admission_min_rows",
-    "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs"};
+    "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs",
+    "value_bounds"};
 const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
 
 bool ModelSettings::pads() const {
@@ -268,7 +296,8 @@ std::string ParseModelSettings(const Json& config, ModelSettings* out) {
       if (!error.empty()) return error;
     }
   }
-  return CheckRaggedOutputs(*out);
+  error = CheckValueBounds(*out);
+  return error.empty() ? CheckRaggedOutputs(*out) : error;
 }
 
 }  // namespace fastpath

@@ -38,6 +38,9 @@
 //   ragged_outputs            comma-separated outputs whose -1 axes follow the ragged inputs' length:
 //                             each request gets them trimmed to its own length. A batching model with
 //                             a ragged input must list every output that has a -1 dim (default none)
+//   value_bounds              integer inputs whose values must lie in [lo, hi): "name:lo:hi,..."
+//                             (e.g. token ids within the tokenizer's vocabulary); a value outside
+//                             fails its request naming the input, the value and the bounds (default none)
 //
 // Keys the kit writes for other readers (the SDK generator, the tokenizer) are accepted and
 // ignored: kInformationalParameters. Any other key fails the load, naming it.
@@ -90,6 +93,7 @@ struct ModelSettings {
   bool ragged_lengths_agree = false;
   int64_t max_padded_bytes = int64_t{64} << 20;
   std::vector<std::string> ragged_outputs;
+  std::map<std::string, std::pair<int64_t, int64_t>> value_bounds;  // input -> [lo, hi)
 
   bool batched() const { return max_batch_size > 0; }
   // Batched with a ragged input: requests are padded to each other in a Run.

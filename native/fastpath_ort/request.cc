@@ -109,6 +109,17 @@ TRITONSERVER_Error* ReadInput(const ModelSettings& settings, const TensorSpec& s
     const int64_t row = FirstNonFiniteRow(type, in->data, in->shape, in->elements);
     if (row >= 0) return Invalid(name + " row " + std::to_string(row) + " contains NaN or Inf; send finite values");
   }
+  auto bound = settings.value_bounds.find(spec.name);
+  if (bound != settings.value_bounds.end()) {
+    int64_t value = 0;
+    const int64_t at = FirstOutOfBounds(type, in->data, in->elements, bound->second.first, bound->second.second, &value);
+    if (at >= 0) {
+      const int64_t per_row = in->shape.empty() || in->shape[0] == 0 ? 1 : in->elements / in->shape[0];
+      return Invalid(name + " holds " + std::to_string(value) + " at row " + std::to_string(at / per_row) +
+                     "; its values must be in [" + std::to_string(bound->second.first) + ", " +
+                     std::to_string(bound->second.second) + ") (value_bounds, e.g. the tokenizer's vocabulary)");
+    }
+  }
   if (spec.is_string()) FASTPATH_RETURN_IF_ERROR(ReadStrings(settings, name, in));
   return nullptr;
 }

@@ -125,6 +125,21 @@ PlanItem Item(int64_t rows, int64_t length) {
   return item;
 }
 
+void TestBounds() {
+  current = "FirstOutOfBounds";
+  const std::vector<int64_t> ids = {1, 7999, 0, 8000, -1};
+  int64_t value = 0;
+  Check(FirstOutOfBounds(TRITONSERVER_TYPE_INT64, reinterpret_cast<const uint8_t*>(ids.data()), 3, 0, 8000, &value) == -1,
+        "ids within the vocabulary");
+  Check(FirstOutOfBounds(TRITONSERVER_TYPE_INT64, reinterpret_cast<const uint8_t*>(ids.data()), 5, 0, 8000, &value) == 3 &&
+            value == 8000,
+        "8000 is past a vocabulary of 8000");
+  const std::vector<int32_t> narrow = {0, 1, -5};
+  Check(FirstOutOfBounds(TRITONSERVER_TYPE_INT32, reinterpret_cast<const uint8_t*>(narrow.data()), 3, 0, 2, &value) == 2 &&
+            value == -5,
+        "INT32, a negative value");
+}
+
 void TestPlanRuns() {
   current = "PlanRuns";
   std::vector<PlanItem> items = {Item(1, 10), Item(2, 3), Item(1, 7)};
@@ -274,6 +289,10 @@ void TestConfig() {
   CheckError(ParseConfig(Config(Param("ragged_outputs", "p")), &s), "which has no -1 dim");
   CheckError(ParseConfig(Config(Param("ragged_outputs", "nope")), &s), "which is not an output");
   CheckError(ParseConfig(Config(Param("cut_flag_output", "p")), &s), "not a TYPE_BOOL output");
+  Check(ParseConfig(Config(Param("value_bounds", "ids:0:8000")), &s).empty() && s.value_bounds["ids"].second == 8000,
+        "value_bounds parses");
+  CheckError(ParseConfig(Config(Param("value_bounds", "ids:5:5")), &s), "lo < hi");
+  CheckError(ParseConfig(Config(Param("value_bounds", "nope:0:2")), &s), "which is not an input");
   CheckError(ParseConfig(R"({"max_batch_size":"8","input":[{"name":"x","data_type":"TYPE_FP32","dims":["0"]}]})", &s),
              "dims must be positive or -1");
   CheckError(ParseConfig(R"({"max_batch_size":"8","input":[{"name":"x","data_type":"TYPE_BF16","dims":["2"]}]})", &s),
@@ -317,6 +336,7 @@ int main(int argc, char** argv) {
   TestCheckedArithmetic();
   TestCheckInputShape();
   TestPlanRuns();
+  TestBounds();
   TestCopyBlock();
   TestNonFinite();
   TestSharedCases(cases);

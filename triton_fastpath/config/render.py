@@ -52,6 +52,7 @@ EMBEDDED_ONLY = (
     "max_sequence_length",
     "max_padded_bytes",
     "ragged_outputs",
+    "value_bounds",
 )
 # The longest row a ragged input of a native model takes when its spec names no tokenizer length
 # (`max_length`): e.g. an imported ONNX graph with a free sequence axis. Longer rows fail alone with

@@ -31,6 +31,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -344,8 +345,13 @@ def _one_life(server, fuzz: _Fuzz, pairs: Iterator, *, deadline: float, reposito
     return death[0]
 
 
-def run_fuzz(repository: Path, work: Path, plan: FuzzPlan, *, progress: Progress = print) -> list[ScenarioResult]:
-    """Serve `repository`, fuzz it by `plan`; one row per case kind, the ordinary load, the server."""
+def run_fuzz(
+    repository: Path, work: Path, plan: FuzzPlan, *, progress: Progress = print, **server_config: Any
+) -> list[ScenarioResult]:
+    """Serve `repository`, fuzz it by `plan`; one row per case kind, the ordinary load, the server.
+
+    `server_config`: more `ServerConfig` fields for the server (e.g. a sanitized `native_library`
+    with its `extra_env`)."""
     from triton_fastpath.reliability.servers import triton
 
     fuzz = _Fuzz(plan)
@@ -354,7 +360,7 @@ def run_fuzz(repository: Path, work: Path, plan: FuzzPlan, *, progress: Progress
     pairs: Iterator | None = None
     logs: list[Path] = []
     for life in range(plan.restarts + 1):
-        with triton(repository, work / f"fuzz-logs-{life}") as server:
+        with triton(repository, work / f"fuzz-logs-{life}", **server_config) as server:
             if pairs is None:
                 models = served_models(server.grpc_url, repository)
                 cases = [(c, p) for m in models for c in hostile_cases(m, plan.seed) for p in c.protocols]
