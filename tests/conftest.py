@@ -52,8 +52,18 @@ def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return variant_repository(served_settings(), tmp_path_factory.mktemp("served") / "model_repository")
 
 
-def start_server(repository: Path, log_dir: Path, *, redis_url: str | None = None, ports: tuple = (0, 0, 0)):
-    """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the L2 cache."""
+def start_server(
+    repository: Path,
+    log_dir: Path,
+    *,
+    redis_url: str | None = None,
+    ports: tuple = (0, 0, 0),
+    response_cache: str | None = None,
+):
+    """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the Python models'
+    L2 cache. `response_cache`: the response cache it runs, None (default) the one the repository was
+    built for (`resolve_response_cache`: the kit's two-tier cache, L1 only, where a Python or native
+    model enables it itself, as the default build does; else Triton's local)."""
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     config = ServerConfig(
@@ -63,6 +73,7 @@ def start_server(repository: Path, log_dir: Path, *, redis_url: str | None = Non
         metrics_port=ports[2],
         log_file=log_dir / "tritonserver.log",
         extra_env={"FASTPATH_REDIS_URL": redis_url} if redis_url else {},
+        response_cache=response_cache,
     )
     return EmbeddedTritonServer(config).start(ready_timeout_s=180)
 

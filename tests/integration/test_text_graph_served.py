@@ -1,6 +1,8 @@
 """The 'graph' rendering served for real: `sentiment` as one text graph (tokenizer inside ONNX) on
-the native backend, behind the one-step ensemble while the response cache is on ("wrapped") and
-answering as `sentiment` itself without it ("direct"); every test runs on both. Compared with the
+the native backend, behind the one-step ensemble when rendered for Triton's own response cache
+("wrapped") and answering as `sentiment` itself without a response cache ("direct"); every test runs
+on both. (With the kit's two-tier cache, the default build, it answers as `sentiment` itself with
+its cache on: tests/integration/test_default_build_served.py.) Compared with the
 two-step path in process (`tokenizers` + the INT8 encoder, each batch padded to its longest text) on
 the held-out set, with bad texts failing alone, truncation reported, and no Python process anywhere
 in the server.
@@ -32,7 +34,8 @@ def graph_server(request, built_repository: Path, tmp_path_factory: pytest.TempP
     if not (ONNX_DIR / "text.int8.onnx").exists():
         pytest.fail(f"{ONNX_DIR / 'text.int8.onnx'} was not built: the build makes the text graph (see its output)")
     work = tmp_path_factory.mktemp("graph")
-    settings = served_settings(rendering="graph", cache=False, response_cache=request.param == "wrapped")
+    wrapped = request.param == "wrapped"  # rendered for Triton's local cache: the wrapper keeps errors out
+    settings = served_settings(rendering="graph", cache=False, response_cache=wrapped, response_cache_kind="local")
     repository = variant_repository(settings, work / "repository", only=("sentiment",))
     server = start_server(repository, work)
     try:

@@ -62,7 +62,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
     assert report.variants[0].max_abs_diff < 1e-3 and report.variants[0].label_agreement == 1.0
     served = [c for c in report.checks if "served" in c or "label names from Triton" in c]
     assert len(served) == 3 and all(c.startswith("PASS") for c in served), report.checks  # through tritonserver
-    for model in ("tiny_mood", "tiny_mood_fused"):  # the default rendering: one Python model + its wrapper
+    for model in ("tiny_mood", "tiny_mood_fused"):  # RepoSettings() renders fused: a Python model + its wrapper
         config = parse_pbtxt((repository / model / "config.pbtxt").read_text())
         assert config.name == model
     assert (repository / "tiny_mood_fused" / "1" / "model.int8.onnx").exists()

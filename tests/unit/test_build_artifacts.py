@@ -14,10 +14,11 @@ import pytest
 from fastpath_backends.text import TextEncoder
 from triton_fastpath.build import repository as build
 from triton_fastpath.build import steps
-from triton_fastpath.config.render import parse_pbtxt
+from triton_fastpath.config.render import parse_pbtxt, render
 from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models.bundled import default_specs, model_specs
+from triton_fastpath.models.pipelines import python_hops
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:
@@ -173,3 +174,47 @@ def test_removing_the_other_rendering_keeps_the_selected_and_user_models(tmp_pat
     container = default_specs(settings, "container")  # the fused container target serves the encoders
     assert build.remove_other_renderings(tmp_path, container, settings) == []
     assert (tmp_path / "embed_encoder" / "1").is_dir()
+
+
+@pytest.mark.parametrize("rendering", ["graph", "fused", "ensemble"])
+def test_the_default_build_renders_the_rendering_the_tuner_chose_with_its_caches(tmp_path: Path, rendering) -> None:
+    """`fastpath build` with no flags serves what `fastpath tune` wrote, caches on as the tuner measured it."""
+    tuning = tmp_path / "embedded.json"
+    tuning.write_text(json.dumps({"settings": {"rendering": rendering}}))
+    settings = RepoSettings.tuned(tuning)
+    specs = {s.name: s for s in default_specs(settings)}
+    assert settings.rendering == rendering and settings.response_cache
+    assert settings.cache == (rendering != "graph")  # the graph's caches are the response cache's
+    top = render(specs["sentiment"], "embedded")
+    assert top.get("response_cache") == {"enable": True}
+    if rendering == "graph":  # one native model, cached itself by the two-tier cache: no wrapper, no Python
+        assert top["backend"] == "fastpath_ort" and "sentiment_graph" not in specs
+        assert python_hops("sentiment", specs, "embedded") == 0
+    else:
+        assert top["platform"] == "ensemble"
+
+
+def test_the_committed_default_build_is_the_tuner_s_choice() -> None:
+    """tuning/embedded.json's rendering is what model_repository/ (committed) serves as `sentiment`."""
+    from triton_fastpath.config.settings import TUNING_FILE
+    from triton_fastpath.paths import DEFAULT_REPOSITORY
+
+    chosen = json.loads(TUNING_FILE.read_text())["settings"]["rendering"]
+    assert RepoSettings.tuned().rendering == chosen
+    config = parse_pbtxt((DEFAULT_REPOSITORY / "sentiment" / "config.pbtxt").read_text())
+    assert config.response_cache.enable
+    if chosen == "graph":
+        assert config.backend == "fastpath_ort" and not (DEFAULT_REPOSITORY / "sentiment_graph").exists()
+    else:
+        assert (
+            config.platform == "ensemble"
+            and (DEFAULT_REPOSITORY / f"sentiment_{'fused' if chosen == 'fused' else 'tokenizer'}").exists()
+        )
+
+
+def test_a_stale_wrapped_graph_is_removed_when_the_graph_is_rendered_without_its_wrapper(tmp_path: Path) -> None:
+    for name in ("sentiment_graph", "sentiment_fused", "sentiment"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    settings = RepoSettings(rendering="graph", cache=False)  # the two-tier cache: no wrapper
+    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings)
+    assert removed == ["sentiment_fused", "sentiment_graph"]

@@ -202,12 +202,16 @@ def test_serve_options_become_the_cache_settings_and_the_redis_environment(monke
     args = serve.build_parser().parse_args(
         ["--response-cache", "fastpath", "--redis-url", "redis://10.1.2.3:6390/1", "--redis-timeout-ms", "20"]
     )
-    settings, env = serve.response_cache_settings(args)
-    assert settings.redis_url == "redis://10.1.2.3:6390/1" and settings.timeout_ms == 20
+    kind, settings, env = serve.response_cache_settings(args)
+    assert kind == "fastpath" and settings.redis_url == "redis://10.1.2.3:6390/1" and settings.timeout_ms == 20
     assert settings.password_env == "FASTPATH_REDIS_PASSWORD" and settings.namespace == ""
     assert env == {"FASTPATH_REDIS_URL": "redis://10.1.2.3:6390/1"}
-    local = serve.build_parser().parse_args([])
-    assert serve.response_cache_settings(local) == (None, {})
+    auto = serve.build_parser().parse_args([])  # auto: the cache the repository was built for
+    assert serve.response_cache_settings(auto) == ("local", None, {})
+    kind, settings, _ = serve.response_cache_settings(auto, repository_needs_two_tier=True)
+    assert kind == "fastpath" and settings.redis_url is None
+    local = serve.build_parser().parse_args(["--response-cache", "local"])
+    assert serve.response_cache_settings(local, repository_needs_two_tier=True) == ("local", None, {})
     with pytest.raises(ConfigError, match="environment variable"):
         serve.response_cache_settings(
             serve.build_parser().parse_args(["--response-cache", "fastpath", "--redis-url", "redis://:pw@h:1/0"])

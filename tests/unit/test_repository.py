@@ -152,8 +152,8 @@ def test_the_graph_rendering_needs_the_native_backend_on_the_embedded_target() -
         specs_by_name("graph", "embedded", native=False)
 
 
-def test_the_graph_rendering_serves_text_to_label_in_one_native_model_behind_the_ensemble() -> None:
-    specs = specs_by_name("graph", "embedded")
+def test_the_graph_rendering_for_triton_s_cache_serves_text_to_label_in_one_native_model_behind_the_ensemble() -> None:
+    specs = specs_by_name("graph", "embedded", response_cache_kind="local")
     graph = specs["sentiment_graph"]
     assert graph.native and graph.model_file == "text.int8.onnx"
     assert [t.name for t in graph.inputs] == ["text"]
@@ -163,6 +163,8 @@ def test_the_graph_rendering_serves_text_to_label_in_one_native_model_behind_the
     assert int(graph.parameters["max_string_bytes"]) == MAX_TEXT_BYTES == DEFAULT_MAX_TEXT_BYTES
     assert [step.model_name for step in specs["sentiment"].ensemble_steps] == ["sentiment_graph"]
     assert "embed_fused" in specs  # the graph rendering is for classifiers; embed stays fused
+    assert "response_cache" not in render(graph, "embedded")  # Triton 2.51's cache would keep its errors
+    assert render(specs["sentiment"], "embedded")["response_cache"] == {"enable": True}  # the wrapper's
     container = render(specs_by_name("graph", "container")["sentiment_graph"], "container")
     assert container["platform"] == "onnxruntime_onnx"
     assert container["model_operations"]["op_library_filename"] == [CONTAINER_CUSTOM_OPS]
@@ -171,9 +173,31 @@ def test_the_graph_rendering_serves_text_to_label_in_one_native_model_behind_the
     )
 
 
+def test_with_the_two_tier_cache_the_graph_is_cached_itself_under_the_pipelines_name_with_no_wrapper() -> None:
+    """The default embedded build: the kit's cache never stores an error, so the one-step wrapper goes."""
+    wrapped = specs_by_name("graph", "embedded", response_cache_kind="local")
+    specs = specs_by_name("graph", "embedded")  # response_cache_kind='fastpath', the default
+    assert "sentiment_graph" not in specs
+    graph = specs["sentiment"]
+    assert graph.kind is ModelKind.ONNX and graph.native and graph.response_cache
+    assert render(graph, "embedded")["response_cache"] == {"enable": True}
+    assert render(graph, "embedded")["backend"] == "fastpath_ort"
+    assert graph.artifacts == "sentiment_graph" and graph.outputs == wrapped["sentiment"].outputs
+    assert render(specs["digits"], "embedded")["response_cache"] == {"enable": True}  # native, cached itself
+    assert "response_cache" not in render(
+        specs_by_name("graph", "embedded", response_cache_kind="local")["digits"], "embedded"
+    )
+    assert render(specs["embed"], "embedded")["response_cache"] == {"enable": True}  # Python: its wrapper stays
+    assert "response_cache" not in render(specs["embed_fused"], "embedded")
+    assert top_level(specs) == top_level(wrapped)
+    assert python_hops("sentiment", specs, "embedded") == 0 and python_hops("digits", specs, "embedded") == 0
+    # the container's server has Triton's cache only: the wrapper stays there
+    assert "sentiment_graph" in specs_by_name("graph", "container")
+
+
 @pytest.mark.parametrize("target", ["embedded", "container"])
 def test_without_the_response_cache_the_graph_itself_answers_under_the_pipelines_name(target: str) -> None:
-    wrapped = specs_by_name("graph", target)
+    wrapped = specs_by_name("graph", target, response_cache_kind="local")
     specs = specs_by_name("graph", target, response_cache=False)
     assert "sentiment_graph" not in specs  # no one-step ensemble: it only kept errors out of the cache
     graph = specs["sentiment"]

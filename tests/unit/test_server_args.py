@@ -23,7 +23,9 @@ from triton_fastpath.serve.server_config import (
     check_ports_free,
     native_models,
     resolve_ports,
+    resolve_response_cache,
     to_args_list,
+    two_tier_models,
 )
 
 
@@ -169,6 +171,43 @@ def test_native_models_are_those_loaded_at_start_on_fastpath_ort(repo: Path) -> 
     assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("tokenizer",))) == []
     assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("*",))) == ["digits"]
     assert native_models(ServerConfig(repo, model_control_mode="explicit", load_models=("digits", "x"))) == ["digits"]
+
+
+def write_cached_model(repo: Path, name: str, backend: str) -> None:
+    """A model whose config enables the response cache, as the renderer writes it."""
+    write_model(repo, name, backend)
+    with (repo / name / "config.pbtxt").open("a") as handle:
+        handle.write("response_cache {\n  enable: true\n}\n")
+
+
+def test_a_repository_built_for_the_two_tier_cache_is_served_with_it_and_refused_with_triton_s_own(
+    repo: Path,
+) -> None:
+    write_cached_model(repo, "sentiment", "fastpath_ort")  # the text graph, cached without a wrapper
+    write_cached_model(repo, "wrapper", "ensemble")  # an ensemble: safe with either cache
+    write_model(repo, "embed_fused", "python")  # uncached
+    assert two_tier_models(ServerConfig(repo)) == ["sentiment"]
+    auto = resolve_response_cache(ServerConfig(repo))
+    assert auto.response_cache == "fastpath" and auto.two_tier_cache is not None  # L1 only, namespace at start
+    assert resolve_response_cache(auto) == auto  # resolving again changes nothing
+    with pytest.raises(ConfigError, match=r"'local' refused .*models sentiment .*errors as empty successes"):
+        resolve_response_cache(ServerConfig(repo, response_cache="local"))
+    measured = resolve_response_cache(ServerConfig(repo, response_cache="local", allow_error_caching=True))
+    assert measured.response_cache == "local" and measured.two_tier_cache is None
+    uncached = ServerConfig(repo, response_cache="local", cache_size_bytes=0)
+    assert resolve_response_cache(uncached) == uncached  # no cache: nothing is stored, nothing to refuse
+    explicit = ServerConfig(repo, model_control_mode="explicit", load_models=("embed_fused",))
+    assert resolve_response_cache(explicit).response_cache == "local"  # what it loads needs no two-tier cache
+    with pytest.raises(ConfigError, match="response_cache: got 'bogus'"):
+        ServerConfig(repo, response_cache="bogus")
+
+
+def test_a_repository_of_ensembles_and_onnxruntime_models_keeps_triton_s_own_cache(repo: Path) -> None:
+    write_cached_model(repo, "sentiment", "ensemble")
+    write_model(repo, "sentiment_fused", "python")
+    assert two_tier_models(ServerConfig(repo)) == []
+    assert resolve_response_cache(ServerConfig(repo)).response_cache == "local"
+    assert resolve_response_cache(ServerConfig(repo, response_cache="fastpath")).two_tier_cache is not None
 
 
 def test_config_coerces_types(repo: Path) -> None:

@@ -34,9 +34,11 @@ from triton_fastpath.config.render import (
     python_adapter,
     write_config,
 )
-from triton_fastpath.config.spec import ModelKind, ModelSpec, validate_repository
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.spec import ModelKind, ModelSpec, ResponseCacheKind, validate_repository
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.native import build as native_build
+from triton_fastpath.native import cache_build
 from triton_fastpath.config.tensorrt import (
     ParityCase,
     TensorRTSpec,
@@ -173,6 +175,28 @@ def install_adapter(spec: ModelSpec, target: Target, version_dir: Path) -> None:
     package_target = version_dir / BACKEND_PACKAGE.name
     for module in sorted(BACKEND_PACKAGE.glob("*.py")):
         _copy_if_changed(module, package_target / module.name)
+
+
+def with_response_cache_here(settings: RepoSettings, target: Target | str) -> tuple[RepoSettings, str | None]:
+    """`settings` as they can be served here, and a note when they changed: a repository rendered for
+    the kit's two-tier response cache (`ResponseCacheKind.FASTPATH`, embedded target) needs it built
+    (or reused) now, and where it cannot be (no compiler, no hiredis) the repository is rendered for
+    Triton's `local` cache instead (one-step ensembles in front of the Python and native models it
+    caches), with a note saying why. The server builds and installs the same library when it starts.
+    """
+    if not settings.response_cache or settings.response_cache_kind is not ResponseCacheKind.FASTPATH:
+        return settings, None
+    if as_target(target) is not Target.EMBEDDED:
+        return settings, None
+    try:
+        cache_build.build_cache()
+    except NativeBuildError as error:
+        note = (
+            f"response cache: the kit's two-tier cache cannot be built here ({error}); rendering for Triton's "
+            "local cache instead (one-step ensembles in front of the Python and native models it caches)"
+        )
+        return dataclasses.replace(settings, response_cache_kind=ResponseCacheKind.LOCAL), note
+    return settings, None
 
 
 def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tuple[list[ModelSpec], Path | None]:

@@ -27,6 +27,7 @@ from triton_fastpath.build.assemble import (
     container_specs,
     token_sequence_lengths,
     with_native_backend,
+    with_response_cache_here,
     write_container_engine_plan,
 )
 from triton_fastpath.models.bundled import default_specs, model_specs
@@ -37,7 +38,7 @@ from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, RENDERINGS, EmbedderChoice, RepoSettings
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
-from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.config.spec import ModelSpec, ResponseCacheKind
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.models.bundled import SENTIMENT_NAME
 from triton_fastpath.build.steps import (
@@ -231,7 +232,9 @@ def build_repository(
     (`calibrate_semantic`) and enabled only when a setting keeps wrong hits under the bound;
     `semantic_embedder` names its embedding model ('embed', the default, or an imported encoder).
     """
-    settings = settings or RepoSettings.tuned()
+    settings, note = with_response_cache_here(settings or RepoSettings.tuned(), target)
+    if note:
+        progress(note)
     thresholds = thresholds or Thresholds()
     builders = {"embed": build_embed, "sentiment": build_sentiment, "digits": build_digits}
     unknown = sorted(set(only) - set(builders))
@@ -325,7 +328,10 @@ def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], set
         spec.name
         for rendering in RENDERINGS
         for target in Target
-        for spec in default_specs(names_only.with_rendering(rendering), target)
+        for kind in ResponseCacheKind  # the graph rendering has a wrapper for Triton's cache only
+        for spec in default_specs(
+            dataclasses.replace(names_only, response_cache_kind=kind).with_rendering(rendering), target
+        )
     }
     removed = []
     for name in sorted(bundled - keep):
@@ -396,6 +402,9 @@ def variant_repository(
     and reliability runs make a variant of the built repository.
     """
     files, warmups = read_artifacts()
+    settings, note = with_response_cache_here(settings, target)
+    if note:
+        LOGGER.warning("%s", note)
     files = with_semantic_files(files, settings)
     if settings.semantic_threshold and settings.rendering == "ensemble" and "embed" not in only:
         only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models

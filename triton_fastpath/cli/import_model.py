@@ -33,6 +33,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from triton_fastpath.build.assemble import with_response_cache_here
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
@@ -77,15 +78,22 @@ def main(argv: list[str] | None = None) -> int:
         "--rendering",
         choices=RENDERINGS,
         default=None,
-        help="hf: how the text pipeline is served (default: the tuned one, fused); 'graph': one ONNX graph with "
-        "the tokenizer inside on the native backend, no Python on the path (BERT WordPiece tokenizers)",
+        help="hf: how the text pipeline is served. Default: the one `fastpath tune` measured fastest with its "
+        "caches on (tuning/embedded.json), as `fastpath build` serves the bundled models; 'graph': one ONNX graph "
+        "with the tokenizer inside on the native backend, no Python on the path, cached by the response cache "
+        "(BERT WordPiece tokenizers; another tokenizer is served 'fused', said so); 'fused': one Python model",
     )
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
         # the graph rendering has no cache-lookup step (Python); Triton's response cache stays
         rendering = {"rendering": args.rendering, "cache": args.rendering != "graph"} if args.rendering else {}
-        settings = RepoSettings.tuned(precision=precision, max_length=args.max_length or 64, **rendering)
+        settings, notes = RepoSettings.tuned_with_notes(
+            precision=precision, max_length=args.max_length or 64, **rendering
+        )
+        settings, note = with_response_cache_here(settings, args.target)
+        for line in [*notes, *([note] if note else [])]:
+            print(line)
         common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":
             report = import_hf(
@@ -99,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = import_onnx(
                 args.path,
+                settings=settings,  # the tuned backend (native or Python) and response cache
                 precision=precision,
                 samples=args.samples,
                 label_output=args.label_output,

@@ -10,6 +10,7 @@ up (a crash loop); 130 interrupted during startup.
 
 Examples:
     fastpath serve                                    # model_repository/ on 127.0.0.1:8000/8001/8002
+                                                      # (with the response cache it was built for)
     fastpath serve --model-repository build/public/repository --cache-size-mb 256
     fastpath serve --response-cache fastpath --redis-url redis://127.0.0.1:6379/0   # L1 + Redis L2
     fastpath serve --http-port 0 --grpc-port 0 --metrics-port 0 --watchdog-port 0
@@ -25,11 +26,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.native.cache_build import PASSWORD_ENV, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
-from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig
+from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig, two_tier_models
 
 LOGGER = logging.getLogger(__name__)
 EXIT_USAGE_ERROR = 2
@@ -70,11 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--response-cache",
-        choices=("local", "fastpath"),
-        default="local",
-        help="local: Triton's in-process cache; fastpath: the kit's two-tier cache (in-process L1 + "
-        "Redis L2 shared between servers, keys namespaced by the repository's models; Redis down or "
-        "slow never fails a request; it never stores an error response) (default: %(default)s)",
+        choices=("auto", "local", "fastpath"),
+        default="auto",
+        help="fastpath: the kit's two-tier cache (in-process L1 + Redis L2 shared between servers, keys "
+        "namespaced by the repository's models; Redis down or slow never fails a request; it never stores "
+        "an error response); local: Triton's in-process cache, refused for a repository built for fastpath "
+        "(Triton 2.51 would cache its models' errors as successes); auto: the one the repository was built "
+        "for, fastpath where a Python or native model enables the cache itself (the default build), else "
+        "local (default: %(default)s)",
     )
     add(
         "--redis-url",
@@ -224,25 +229,32 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(parser, args, latch)
 
 
-def response_cache_settings(args: argparse.Namespace) -> tuple[TwoTierCacheSettings | None, dict[str, str]]:
-    """The two-tier cache's settings from the command line (None: Triton's `local` cache) and the
-    environment tritonserver gets for Redis (FASTPATH_REDIS_URL for the Python cache models).
+def response_cache_settings(
+    args: argparse.Namespace, repository_needs_two_tier: bool = False
+) -> tuple[ResponseCacheKind, TwoTierCacheSettings | None, dict[str, str]]:
+    """The response cache from the command line: its kind (`--response-cache auto` resolved: fastpath
+    where `repository_needs_two_tier`, else local), the two-tier cache's settings (None: Triton's
+    `local` cache) and the environment tritonserver gets for Redis (FASTPATH_REDIS_URL for the
+    Python cache models).
 
     Raises:
-        ConfigError: a bad setting, or Redis options with `--response-cache local`.
+        ConfigError: a bad setting, or `--cache-namespace` with Triton's `local` cache.
     """
     env = {"FASTPATH_REDIS_URL": args.redis_url} if args.redis_url else {}
-    if args.response_cache != "fastpath":
+    choice = args.response_cache
+    if choice == "auto":
+        choice = ResponseCacheKind.FASTPATH if repository_needs_two_tier else ResponseCacheKind.LOCAL
+    if choice != ResponseCacheKind.FASTPATH:
         if args.cache_namespace:
-            raise ConfigError("--cache-namespace: only with --response-cache fastpath")
-        return None, env
+            raise ConfigError("--cache-namespace: only with the fastpath response cache")
+        return ResponseCacheKind.LOCAL, None, env
     settings = TwoTierCacheSettings(
         namespace=args.cache_namespace,
         redis_url=args.redis_url,
         password_env=args.redis_password_env,
         timeout_ms=args.redis_timeout_ms,
     )
-    return settings, env
+    return ResponseCacheKind.FASTPATH, settings, env
 
 
 def cache_banner(config: ServerConfig) -> str:
@@ -266,7 +278,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
     if args.max_restarts < 1:
         parser.error("--max-restarts must be >= 1")
     try:
-        two_tier, redis_env = response_cache_settings(args)
+        probe = ServerConfig(args.model_repository, model_control_mode=mode, load_models=load_models)
+        kind, two_tier, redis_env = response_cache_settings(args, bool(two_tier_models(probe)))
         config = ServerConfig(
             model_repository=args.model_repository,
             http_port=args.http_port,
@@ -279,7 +292,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             model_control_mode=mode,
             load_models=load_models,
             exit_timeout_s=args.exit_timeout_s,
-            two_tier_cache=two_tier,
+            two_tier_cache=two_tier if args.cache_size_mb else None,
+            response_cache=kind,
             extra_env=redis_env,
         )
         server = EmbeddedTritonServer(config)

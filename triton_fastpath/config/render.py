@@ -25,7 +25,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, ResponseCacheKind, TensorSpec
 from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
 
@@ -130,14 +130,25 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     _set_ensemble(config, spec)
     _set_parameters(config, spec, target, options)
     _set_optimization(config, spec, target, options)
-    if spec.response_cache and not python_adapter(spec, target) and not native_backend(spec, target):
-        # Not on models of the Python or the kit's native backend: Triton 2.51's dynamic batcher
-        # inserts every response into the response cache, errors included, so the same bad request
-        # sent again "succeeds" with no outputs (found by the reliability matrix for Python models;
-        # tests/integration/test_native_backend.py shows it for fastpath_ort too). Ensembles cache
-        # only their successful top-level answers; such a model is rendered uncached.
+    if spec.response_cache and response_cache_safe(spec, target):
         config["response_cache"] = {"enable": True}
     return config
+
+
+def response_cache_safe(spec: ModelSpec, target: Target | str) -> bool:
+    """Whether `spec` may enable the response cache itself on `target` (pure).
+
+    With Triton's `local` cache not on models of the Python or the kit's native backend: Triton
+    2.51's dynamic batcher inserts every response into the response cache, errors included, so the
+    same bad request sent again "succeeds" with no outputs (found by the reliability matrix for
+    Python models; tests/integration/test_native_backend.py shows it for fastpath_ort too). Ensembles
+    cache only their successful top-level answers; such a model is rendered uncached. The kit's
+    two-tier cache (`ResponseCacheKind.FASTPATH`, embedded target) refuses responses without
+    outputs, so there every model may enable it.
+    """
+    if spec.response_cache_kind is ResponseCacheKind.FASTPATH and as_target(target) is Target.EMBEDDED:
+        return True
+    return not python_adapter(spec, target) and not native_backend(spec, target)
 
 
 def _set_platform(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:

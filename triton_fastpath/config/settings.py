@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.config.spec import DynamicBatching
+from triton_fastpath.config.spec import DynamicBatching, ResponseCacheKind
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
 
@@ -143,6 +143,33 @@ def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ..
     return (("sentiment", rate),) if rate > 0 else ()
 
 
+def container_rendering(path: Path = TUNING_FILE) -> str:
+    """The rendering of the container target in `path` (`other_targets.container`, chosen by hop count:
+    it cannot be measured here), or 'fused' without one."""
+    try:
+        found = json.loads(path.read_text())["other_targets"]["container"]["rendering"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "fused"
+    return found if found in RENDERINGS else "fused"
+
+
+def tuning_reasons(path: Path = TUNING_FILE) -> list[str]:
+    """What `fastpath tune` chose per model and why, one line each, as the build prints them (pure
+    but for reading `path`; [] without a file or without per-model choices)."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    models = document.get("models") if isinstance(document, dict) else None
+    if not isinstance(models, dict):
+        return []
+    return [
+        f"{model}: {choice.get('knob')}={choice.get('chosen')} ({path.name}): {choice.get('why')}"
+        for model, choice in models.items()
+        if isinstance(choice, dict)
+    ]
+
+
 BUNDLED_EMBEDDER = "embed"
 BUNDLED_EMBEDDER_DIM = 256  # wordllama l2_supercat_256 (`models.pipelines.EMBED_DIM`)
 
@@ -207,15 +234,18 @@ class RepoSettings:
 
     Attributes:
         rendering: how each text pipeline (`sentiment`, `embed`) becomes Triton models:
-            'fused' (default): one Python model doing every step in process (tokenize, L1/L2/
+            'fused': one Python model doing every step in process (tokenize, L1/L2/
             semantic lookup, encoder for the missed rows only, labels), behind a one-step
             ensemble under the pipeline's name; on the container target it calls the native
             encoder by BLS for missed rows only. 'ensemble': one model per step (the classic
             layout). 'graph' (text classifiers, embedded target): one ONNX graph with the tokenizer
-            inside (`<name>_graph`, onnxruntime-extensions ops) served by the native backend
-            `fastpath_ort` behind the one-step ensemble: no Python process on the request path;
-            Triton's response cache on the ensemble stays, the L1/L2/semantic caches (Python) do
-            not apply. Clients cannot tell them apart: same tensors, errors, metrics, SDK.
+            inside (onnxruntime-extensions ops) served by the native backend `fastpath_ort` as
+            `<name>` itself: no Python process on the request path, hit or miss; its caches are the
+            response cache's (with the kit's two-tier cache, L1 in process and Redis L2; with
+            Triton's `local` cache the graph, `<name>_graph`, sits behind a one-step ensemble), the
+            Python L1/L2 lookup and the semantic layer do not apply. The default is what `fastpath
+            tune` measured fastest with its caches on (`tuning/embedded.json`); without a tuning
+            file, 'fused'. Clients cannot tell them apart: same tensors, errors, metrics, SDK.
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
         max_length: the most tokens per text (longer texts are truncated, and say so in `truncated`);
             each text is encoded at its natural length up to it.
@@ -249,7 +279,16 @@ class RepoSettings:
             rows/s)` pairs (the tuning file's); with a service level they cap the batches formed
             (`batch_cap`) when no `preferred_batch_sizes` are set.
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
-        response_cache: enable Triton's response cache on the top-level models (exact request match).
+        response_cache: enable the response cache (exact request match, in C++ inside the server)
+            on the top-level models.
+        response_cache_kind: which cache the server runs it with (`ResponseCacheKind`): 'fastpath'
+            (default; the kit's two-tier cache, in-process L1 + Redis L2, which never stores an
+            error response, so the graph rendering and the ONNX models enable it themselves, no
+            wrapper ensemble) or 'local' (Triton's own, for a server without the kit's cache: Python
+            and native models then sit behind a one-step ensemble, or stay uncached). The build
+            falls back to 'local', saying why, where the kit's cache cannot be built; a server
+            refuses `local` for a repository rendered for 'fastpath'. The container target always
+            renders for Triton's cache.
         cache: put the cache-lookup model (L1 in-process, L2 Redis) between tokenizer and encoder.
         cache_instances: instances of the cache model; each waits on its BLS call, so match the encoder.
         l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
@@ -308,6 +347,7 @@ class RepoSettings:
     measured_rates: tuple[tuple[str, float], ...] = ()
     priority_levels: int = 2
     response_cache: bool = True
+    response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
     cache: bool = True
     cache_instances: int = 2
     l1_max_entries: int = 10_000
@@ -346,12 +386,13 @@ class RepoSettings:
     def tuned_with_notes(cls, path: Path = TUNING_FILE, **overrides: Any) -> tuple[RepoSettings, tuple[str, ...]]:
         """`tuned()`, and a note for each tuned value that was not used, for the build to print.
 
-        The tuner measures with the caches off; the tuned rendering 'graph' has no cache-lookup
-        step and runs on the native backend. Where the effective settings have `cache` on (the
-        default build) or `native` off, and the rendering is the tuned one (not in `overrides`),
-        the 'fused' rendering serves instead: a model whose caching options need the cache-lookup
-        model is served by a Python rendering. An explicit `rendering` override is kept as given
-        (the build then says what is wrong with it).
+        The tuner measures every rendering as it ships, its caches on. The tuned rendering 'graph'
+        runs on the native backend and its caches are the response cache's (the kit's two-tier
+        cache: L1 in process, Redis L2): it has no cache-lookup step, so `cache` (the Python L1/L2
+        lookup) is off there. Where the caller asks for what only a Python rendering has (`cache`
+        on, or the semantic layer) or turns `native` off, and the rendering is the tuned one (not in
+        `overrides`), the 'fused' rendering serves instead, with a note. An explicit `rendering`
+        override is kept as given (the build then says what is wrong with it).
 
         Raises:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
@@ -360,18 +401,27 @@ class RepoSettings:
         values = {**tuning, "measured_rates": load_measured_rates(path), **overrides}
         notes: list[str] = []
         if tuning.get("rendering") == "graph" and "rendering" not in overrides:
-            refusal = graph_refusal(
-                cache=values.get("cache", cls.cache), native=values.get("native", FACTORY_TUNABLES["native"])
-            )
+            python_only = overrides.get("cache", False) or bool(overrides.get("semantic_threshold"))
+            refusal = graph_refusal(cache=python_only, native=values.get("native", FACTORY_TUNABLES["native"]))
             if refusal:
                 values["rendering"] = "fused"
                 notes.append(
-                    f"{path.name} chose rendering 'graph' (measured with the caches off), but {refusal}: "
-                    "serving the 'fused' rendering instead (the graph needs --no-cache and the native backend)"
+                    f"{path.name} chose rendering 'graph', but {refusal}: serving the 'fused' rendering instead "
+                    "(the Python L1/L2 lookup and the semantic layer need a Python rendering; the graph needs the "
+                    "native backend)"
                 )
+            else:
+                values["cache"] = False  # the graph's caches are the response cache's tiers
         return cls(**values), tuple(notes)
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "response_cache_kind", ResponseCacheKind(self.response_cache_kind))
+        except ValueError:
+            raise ConfigError(
+                f"response_cache_kind={self.response_cache_kind!r}; expected one of "
+                f"{[k.value for k in ResponseCacheKind]}"
+            ) from None
         if self.rendering not in RENDERINGS:
             raise ConfigError(f"rendering={self.rendering!r}; expected one of {RENDERINGS}")
         if self.precision not in PRECISIONS:

@@ -41,6 +41,23 @@ class ModelKind(StrEnum):
     ENSEMBLE = "ensemble"
 
 
+class ResponseCacheKind(StrEnum):
+    """The server-wide response cache a model is rendered for (`tritonserver --cache-config`).
+
+    LOCAL: Triton's own. Triton 2.51 stores a Python or native-backend model's error response as an
+        empty success (its dynamic batcher inserts every response), so such a model is rendered
+        uncached and, where it must be cached, sits behind a one-step ensemble (an ensemble caches
+        only its successful answers).
+    FASTPATH: the kit's two-tier cache (native/fastpath_cache), which refuses any response without
+        outputs: every model may enable the cache itself, no wrapper needed. Embedded target only (the
+        NGC image has Triton's cache alone); a server given such a repository with `local` refuses to
+        start (`triton_fastpath.serve.server_config.resolve_response_cache`).
+    """
+
+    LOCAL = "local"
+    FASTPATH = "fastpath"
+
+
 def _check_name(what: str, name: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ConfigError(
@@ -204,6 +221,9 @@ class ModelSpec:
         warmups: requests Triton sends before the model is ready (not for ensembles).
         parameters: string parameters passed to the backend.
         response_cache: enable Triton's response cache for this model.
+        response_cache_kind: the cache the server uses (`ResponseCacheKind`): with LOCAL the
+            renderer leaves a Python or native-backend model uncached (Triton 2.51 would cache its
+            errors); with FASTPATH it enables the cache on any model of the embedded target.
         ensemble_steps: the pipeline of an ensemble, in execution order.
         model_file: weights file in the version folder (onnx: `model.onnx`, `model.int8.onnx`).
         python_model: the adapter in `python_backends/models/` serving a python model.
@@ -229,6 +249,7 @@ class ModelSpec:
     warmups: tuple[Warmup, ...] = ()
     parameters: Mapping[str, str] = field(default_factory=dict)
     response_cache: bool = False
+    response_cache_kind: ResponseCacheKind = ResponseCacheKind.LOCAL
     ensemble_steps: tuple[EnsembleStep, ...] = ()
     model_file: str | None = None
     python_model: str | None = None
@@ -244,6 +265,13 @@ class ModelSpec:
         except ValueError:
             raise ConfigError(
                 f"model {self.name!r}: kind={self.kind!r}; expected one of {[k.value for k in ModelKind]}"
+            ) from None
+        try:
+            object.__setattr__(self, "response_cache_kind", ResponseCacheKind(self.response_cache_kind))
+        except ValueError:
+            raise ConfigError(
+                f"model {self.name!r}: response_cache_kind={self.response_cache_kind!r}; expected one of "
+                f"{[k.value for k in ResponseCacheKind]}"
             ) from None
         for attr in ("inputs", "outputs", "warmups", "ensemble_steps", "labels"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))

@@ -28,6 +28,7 @@ from triton_fastpath.config.spec import (
     ModelKind,
     ModelSpec,
     PipelineMembers,
+    ResponseCacheKind,
     TensorSpec,
     Warmup,
     WarmupInput,
@@ -232,12 +233,15 @@ def text_graph_specs(
     """The 'graph' rendering of a text model: `<name>_graph`, one ONNX graph from text to label
     (`labels`) or to an embedding of `dimension` (`labels` None), the tokenizer inside
     (onnxruntime-extensions ops; `triton_fastpath.export.text_graph`), served by the native
-    backend `fastpath_ort` behind the one-step ensemble `<name>` (whose response cache stays safe:
-    only successful answers are cached). No Python process on the path.
+    backend `fastpath_ort`. No Python process on the path.
 
-    Without the response cache the wrapper has nothing to protect, and it costs about 7% of
-    throughput and 0.04 ms a request (docs/tuning-and-benchmarks.md): the graph model itself is
-    then served as `<name>`, its files and warm-up samples still those recorded for `<name>_graph`.
+    With the kit's two-tier response cache (`ResponseCacheKind.FASTPATH`, the embedded default),
+    which never stores an error response, or without a response cache, the graph model itself is
+    served as `<name>`, its own response cache on (its files and warm-up samples still those
+    recorded for `<name>_graph`). With Triton's `local` cache, which in 2.51 would store the native
+    backend's errors as empty successes, it is `<name>_graph` behind the one-step ensemble `<name>`,
+    whose cache keeps only successful answers; that wrapper costs about 7% of throughput and 0.04 ms
+    a request (docs/tuning-and-benchmarks.md).
 
     On the container target the same graph is served by Triton's onnxruntime backend, which loads
     the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
@@ -269,10 +273,13 @@ def text_graph_specs(
     else:
         served = (TensorSpec("embedding", "TYPE_FP32", (dimension,)), truncated)
     role = PipelineMembers(name).graph
-    direct = not settings.response_cache  # no wrapper: the graph answers under the pipeline's name
+    # no wrapper where nothing needs one: the graph answers under the pipeline's name
+    direct = not settings.response_cache or cache_refuses_errors(settings, target)
     graph = ModelSpec(
         name=name if direct else role,
         artifacts=role if direct else "",
+        response_cache=settings.response_cache and direct,
+        response_cache_kind=settings.response_cache_kind,
         kind=ModelKind.ONNX,
         model_file=TEXT_GRAPHS[settings.precision],
         max_batch_size=batch,
@@ -302,6 +309,12 @@ def text_graph_specs(
     if direct:
         return [replace(graph, outputs=(label, probability, labelled, truncated), labels=tuple(labels))]
     return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
+
+
+def cache_refuses_errors(settings: RepoSettings, target: Target | str) -> bool:
+    """Whether the server's response cache refuses error responses, so that a Python or native model
+    may enable it without the one-step wrapper: the kit's two-tier cache, on the embedded target."""
+    return settings.response_cache_kind is ResponseCacheKind.FASTPATH and as_target(target) is Target.EMBEDDED
 
 
 def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> list[ModelSpec]:
@@ -424,6 +437,7 @@ def text_classifier_specs(
                 "pipeline": name,
                 "encoder_model": encoder.name,
                 "encoder_max_batch_size": str(batch),
+                "max_length": str(length),  # a client can send ids straight to this step: checked against it
                 **_cache_parameters(settings, semantic),
             },
         )
@@ -572,6 +586,7 @@ def onnx_classifier_spec(
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
         parameters={"reject_non_finite": "true", **settings.admission_parameters(name)},
         response_cache=settings.response_cache,
+        response_cache_kind=settings.response_cache_kind,  # the renderer keeps it only where it is safe
         labels=tuple(labels),
     )
 

@@ -43,6 +43,7 @@ from triton_fastpath.serve.server_config import (
     redact_args,
     resolve_cache_namespace,
     resolve_ports,
+    resolve_response_cache,
     to_args_list,
 )
 
@@ -281,11 +282,14 @@ class EmbeddedTritonServer:
         Raises:
             ProcessError: a port is taken, or the process exits early or is not ready in time
                 (message includes the last log lines); the process is stopped first.
+            ConfigError: Triton's `local` response cache asked for a repository built for the kit's
+                two-tier cache (`resolve_response_cache` says why).
         """
         with self._lock:
             if self.is_running():
                 raise ProcessError(f"tritonserver is already running (pid {self.pid})")
-            self.config = resolve_cache_namespace(resolve_ports(self.config))
+            # the response cache the repository was built for (a 'local' one it cannot use is refused)
+            self.config = resolve_cache_namespace(resolve_response_cache(resolve_ports(self.config)))
             check_ports_free(self.config)
             two_tier = self.config.two_tier_cache is not None
             self._layout = self._layout or prepare_layout(

@@ -3,7 +3,8 @@
 ``ServerConfig`` is checked on construction (ConfigError naming the field); ``to_args_list`` and
 ``build_env`` turn it and a ``ServerLayout`` (the prepared tree) into tritonserver's argv and
 environment, purely; ``resolve_ports`` and ``check_ports_free`` settle its ports before a start,
-``resolve_cache_namespace`` the two-tier response cache's namespace;
+``resolve_response_cache`` which response cache serves the repository (the one its models were
+rendered for) and ``resolve_cache_namespace`` the two-tier response cache's namespace;
 ``admin_headers`` and ``redact_args`` handle the restricted-protocol secret. The process itself is
 ``triton_fastpath.serve.server.EmbeddedTritonServer``.
 """
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.native.cache_build import TwoTierCacheSettings, repository_namespace
 from triton_fastpath.processes import free_port
@@ -84,9 +86,14 @@ class ServerConfig:
     runtime); ``native_library`` is the ``fastpath_ort`` backend installed in the server's backend
     directory (None: the kit's own, ``triton_fastpath.native.build.build_backend()``).
 
-    The response cache (``cache_size_bytes`` of L1; 0: none) is Triton's ``local`` unless
-    ``two_tier_cache`` is set: then the kit's ``fastpath`` cache (in-process L1 + Redis L2,
-    ``triton_fastpath.native.cache_build``), from ``cache_library`` (None: the kit's build).
+    The response cache (``cache_size_bytes`` of L1; 0: none) is ``response_cache``: Triton's
+    ``local``, or the kit's ``fastpath`` cache (in-process L1 + Redis L2,
+    ``triton_fastpath.native.cache_build``) with the settings ``two_tier_cache`` (set: fastpath),
+    from ``cache_library`` (None: the kit's build). None (default): the one the repository was
+    built for, resolved at start (``resolve_response_cache``): fastpath where a Python or
+    native-backend model enables the cache itself, else local. ``local`` for such a repository is
+    refused (Triton 2.51's cache would store those models' errors as empty successes) unless
+    ``allow_error_caching`` (measurements of Triton's cache only).
     """
 
     model_repository: Path
@@ -112,6 +119,8 @@ class ServerConfig:
     native_library: Path | None = None
     two_tier_cache: TwoTierCacheSettings | None = None
     cache_library: Path | None = None
+    response_cache: ResponseCacheKind | None = None
+    allow_error_caching: bool = False
 
     def __post_init__(self) -> None:
         """Coerce paths and sequences, then validate; raises ConfigError naming the field."""
@@ -181,6 +190,16 @@ class ServerConfig:
             raise ConfigError(f"two_tier_cache: got {self.two_tier_cache!r}; expected TwoTierCacheSettings or None")
         if self.two_tier_cache is not None and not self.cache_size_bytes:
             raise ConfigError("cache_size_bytes: got 0 with two_tier_cache set; expected the L1's size (> 0)")
+        if self.response_cache is not None:
+            try:
+                object.__setattr__(self, "response_cache", ResponseCacheKind(self.response_cache))
+            except ValueError:
+                raise ConfigError(
+                    f"response_cache: got {self.response_cache!r}; expected None (the repository's) or one of "
+                    f"{[k.value for k in ResponseCacheKind]}"
+                ) from None
+        if self.response_cache is ResponseCacheKind.LOCAL and self.two_tier_cache is not None:
+            raise ConfigError("response_cache: got 'local' with two_tier_cache set; expected 'fastpath' or None")
         if self.cache_library is not None and not self.cache_library.is_file():
             raise ConfigError(
                 f"cache_library: {self.cache_library} is not a file; expected a built libtritoncache_fastpath.so "
@@ -230,9 +249,14 @@ class ServerConfig:
 NATIVE_BACKEND_LINE = re.compile(r'^\s*backend\s*:\s*"fastpath_ort"', re.MULTILINE)
 
 
-def native_models(config: ServerConfig) -> list[str]:
-    """The models ``config`` loads at start whose ``config.pbtxt`` names the native backend
-    ``fastpath_ort`` (read from the repository; with explicit model control only ``load_models``)."""
+# A model that runs in the Python backend or the kit's native backend, and one that enables the cache.
+OWN_BACKEND_LINE = re.compile(r'^\s*backend\s*:\s*"(python|fastpath_ort)"', re.MULTILINE)
+CACHE_ENABLED = re.compile(r"^response_cache\s*\{\s*enable\s*:\s*true", re.MULTILINE)
+
+
+def _loaded_configs(config: ServerConfig) -> list[tuple[str, str]]:
+    """``(name, config.pbtxt text)`` of the models ``config`` loads at start (read from the
+    repository; with explicit model control only ``load_models``); unreadable ones left out."""
     repository = config.model_repository
     if config.model_control_mode == "explicit" and "*" not in config.load_models:
         names = list(config.load_models)
@@ -241,12 +265,58 @@ def native_models(config: ServerConfig) -> list[str]:
     found = []
     for name in names:
         try:
-            text = (repository / name / "config.pbtxt").read_text(errors="replace")
+            found.append((name, (repository / name / "config.pbtxt").read_text(errors="replace")))
         except OSError:
             continue
-        if NATIVE_BACKEND_LINE.search(text):
-            found.append(name)
     return found
+
+
+def native_models(config: ServerConfig) -> list[str]:
+    """The models ``config`` loads at start whose ``config.pbtxt`` names the native backend
+    ``fastpath_ort`` (read from the repository; with explicit model control only ``load_models``)."""
+    return [name for name, text in _loaded_configs(config) if NATIVE_BACKEND_LINE.search(text)]
+
+
+def two_tier_models(config: ServerConfig) -> list[str]:
+    """The models ``config`` loads at start that enable the response cache themselves while running in
+    the Python or the kit's native backend: rendered for the kit's two-tier cache
+    (``ResponseCacheKind.FASTPATH``), the only one here that never stores their error responses."""
+    return [
+        name for name, text in _loaded_configs(config) if OWN_BACKEND_LINE.search(text) and CACHE_ENABLED.search(text)
+    ]
+
+
+def resolve_response_cache(config: ServerConfig) -> ServerConfig:
+    """``config`` with its response cache settled: ``response_cache`` set, and ``two_tier_cache``
+    set (default settings where none were given) when it is the kit's fastpath cache.
+
+    None picks the cache the repository was built for: fastpath where a model needs it
+    (``two_tier_models``), else Triton's local. Without a cache (``cache_size_bytes`` 0) nothing
+    changes: no response is cached at all.
+
+    Raises:
+        ConfigError: ``local`` for a repository with such models (unless ``allow_error_caching``):
+            Triton 2.51's local cache stores a Python or native model's error as an empty success,
+            so the same bad request sent again would "succeed" with no outputs.
+    """
+    if not config.cache_size_bytes:
+        return config
+    if config.two_tier_cache is not None:
+        return dataclasses.replace(config, response_cache=ResponseCacheKind.FASTPATH)
+    needing = two_tier_models(config)
+    kind = config.response_cache or (ResponseCacheKind.FASTPATH if needing else ResponseCacheKind.LOCAL)
+    if kind is ResponseCacheKind.FASTPATH:
+        return dataclasses.replace(config, response_cache=kind, two_tier_cache=TwoTierCacheSettings())
+    if needing and not config.allow_error_caching:
+        raise ConfigError(
+            f"response cache 'local' refused for {config.model_repository}: models {', '.join(needing)} enable "
+            "the response cache themselves on the Python or native backend (rendered for the kit's two-tier "
+            "cache, which never stores an error response); Triton 2.51's local cache would store their errors "
+            "as empty successes, so a bad request sent again would 'succeed' with no outputs. Serve it with "
+            "--response-cache fastpath (or auto, the default), or rebuild it for Triton's cache with "
+            "`fastpath build --response-cache local` (one-step ensembles in front of those models)"
+        )
+    return dataclasses.replace(config, response_cache=kind)
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:

@@ -1,0 +1,59 @@
+"""`fastpath import hf` and `fastpath import onnx` serve an imported model as `fastpath build` serves the
+bundled ones: in the rendering `fastpath tune` measured fastest (tuning/embedded.json), its caches on,
+rendered for the response cache the build uses. The import itself is replaced by a recorder: no
+export, no server.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.cli import import_model
+from triton_fastpath.config.settings import RepoSettings
+
+
+class Report:
+    data = "recorded"
+
+    def __init__(self) -> None:
+        self.name = "m"
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str, dict]]:
+    """The imports' calls (kind, keyword arguments), with the tuning file a graph choice in `tmp_path`."""
+    tuning = tmp_path / "embedded.json"
+    tuning.write_text(json.dumps({"settings": {"rendering": "graph", "encoder_instances": 3}}))
+    tuned = RepoSettings.tuned_with_notes.__func__  # read this tuning file instead of tuning/embedded.json
+    monkeypatch.setattr(RepoSettings, "tuned_with_notes", classmethod(lambda cls, **kw: tuned(cls, tuning, **kw)))
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setattr(import_model, "import_hf", lambda path, **kw: calls.append(("hf", kw)) or Report())
+    monkeypatch.setattr(import_model, "import_onnx", lambda path, **kw: calls.append(("onnx", kw)) or Report())
+    monkeypatch.setattr(import_model, "format_report", lambda reports: "")
+    monkeypatch.setattr(import_model, "with_response_cache_here", lambda settings, target: (settings, None))
+    return calls
+
+
+def test_an_hf_import_is_served_in_the_tuned_rendering_with_its_caches(recorded, tmp_path: Path) -> None:
+    assert import_model.main(["hf", str(tmp_path), "--name", "m", "--repository", str(tmp_path / "r")]) == 0
+    kind, found = recorded[0]
+    settings = found["settings"]
+    assert kind == "hf" and settings.rendering == "graph" and settings.encoder_instances == 3
+    assert settings.response_cache and settings.response_cache_kind == "fastpath" and not settings.cache
+
+
+def test_an_explicit_rendering_wins_and_keeps_the_python_lookup_where_it_has_one(recorded, tmp_path: Path) -> None:
+    argv = ["hf", str(tmp_path), "--name", "m", "--repository", str(tmp_path / "r"), "--rendering", "fused"]
+    assert import_model.main(argv) == 0
+    settings = recorded[0][1]["settings"]
+    assert (settings.rendering, settings.cache) == ("fused", True)
+
+
+def test_an_onnx_import_gets_the_tuned_backend_and_response_cache(recorded, tmp_path: Path) -> None:
+    assert import_model.main(["onnx", str(tmp_path / "m.onnx"), "--name", "m", "--repository", str(tmp_path)]) == 0
+    kind, found = recorded[0]
+    assert kind == "onnx" and found["settings"].native and found["settings"].response_cache_kind == "fastpath"
+    assert found["settings"].precision == "fp32"  # an ONNX file is served as given unless --precision int8
