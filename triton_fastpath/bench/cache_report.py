@@ -12,8 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.bench.cache import DUPLICATE_RATIOS, MLPERF_NOTE, MODEL, SEMANTIC_MAX_WORDS, Options, Row
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.bench.cache import (
+    DUPLICATE_RATIOS,
+    MLPERF_NOTE,
+    MODEL,
+    RENDERING,
+    SEMANTIC_MAX_WORDS,
+    Options,
+    Row,
+)
 from triton_fastpath.load import (
     LoadResult,
 )
@@ -107,7 +114,7 @@ def findings(rows: Sequence[Row], encoder_ms_per_row: float | None) -> str:
         if encoder_ms_per_row
         else ""
     )
-    rendering = RepoSettings.tuned().rendering
+    rendering = RENDERING
     if rendering == "fused":
         why = (
             f"- Why: in the fused rendering (served here) the caches live in the same process as the tokenizer and "
@@ -203,7 +210,8 @@ of one run, read ratios rather than absolute times, and rerun before concluding 
 
 "answered by the layer" is the share of all requests sent in the row (warm-up included) that the layer named
 answered, from Triton's metrics: for `miss`, rows the cache missed; for `uncached`, rows the encoder ran.
-Rendering: `{RepoSettings.tuned().rendering}` (the default; `tuning/embedded.json`).
+Rendering: `{RENDERING}` (where the Python L1/L2 lookup and the semantic layer live; the default build's
+two-tier response cache: `python -m triton_fastpath.bench.two_tier_latency`).
 
 {latency_table(latency)}
 {semantic_line}

@@ -10,14 +10,16 @@ in-process ceiling (no server) and the encoder's compute limit, and writes `resu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,15 @@ import numpy as np
 
 from triton_fastpath.bench import peers
 from triton_fastpath.bench.loadgen import PROGRESS
-from triton_fastpath.bench.systems import PEER_KINDS, Running, System, start_system
-from triton_fastpath.config.settings import RepoSettings, service_levels
+from triton_fastpath.bench.systems import (  # the systems under test (re-exported: tests, cli)
+    BUDGET_SYSTEMS,
+    PEER_KINDS,
+    Running,
+    System,
+    default_systems,
+    deployment_key,
+    start_system,
+)
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, ROOT
@@ -44,7 +53,11 @@ class BenchConfig:
         warmup_s / window_s / max_windows: the perf_analyzer-style measurement per level.
         sla_p99_ms: the headline bound: best throughput with client p99 at or under it.
         stop_p99_ms: a sweep stops at the first level whose p99 passes this (higher levels only queue more).
-        duplicate_ratios: cached scenarios (reported apart).
+        duplicate_ratios: cached scenarios of the cached row (reported apart).
+        repeat_ratio: a second mix every system is also swept on at `concurrency` (0: none), this
+            share of its requests repeating an earlier one (its texts new to the server that answered
+            the unique sweep); reported in its own table, ours over every baseline. The baselines
+            compute a repeat again; ours answers it from the response cache where it has one.
         cached_concurrency: levels swept in the cached scenarios.
         budget_requests: sequential requests for the latency budget.
         smoke: tiny windows (checks that the harness works; its timings mean nothing).
@@ -63,6 +76,7 @@ class BenchConfig:
     sla_p99_ms: float = 50.0
     stop_p99_ms: float = 150.0
     duplicate_ratios: tuple[float, ...] = (0.5, 0.9)
+    repeat_ratio: float = 0.0
     cached_concurrency: tuple[int, ...] = (4, 16, 64)
     budget_requests: int = 300
     smoke: bool = False
@@ -84,118 +98,6 @@ class BenchConfig:
             budget_requests=20,
             smoke=True,
         )
-
-
-# Our systems whose latency budget is measured, and the rendering each one serves.
-BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble", "ours-graph": "graph"}
-
-
-def default_systems(smoke: bool = False, service_levels_profile: str = "default") -> list[System]:
-    """The systems of the issue, in run order; baselines both as deployed and at their best setting.
-
-    Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead
-    of Triton (1 worker as commonly run, and one worker per core), the peers mosec and LitServe
-    (2 workers, dynamic batching; in smoke mode only when named), PyTriton. Ours: the fused
-    rendering (the headline, `report.OURS`) over gRPC and HTTP, the ensemble rendering, FP32, and
-    the cached row. In smoke mode one variant of the naive and PyTriton baselines is enough; the
-    FastAPI + onnxruntime baseline keeps both rows (1 and 2 workers).
-    """
-    levels = {"service_levels_ms": service_levels(service_levels_profile)}
-    uncached = {"cache": False, "response_cache": False, **levels}
-    fused = RepoSettings(precision="int8", rendering="fused", **uncached)
-    ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
-    fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
-    graph = RepoSettings(precision="int8", rendering="graph", **uncached)
-    python_digits = RepoSettings(precision="int8", rendering="fused", native=False, **uncached)
-    ort_label = "FastAPI + tokenizers + onnxruntime INT8"
-    systems = [
-        System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
-        System("naive-1t", "naive, torch 1 thread (its best setting)", "naive", "naive", torch_threads=1),
-        System("fastapi-ort", f"{ort_label}, 1 uvicorn worker, 1 ORT thread (as commonly run)", "fastapi-ort", "naive"),
-        System(
-            "fastapi-ort-2w",
-            f"{ort_label}, one worker per core (2 workers): at its best",
-            "fastapi-ort",
-            "naive",
-            workers=2,
-        ),
-        # the peers a performance-aware team would pick instead, set up as their docs recommend for
-        # throughput (their own venv: `fastpath bench serving --install-peers`), sentiment only
-        System(
-            "mosec",
-            "mosec 0.9.8 + tokenizers + onnxruntime INT8, 2 workers, dynamic batching (max 32, 1 ms)",
-            "mosec",
-            "naive",
-            ("sentiment",),
-            workers=2,
-        ),
-        System(
-            "litserve",
-            "LitServe 0.2.19 + tokenizers + onnxruntime INT8, 2 workers, batching (max 32, 1 ms)",
-            "litserve",
-            "naive",
-            ("sentiment",),
-            workers=2,
-        ),
-        System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
-        System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
-        System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
-        System(
-            "ours-fused",
-            "ours: default rendering (sentiment: one Python model; digits: native backend), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            settings=fused,
-        ),
-        System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
-        # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
-        System(
-            "ours-graph",
-            "ours: text graph on the native backend (no Python), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=graph,
-        ),
-        # what the native backend removes on digits: the same model behind a Python stub
-        System(
-            "ours-python-digits",
-            "ours: digits behind a Python stub (--no-native), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("digits",),
-            settings=python_digits,
-        ),
-        # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
-        System(
-            "ours-ensemble",
-            "ours: ensemble of Python steps, ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=ensemble,
-        ),
-        System(
-            "ours-grpc-int8-cached",
-            "ours: fused, INT8 + response cache + L1 cache (cached scenarios, reported apart)",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=RepoSettings(precision="int8", rendering="fused", **levels),
-            cached=True,
-        ),
-    ]
-    if smoke:
-        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
-        # the peers (their own venv) only when named with --only
-        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
-        systems = [s for s in systems if s.key not in leave_out]
-    return systems
-
-
-def deployment_key(system: System) -> tuple:
-    """Systems with equal keys are served by one process (e.g. gRPC and HTTP views of one server)."""
-    return (system.kind, system.torch_threads, system.workers, system.ort_threads, system.settings)
 
 
 def write_inputs(path: Path) -> dict[str, list]:
@@ -312,55 +214,36 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
             groups[-1].append(system)
         else:
             groups.append([system])
-    limit_s = 60 + len(config.concurrency) * (config.warmup_s + config.max_windows * config.window_s + 30)
     # Rounds alternate the order (round 2 runs the systems in reverse), so no system always runs
     # first or last on a shared, drifting machine; the headline takes each system's best round.
-    for number in range(config.rounds):
-        if config.rounds > 1:
-            progress(f"round {number + 1}/{config.rounds} ({'in order' if number % 2 == 0 else 'reversed'})")
-        for group in groups if number % 2 == 0 else groups[::-1]:
-            head = group[0]
-            progress(f"starting {head.kind} for {', '.join(s.key for s in group)} ({time.monotonic() - started:.0f}s)")
-            with start_system(head, out_dir) as running_head:
-                for system in group:
-                    running = running_head
-                    if system.protocol != head.protocol:  # another view of the same server
-                        running = _other_protocol(system, running_head)
-                    for model in system.models:
-                        args = _load_args(system, running, model, inputs_file, config.grpc_client)
-                        ratios = config.duplicate_ratios if system.cached else (0.0,)
-                        for ratio in ratios:
-                            levels = config.cached_concurrency if system.cached else config.concurrency
-                            progress(
-                                f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}"
+    with _l2_redis(systems, progress) as redis:  # the L2 of our caches, as they ship
+        for number in range(config.rounds):
+            if config.rounds > 1:
+                progress(f"round {number + 1}/{config.rounds} ({'in order' if number % 2 == 0 else 'reversed'})")
+            for group in groups if number % 2 == 0 else groups[::-1]:
+                head = group[0]
+                keys = ", ".join(s.key for s in group)
+                progress(f"starting {head.kind} for {keys} ({time.monotonic() - started:.0f}s)")
+                if redis is not None and head.kind == "ours":
+                    redis.flush()  # every server of ours starts with an empty L2: unique texts stay misses
+                with start_system(head, out_dir, redis_url=redis.url if redis is not None else None) as running_head:
+                    for system in group:
+                        running = running_head
+                        if system.protocol != head.protocol:  # another view of the same server
+                            running = _other_protocol(system, running_head)
+                        for model in system.models:
+                            for run, found in _sweeps(
+                                system, running, model, inputs_file, config=config, number=number, progress=progress
+                            ):
+                                results["runs"].append(run)
+                                if found is not None:
+                                    predictions.setdefault(model, {})[system.key] = found
+                        if system.key in BUDGET_SYSTEMS and number == 0:
+                            rendering = BUDGET_SYSTEMS[system.key]
+                            progress(f"latency budget ({rendering}): one request at a time, the model and its steps")
+                            results.setdefault("budget", {})[rendering] = budget.measure(
+                                running.grpc_url, running.metrics_url, config.budget_requests
                             )
-                            sweep = [
-                                *args,
-                                *("--concurrency", *map(str, levels)),
-                                *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
-                                *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
-                                *("--duplicate-ratio", str(ratio)),
-                            ]
-                            if not system.cached and number == 0:  # first the same items one by one: same model?
-                                sweep += ["--predict", str(PREDICT_ITEMS)]
-                            rows = run_loadgen(sweep, progress, limit_s)
-                            if rows and "predictions" in rows[0]:
-                                predictions.setdefault(model, {})[system.key] = rows.pop(0)["predictions"]
-                            results["runs"].append(
-                                {
-                                    "system": system.key,
-                                    "model": model,
-                                    "duplicate_ratio": ratio,
-                                    "round": number + 1,
-                                    "rows": rows,
-                                }
-                            )
-                    if system.key in BUDGET_SYSTEMS and number == 0:
-                        rendering = BUDGET_SYSTEMS[system.key]
-                        progress(f"latency budget ({rendering}): one request at a time, top-level model and each step")
-                        results.setdefault("budget", {})[rendering] = budget.measure(
-                            running.grpc_url, running.metrics_url, config.budget_requests
-                        )
     reference_key = "naive"
     for model, found in predictions.items():
         labels = inputs[f"{model}_labels"]
@@ -378,6 +261,77 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     report.write_outputs(results, out_dir)
     progress(f"done in {time.monotonic() - started:.0f}s: {out_dir}")
     return results
+
+
+def _sweeps(
+    system: System,
+    running: Running,
+    model: str,
+    inputs_file: Path,
+    *,
+    config: BenchConfig,
+    number: int,
+    progress: Progress,
+) -> Iterator[tuple[dict[str, Any], list | None]]:
+    """Each sweep of `system` on `model` in round `number` (0-based): unique inputs, then the mix with
+    repeats where asked for (its texts tagged: new to this server), or the cached row's duplicate
+    ratios; yields each run's record and, from round 1's unique sweep, the first items' probabilities."""
+    args = _load_args(system, running, model, inputs_file, config.grpc_client)
+    ratios = config.duplicate_ratios if system.cached else (0.0, config.repeat_ratio)
+    levels = config.cached_concurrency if system.cached else config.concurrency
+    limit_s = 60 + len(levels) * (config.warmup_s + config.max_windows * config.window_s + 30)
+    for ratio in dict.fromkeys(r for r in ratios if r or not system.cached):
+        scenario = "cached" if system.cached else "mix" if ratio else "unique"
+        progress(f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}")
+        sweep = [
+            *args,
+            *("--concurrency", *map(str, levels)),
+            *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
+            *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
+            *("--duplicate-ratio", str(ratio)),
+            *(("--tag", "mix") if scenario == "mix" else ()),
+        ]
+        if scenario == "unique" and number == 0:  # first the same items one by one: the same model?
+            sweep += ["--predict", str(PREDICT_ITEMS)]
+        rows = run_loadgen(sweep, progress, limit_s)
+        found = rows.pop(0)["predictions"] if rows and "predictions" in rows[0] else None
+        run = {"system": system.key, "model": model, "duplicate_ratio": ratio, "scenario": scenario}
+        yield {**run, "round": number + 1, "rows": rows}, found
+
+
+class _Redis:
+    """A redis-server for the benchmark's run: its URL, and `flush()` between servers of ours."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.url = server.url
+
+    def flush(self) -> None:
+        import redis
+
+        redis.Redis.from_url(self.url).flushall()
+
+
+@contextlib.contextmanager
+def _l2_redis(systems: Sequence[System], progress: Progress) -> Iterator[_Redis | None]:
+    """A redis-server as the L2 of our caches where a system of ours has caches on (stopped at the
+    end), else None; None too, said so, where redis-server is not installed."""
+    cached = [s for s in systems if s.kind == "ours" and s.settings and (s.settings.cache or s.settings.response_cache)]
+    if not cached:
+        yield None
+        return
+    if shutil.which("redis-server") is None:
+        progress(f"redis-server is not installed: {', '.join(s.key for s in cached)} run without their Redis L2")
+        yield None
+        return
+    from triton_fastpath.serve.redis_server import RedisServer
+
+    server = RedisServer().start()
+    progress(f"redis-server for the L2 of {', '.join(s.key for s in cached)}: {server.url}")
+    try:
+        yield _Redis(server)
+    finally:
+        server.stop()
 
 
 def _peers_ready(systems: list[System], *, named: bool, progress: Progress) -> list[System]:

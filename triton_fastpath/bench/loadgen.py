@@ -33,6 +33,7 @@ import numpy as np
 
 from triton_fastpath.bench.server_cpu import per_request_ms, tree_cpu_seconds
 from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, scrape_metrics
+from triton_fastpath.load.streams import vary_item, vary_text
 
 PROTOCOLS = ("grpc", "http", "naive")
 GRPC_CLIENTS = ("raw", "tritonclient")
@@ -228,6 +229,17 @@ async def predict(send: Send, items: Sequence[Any]) -> list[Any]:
     return [await send(item) for item in items]
 
 
+def tagged_vary(tag: str) -> Callable[[Any, int], Any]:
+    """How the stream makes each round's item (`load.vary_item`); with a `tag`, every text carries
+    it from round 0 on (`vary_text`), so a sweep sent to a server after another one (the mix with
+    repeats after the unique texts) starts with texts its caches have never seen. Images ignore it."""
+
+    def vary(item: Any, round_: int) -> Any:
+        return vary_text(item, round_, tag=tag) if tag and isinstance(item, str) else vary_item(item, round_)
+
+    return vary
+
+
 async def run(args: argparse.Namespace) -> None:
     items = load_items(args.inputs, args.inputs_of or args.model)
     levels = [("rate", r) for r in args.rate] if args.rate else [("concurrency", c) for c in args.concurrency]
@@ -239,7 +251,9 @@ async def run(args: argparse.Namespace) -> None:
         if args.predict_only:
             return
         # the items in order, then again varied (texts get a round prefix); a share of exact repeats
-        stream = payload_stream(items, duplicate_ratio=args.duplicate_ratio, seed=args.seed, shuffle=False)
+        stream = payload_stream(
+            items, tagged_vary(args.tag), duplicate_ratio=args.duplicate_ratio, seed=args.seed, shuffle=False
+        )
         for kind, value in levels:
             before = await asyncio.to_thread(scrape_metrics, args.metrics_url) if args.metrics_url else ""
             started = time.perf_counter()
@@ -299,6 +313,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-s", type=float, default=2.0, help="measurement window (default %(default)s)")
     p.add_argument("--max-windows", type=int, default=8, help="windows before giving up on stability")
     p.add_argument("--duplicate-ratio", type=float, default=0.0, help="share of exact repeats (cached scenarios)")
+    p.add_argument(
+        "--tag",
+        default="",
+        help="prefix every text with this tag (and its round), so this sweep's texts are new to a server "
+        "that already answered another sweep (default: none, round 0 sends the texts as they are)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--metrics-url", default="", help="Triton metrics URL for the server-side split")
     p.add_argument(

@@ -9,7 +9,9 @@
   batching as their docs recommend for throughput (`mosec_server`, `litserve_server`); they run in
   their own venv (`peers`), so they need `fastpath bench serving --install-peers` once.
 - `ours`: our repository in the embedded tritonserver, from a variant copy rendered with
-  `RepoSettings` (rendering, precision, caches on or off) by `variant_repository`.
+  `RepoSettings` (rendering, precision, caches on or off) by `variant_repository`, served with the
+  response cache its settings render for (the kit's two-tier cache, or Triton's own) and, given a
+  Redis, with it as the L2 of every cache that has one, as it would ship.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.bench import peers
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import RepoSettings, service_levels
+from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
+from triton_fastpath.native.cache_build import TwoTierCacheSettings
 from triton_fastpath.paths import ROOT
 from triton_fastpath.processes import free_port, stop_process_group
 from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig, read_log_tail
+from triton_fastpath.serve.server_config import two_tier_models
 
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 BENCH_MODELS = ("sentiment", "digits")
@@ -76,6 +81,135 @@ class Running:
     http_url: str = ""  # our server's HTTP endpoint (the HTTP/JSON view of the same server)
     log: Path | None = None
     pid: int = 0  # root of the serving process tree (its CPU per request); 0: not measured
+
+
+# Our systems whose latency budget is measured, and the rendering each one serves.
+BUDGET_SYSTEMS = {"ours-fused": "fused", "ours-ensemble": "ensemble", "ours-graph": "graph"}
+
+
+def default_systems(smoke: bool = False, service_levels_profile: str = "default") -> list[System]:
+    """The systems of the issue, in run order; baselines both as deployed and at their best setting.
+
+    Baselines: the naive torch server, the FastAPI + onnxruntime server a team would write instead
+    of Triton (1 worker as commonly run, and one worker per core), the peers mosec and LitServe
+    (2 workers, dynamic batching; in smoke mode only when named), PyTriton. Ours: the default build
+    as it ships (`ours-default`, the headline `report.OURS`: the tuned rendering, its caches on, on
+    unique texts every request a miss), each rendering with its caches off (fused over gRPC and
+    HTTP, ensemble, graph), FP32, and the cached row. In smoke mode one variant of the naive and
+    PyTriton baselines is enough; the FastAPI + onnxruntime baseline keeps both rows (1 and 2 workers).
+    """
+    levels = {"service_levels_ms": service_levels(service_levels_profile)}
+    uncached = {"cache": False, "response_cache": False, **levels}
+    fused = RepoSettings(precision="int8", rendering="fused", **uncached)
+    ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
+    fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
+    graph = RepoSettings(precision="int8", rendering="graph", **uncached)
+    python_digits = RepoSettings(precision="int8", rendering="fused", native=False, **uncached)
+    shipped = RepoSettings.tuned(precision="int8", **levels)  # `fastpath build`'s repository, caches on
+    ort_label = "FastAPI + tokenizers + onnxruntime INT8"
+    systems = [
+        System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
+        System("naive-1t", "naive, torch 1 thread (its best setting)", "naive", "naive", torch_threads=1),
+        System("fastapi-ort", f"{ort_label}, 1 uvicorn worker, 1 ORT thread (as commonly run)", "fastapi-ort", "naive"),
+        System(
+            "fastapi-ort-2w",
+            f"{ort_label}, one worker per core (2 workers): at its best",
+            "fastapi-ort",
+            "naive",
+            workers=2,
+        ),
+        # the peers a performance-aware team would pick instead, set up as their docs recommend for
+        # throughput (their own venv: `fastpath bench serving --install-peers`), sentiment only
+        System(
+            "mosec",
+            "mosec 0.9.8 + tokenizers + onnxruntime INT8, 2 workers, dynamic batching (max 32, 1 ms)",
+            "mosec",
+            "naive",
+            ("sentiment",),
+            workers=2,
+        ),
+        System(
+            "litserve",
+            "LitServe 0.2.19 + tokenizers + onnxruntime INT8, 2 workers, batching (max 32, 1 ms)",
+            "litserve",
+            "naive",
+            ("sentiment",),
+            workers=2,
+        ),
+        System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
+        System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
+        System(
+            "ours-default",
+            f"ours: the default build as it ships ({shipped.rendering}, ONNX INT8, caches on: "
+            f"{_caches_label(shipped)}), gRPC",
+            "ours",
+            "grpc",
+            settings=shipped,
+        ),
+        System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
+        System(
+            "ours-fused",
+            "ours: default rendering (sentiment: one Python model; digits: native backend), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            settings=fused,
+        ),
+        System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
+        # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
+        System(
+            "ours-graph",
+            "ours: text graph on the native backend (no Python), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=graph,
+        ),
+        # what the native backend removes on digits: the same model behind a Python stub
+        System(
+            "ours-python-digits",
+            "ours: digits behind a Python stub (--no-native), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("digits",),
+            settings=python_digits,
+        ),
+        # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
+        System(
+            "ours-ensemble",
+            "ours: ensemble of Python steps, ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=ensemble,
+        ),
+        System(
+            "ours-grpc-int8-cached",
+            "ours: fused, INT8 + response cache + L1 cache (cached scenarios, reported apart)",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=RepoSettings(precision="int8", rendering="fused", **levels),
+            cached=True,
+        ),
+    ]
+    if smoke:
+        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
+        # the peers (their own venv) only when named with --only
+        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
+        systems = [s for s in systems if s.key not in leave_out]
+    return systems
+
+
+def _caches_label(settings: RepoSettings) -> str:
+    """The caches a repository ships with, in a few words (a system's label)."""
+    parts = [f"response cache ({settings.response_cache_kind.value})"] if settings.response_cache else []
+    parts += ["Python L1/L2 lookup"] if settings.cache else []
+    return " + ".join(parts) or "none"
+
+
+def deployment_key(system: System) -> tuple:
+    """Systems with equal keys are served by one process (e.g. gRPC and HTTP views of one server)."""
+    return (system.kind, system.torch_threads, system.workers, system.ort_threads, system.settings)
 
 
 def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float, body: dict | None = None) -> None:
@@ -124,9 +258,28 @@ def python_process(
             stop_process_group(process, term_group=False)  # it stops its own children
 
 
+def cache_options(settings: RepoSettings, redis_url: str | None) -> dict:
+    """The ServerConfig options that serve a repository rendered with `settings` as it would ship (pure):
+    its response cache (64 MiB of L1; the kind its configs were rendered for) and Redis as the L2 of
+    the two-tier cache and of the Python L1/L2 lookup, where a `redis_url` is given."""
+    options: dict = {"cache_size_bytes": 64 * 1024 * 1024 if settings.response_cache else 0}
+    if redis_url and (settings.cache or settings.response_cache):
+        options["extra_env"] = {"FASTPATH_REDIS_URL": redis_url}
+    if settings.response_cache:
+        options["response_cache"] = settings.response_cache_kind
+        if settings.response_cache_kind is ResponseCacheKind.FASTPATH:
+            options["two_tier_cache"] = TwoTierCacheSettings(redis_url=redis_url)
+    return options
+
+
 @contextlib.contextmanager
-def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> Iterator[Running]:
-    """Start `system` on free ports, yield where it answers, and stop it whatever happens."""
+def start_system(
+    system: System, work_dir: Path, timeout_s: float = 240.0, *, redis_url: str | None = None
+) -> Iterator[Running]:
+    """Start `system` on free ports, yield where it answers, and stop it whatever happens.
+
+    `redis_url`: the L2 of our caches (`cache_options`); the caller empties it between servers.
+    """
     logs = work_dir / "logs"
     if system.kind == "naive":
         port = free_port()
@@ -167,13 +320,15 @@ def start_system(system: System, work_dir: Path, timeout_s: float = 240.0) -> It
         # The benchmarked models only, assembled from the files the last build recorded (the weights
         # and tokenizer in build/ that the baselines load): every system serves the same model.
         repository = variant_repository(settings, work_dir / "repositories" / system.key, only=BENCH_MODELS)
+        if settings.response_cache and not two_tier_models(ServerConfig(model_repository=repository)):
+            settings = dataclasses.replace(settings, response_cache_kind=ResponseCacheKind.LOCAL)  # built for it
         config = ServerConfig(
             model_repository=repository,
             http_port=0,
             grpc_port=0,
             metrics_port=0,
-            cache_size_bytes=64 * 1024 * 1024 if settings.response_cache else 0,
             log_file=logs / f"{system.key}-tritonserver.log",
+            **cache_options(settings, redis_url),
         )
         server = EmbeddedTritonServer(config)
         try:

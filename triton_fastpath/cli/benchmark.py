@@ -7,13 +7,17 @@ each set up as its docs recommend for throughput and serving the same INT8 ONNX 
 with the same tokenization (`mosec`: mosec 0.9.8, 2 workers, dynamic batching up to 32 with a 1 ms
 wait; `litserve`: LitServe 0.2.19, 2 workers, max_batch_size 32, batch_timeout 1 ms), installed
 on demand in their own venv (build/peers/venv, `--install-peers`; a full run leaves them out until
-then, --only naming them fails with the command); PyTriton; ours in each rendering (`ours-fused`, the
-headline, `ours-ensemble`, `ours-graph`: the text graph on the native backend, no Python), digits
-behind a Python stub (`ours-python-digits`, what the native backend removes), over HTTP, in FP32,
-and cached (reported apart). Then the second model's table: the public MiniLM encoder that
-`make import-minilm` puts in build/public/repository (`make benchmark` imports it first when it is
-missing), measured the same way against the same baselines at natural length; `--also-imported NAME`
-picks other imported models, `--no-imported` leaves them out.
+then, --only naming them fails with the command); PyTriton; ours: the default build as it ships
+(`ours-default`, the headline: the rendering `fastpath tune` chose, its caches on; on unique texts
+every request is a miss) and each rendering with its caches off (`ours-fused`, `ours-ensemble`,
+`ours-graph`: the text graph on the native backend, no Python), digits behind a Python stub
+(`ours-python-digits`, what the native backend removes), over HTTP, in FP32, and cached (reported
+apart). `--repeat-ratio 0.3` also sweeps every system on a mix where 30% of the requests repeat
+an earlier one (its own table: ours answers repeats from its cache, the baselines compute them).
+Then the second model's table: the public MiniLM encoder that `make import-minilm` puts in
+build/public/repository (`make benchmark` imports it first when it is missing), measured the same
+way against the same baselines at natural length; `--also-imported NAME` picks other imported
+models, `--no-imported` leaves them out.
 
 Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
 sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
@@ -32,6 +36,7 @@ Examples:
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-fused ours-graph --rounds 2   # alternated
     fastpath bench serving --install-peers     # once: mosec and LitServe in build/peers/venv (pip, ~15 s)
     fastpath bench serving --only fastapi-ort-2w mosec litserve ours-graph --concurrency 1 8 32 --no-imported
+    fastpath bench serving --only fastapi-ort-2w mosec ours-default --repeat-ratio 0.3 --rounds 2 --no-imported
     fastpath bench serving --imported filetype --model-repository build/public/repository
     fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
@@ -78,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         help="sweep every system this many times, the order reversed every other round (a shared machine "
         "drifts); the table takes each system's best round and sums its failed requests "
         f"(default {defaults.rounds})",
+    )
+    p.add_argument(
+        "--repeat-ratio",
+        type=float,
+        help="also sweep every system on a mix where this share of the requests repeats an earlier one (its "
+        "texts new to the server), reported in its own table with ours over each baseline (default: none)",
     )
     p.add_argument(
         "--grpc-client",
@@ -159,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "service_levels": args.service_levels,
         "grpc_client": args.grpc_client,
+        "repeat_ratio": args.repeat_ratio,
     }
+    if args.repeat_ratio is not None and not 0 <= args.repeat_ratio < 1:
+        print(f"--repeat-ratio {args.repeat_ratio}: expected 0 <= ratio < 1", file=sys.stderr)
+        return 2
     if args.rounds is not None and args.rounds < 1:
         print(f"--rounds {args.rounds}: expected 1 or more", file=sys.stderr)
         return 2

@@ -3,17 +3,21 @@
 Searches, one knob at a time (a coordinate search), in this order: the rendering of the sentiment
 pipeline (fused | ensemble | graph), the backend of the ONNX models (native C++ onnxruntime |
 Python model, measured on digits), dynamic batching delay, encoder instances, onnxruntime
-intra-op threads, tokenizer instances and preferred batch sizes. Each candidate is served by the
-embedded tritonserver and loaded by the benchmark's load generator; a value is kept only when it
-beats the current one by the noise margin without slowing a lone request. Prints the frontier
-and the per-model choices, and writes the winning settings to tuning/embedded.json (its `models`
-section: each model's choice, every candidate's figures and why), which RepoSettings reads as
-its defaults. Then `fastpath build` re-renders model_repository/ with them.
+intra-op threads, tokenizer instances and preferred batch sizes. Each candidate is built and served
+by the embedded tritonserver as it ships, its caches on (the response cache its repository is
+rendered for, Redis as the L2 of every cache that has one, the Python L1/L2 lookup in the Python
+renderings), and loaded by the benchmark's load generator on unique texts and on a mix with repeats
+(--repeat-ratio); a value is kept only when it is better beyond the noise on one of throughput with
+p99 under the bound (unique, repeats) and the p50 of a lone request, and worse on none. Prints the
+frontier and the per-model choices, and writes the winning settings to tuning/embedded.json (its
+`models` section: each model's choice, every candidate's figures and why), which RepoSettings reads
+as its defaults. Then `fastpath build` re-renders model_repository/ with them and prints the why.
 
 Examples:
-    fastpath tune                    # about a minute per candidate on 2 cores (~15 minutes)
+    fastpath tune                    # about two minutes per candidate on 2 cores (~30 minutes)
     fastpath tune --sla-p99-ms 20
     fastpath tune --knobs rendering native   # the renderings, and digits native vs Python only
+    fastpath tune --knobs rendering native --concurrency 1 8 16 32 48   # shorter
     fastpath tune --smoke --output /tmp/tuning.json   # seconds: checks the tuner works
 """
 
@@ -67,6 +71,24 @@ def parser() -> argparse.ArgumentParser:
         "renderings on sentiment and digits native vs Python. With --smoke: these knobs' candidates, tiny "
         "windows. Default: every knob",
     )
+    p.add_argument(
+        "--repeat-ratio",
+        type=float,
+        default=TuneConfig.repeat_ratio,
+        help="share of repeats in the second mix every sentiment candidate is measured on; 0: unique texts only "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        help=f"closed-loop levels per candidate (default {' '.join(map(str, TuneConfig.concurrency))})",
+    )
+    p.add_argument(
+        "--no-redis",
+        action="store_true",
+        help="serve the candidates without Redis as their caches' L2 (default: a redis-server of the tuner's own)",
+    )
     add_service_levels(p)
     return p
 
@@ -75,7 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     config = TuneConfig.smoke_config() if args.smoke else TuneConfig()
-    config = dataclasses.replace(config, sla_p99_ms=args.sla_p99_ms, service_levels=args.service_levels)
+    if not 0 <= args.repeat_ratio < 1:
+        p.error(f"--repeat-ratio {args.repeat_ratio}: expected 0 <= ratio < 1")
+    config = dataclasses.replace(
+        config,
+        sla_p99_ms=args.sla_p99_ms,
+        service_levels=args.service_levels,
+        repeat_ratio=args.repeat_ratio,
+        redis=not args.no_redis,
+        **({"concurrency": tuple(args.concurrency)} if args.concurrency else {}),
+    )
     if args.knobs:
         try:
             config = dataclasses.replace(config, space=restrict_space(args.knobs))
