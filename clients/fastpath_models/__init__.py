@@ -9,7 +9,6 @@ Models:
 
 Not generated:
     embed_fused: a step of ensemble embed (use --all to include steps)
-    sentiment_fused: a step of ensemble sentiment (use --all to include steps)
 """
 
 from .digits import AsyncDigitsClient, DigitsClient, DigitsRequest, DigitsResponse

@@ -66,7 +66,7 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
     assert server["sentiment"]["requests"] == served
     # Locust stops its users mid-request: up to one request per user (4) reaches the server unrecorded.
     assert 0 <= served - client_sent <= 4, (served, client_sent)
-    encoder = server["sentiment_fused"]  # the step that runs the encoder (default rendering: fused)
+    encoder = server["sentiment_fused"]  # the step that runs the encoder (the fixture serves the fused rendering)
     assert encoder["requests"] > 0 and encoder["avg_batch"] >= 1
     for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
         assert encoder["stage_ms"][stage] > 0, stage
