@@ -109,6 +109,52 @@ class TextEncoder:
         return Encoded(ids, mask, truncated)
 
 
+def check_token_rows(
+    input_ids: np.ndarray, attention_mask: np.ndarray, *, max_length: int | None = None, vocab_size: int | None = None
+) -> None:
+    """Refuse token rows a tokenizer could not have written, naming the input and the bound.
+
+    What a client sends to a model that takes ids (the ensemble rendering's cache step) reaches the
+    padding, the cache keys and the encoder: shapes that disagree, an empty or over-long row, ids
+    outside the vocabulary or a mask value other than 0 or 1 would otherwise fail there as an
+    internal error, or (an empty row padded beside longer ones) be answered.
+
+    Raises:
+        BadRequest: the first problem found.
+    """
+    ids, mask = np.asarray(input_ids), np.asarray(attention_mask)
+    if ids.ndim != 2 or ids.shape != mask.shape:
+        raise BadRequest(
+            f"inputs 'input_ids' {list(ids.shape)} and 'attention_mask' {list(mask.shape)} disagree: "
+            "send them with the same shape (one mask value per token id)"
+        )
+    if ids.shape[1] == 0:
+        raise BadRequest("input 'input_ids' has an empty row (axis 1 is 0)")
+    if max_length is not None and ids.shape[1] > max_length:
+        raise BadRequest(
+            f"input 'input_ids' rows are {ids.shape[1]} long; the longest this model takes is {max_length} (max_length)"
+        )
+    if vocab_size is not None:
+        outside = (ids < 0) | (ids >= vocab_size)
+        if outside.any():
+            row, column = np.argwhere(outside)[0]
+            raise BadRequest(
+                f"input 'input_ids' holds {ids[row, column]} at row {row}; "
+                f"token ids must be in [0, {vocab_size}) (the tokenizer's vocabulary)"
+            )
+    odd = (mask != 0) & (mask != 1)
+    if odd.any():
+        row, column = np.argwhere(odd)[0]
+        raise BadRequest(f"input 'attention_mask' holds {mask[row, column]} at row {row}; mask values must be 0 or 1")
+
+
+def vocabulary_size(tokenizer_file: str | Path) -> int:
+    """The number of token ids the tokenizer in `tokenizer_file` can write (added tokens included)."""
+    from tokenizers import Tokenizer  # heavy import kept out of module import
+
+    return Tokenizer.from_file(str(tokenizer_file)).get_vocab_size(with_added_tokens=True)
+
+
 def trim_padding(input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop the padding columns no row of this (sub-)batch uses (right padding), so rows taken out
     of a longer batch (the cache's misses) cost only their own longest length."""

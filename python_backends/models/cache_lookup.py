@@ -16,7 +16,7 @@ from fastpath_backends.batch import concat_rows, pad_rows, run_isolated, split_r
 from fastpath_backends.cache import cached_rows, key_namespace, row_keys, tiered_cache_from_parameters
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.semantic import guard_signatures, index_from_parameters
-from fastpath_backends.text import TextEncoder, trim_padding
+from fastpath_backends.text import TextEncoder, check_token_rows, trim_padding, vocabulary_size
 from fastpath_backends.triton_io import (
     CacheMetrics,
     bls_encoder,
@@ -38,6 +38,9 @@ class TritonPythonModel:
         self.namespace = key_namespace(identity)
         self.cache = tiered_cache_from_parameters(params, os.environ)
         tokenizer_file = version_dir(args) / params.get("tokenizer_file", "tokenizer.json")
+        self.max_length = int(params["max_length"]) if "max_length" in params else None  # else the encoder's bound
+        # ids outside the tokenizer's vocabulary are refused here, not sent to the encoder
+        self.vocab_size = vocabulary_size(tokenizer_file) if tokenizer_file.exists() else None
 
         def token_id(word):  # the tokenizer is read only when the semantic guard asks for word ids
             if self._vocabulary is None:
@@ -54,6 +57,7 @@ class TritonPythonModel:
         for request in requests:
             try:
                 ids, mask = read_input(pb_utils, request, "input_ids"), read_input(pb_utils, request, "attention_mask")
+                check_token_rows(ids, mask, max_length=self.max_length, vocab_size=self.vocab_size)
                 embedding = pb_utils.get_input_tensor_by_name(request, "embedding")
                 payloads.append((ids, mask, None if embedding is None else embedding.as_numpy()))
             except BadRequest as error:

@@ -20,7 +20,7 @@ import pytest
 from google.protobuf import json_format
 
 from fastpath_backends.pipeline import TextPipeline
-from fastpath_backends.text import TextEncoder
+from fastpath_backends.text import TextEncoder, vocabulary_size
 from triton_fastpath.config.render import render, to_model_config
 from triton_fastpath.config.settings import SAMPLE_TEXT, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
@@ -633,9 +633,9 @@ def test_text_pipeline_adapter_reports_an_unavailable_bls_encoder_as_internal(
 
 
 @pytest.fixture
-def cache_model(load_adapter: LoadAdapter, specs: dict[str, ModelSpec], tmp_path: Path) -> Any:
+def cache_model(load_adapter: LoadAdapter, specs: dict[str, ModelSpec], tokenizer_file: Path, tmp_path: Path) -> Any:
     spec = specs["sentiment_cache"]
-    model_dir = install(spec, tmp_path, {})
+    model_dir = install(spec, tmp_path, {"tokenizer.json": tokenizer_file})
     model = load_adapter("cache_lookup").TritonPythonModel()
     model.initialize(triton_args(spec, model_dir))
     return model
@@ -672,3 +672,44 @@ def test_cache_adapter_returns_probabilities_and_label_index_computing_only_miss
         "lookups": 2,
         "encoded": 3,
     }
+
+
+def test_cache_adapter_refuses_rows_no_tokenizer_could_write_and_answers_their_batch_mates(
+    cache_model: Any, pb_utils: types.ModuleType, tokenizer_file: Path, classifier_onnx: Path
+) -> None:
+    # Found by the wire fuzz: these failed as internal errors (IndexError, the encoder's refusal
+    # through BLS) or, an empty row padded beside longer ones, were answered.
+    serve_encoder(pb_utils, "sentiment_encoder", classifier_onnx)
+    encoded = TextEncoder(tokenizer_file, MAX_LENGTH).encode(["a warm funny film"])
+    ids, mask = encoded.input_ids, encoded.attention_mask
+    vocab = vocabulary_size(tokenizer_file)
+    outside, odd_mask = ids.copy(), mask.copy()
+    outside[0, 1], odd_mask[0, 1] = vocab, 2
+    responses = cache_model.execute(
+        [
+            request(pb_utils, input_ids=ids, attention_mask=mask),
+            request(pb_utils, input_ids=ids, attention_mask=np.ones((1, ids.shape[1] + 1), np.int64)),
+            request(pb_utils, input_ids=np.zeros((1, 0), np.int64), attention_mask=np.zeros((1, 0), np.int64)),
+            request(pb_utils, input_ids=outside, attention_mask=mask),
+            request(pb_utils, input_ids=-ids, attention_mask=mask),
+            request(pb_utils, input_ids=ids, attention_mask=odd_mask),
+            request(
+                pb_utils,
+                input_ids=np.full((1, MAX_LENGTH + 1), 5),
+                attention_mask=np.ones((1, MAX_LENGTH + 1), np.int64),
+            ),
+            request(pb_utils, input_ids=ids, attention_mask=mask),
+        ]
+    )
+    assert_invalid(responses[1], pb_utils, r"inputs 'input_ids' \[1, \d+\] and 'attention_mask' \[1, \d+\] disagree")
+    assert_invalid(responses[2], pb_utils, r"input 'input_ids' has an empty row")
+    assert_invalid(
+        responses[3], pb_utils, rf"input 'input_ids' holds {vocab} at row 0; token ids must be in \[0, {vocab}\)"
+    )
+    assert_invalid(responses[4], pb_utils, r"input 'input_ids' holds -\d+ at row 0")
+    assert_invalid(responses[5], pb_utils, r"input 'attention_mask' holds 2 at row 0; mask values must be 0 or 1")
+    assert_invalid(
+        responses[6], pb_utils, rf"rows are {MAX_LENGTH + 1} long; the longest this model takes is {MAX_LENGTH}"
+    )
+    first, last = assert_ok(responses[0]), assert_ok(responses[7])
+    np.testing.assert_array_equal(first["label_index"], last["label_index"])

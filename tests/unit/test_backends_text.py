@@ -196,3 +196,44 @@ def test_encoder_fingerprint_is_stable_and_changes_when_the_tokenizer_file_chang
     assert TextEncoder(path, MAX_LENGTH).fingerprint == first
     make_tokenizer(extra_tokens=("blockbuster",)).save(str(path))
     assert TextEncoder(path, MAX_LENGTH).fingerprint != first
+
+
+@pytest.mark.parametrize(
+    ("ids", "mask", "pattern"),
+    [
+        ([[5, 6]], [[1, 1, 1]], r"^inputs 'input_ids' \[1, 2\] and 'attention_mask' \[1, 3\] disagree"),
+        ([5, 6], [1, 1], r"^inputs 'input_ids' \[2\] and 'attention_mask' \[2\] disagree"),
+        (
+            np.zeros((2, 0), np.int64),
+            np.zeros((2, 0), np.int64),
+            r"^input 'input_ids' has an empty row \(axis 1 is 0\)$",
+        ),
+        (
+            [[5] * 9],
+            [[1] * 9],
+            r"^input 'input_ids' rows are 9 long; the longest this model takes is 8 \(max_length\)$",
+        ),
+        (
+            [[5, 6], [7, 100]],
+            [[1, 1], [1, 1]],
+            r"^input 'input_ids' holds 100 at row 1; token ids must be in \[0, 100\)",
+        ),
+        ([[5, -1]], [[1, 1]], r"^input 'input_ids' holds -1 at row 0"),
+        ([[5, 6]], [[1, 2]], r"^input 'attention_mask' holds 2 at row 0; mask values must be 0 or 1$"),
+        ([[5, 6]], [[1, -(2**63)]], r"^input 'attention_mask' holds -9223372036854775808 at row 0"),
+    ],
+)
+def test_check_token_rows_refuses_what_no_tokenizer_writes_naming_the_input_and_the_bound(
+    ids: Any, mask: Any, pattern: str
+) -> None:
+    from fastpath_backends.text import check_token_rows
+
+    with pytest.raises(BadRequest, match=pattern):
+        check_token_rows(np.asarray(ids, np.int64), np.asarray(mask, np.int64), max_length=8, vocab_size=100)
+
+
+def test_check_token_rows_accepts_padded_rows_and_skips_bounds_it_is_not_given() -> None:
+    from fastpath_backends.text import check_token_rows
+
+    check_token_rows(np.array([[5, 6, 0]]), np.array([[1, 1, 0]]), max_length=3, vocab_size=7)
+    check_token_rows(np.full((1, 500), 10**9), np.ones((1, 500), np.int64))  # no max_length, no vocabulary
