@@ -9,9 +9,10 @@ import struct
 import numpy as np
 import pytest
 
-from triton_fastpath.reliability.fuzz import BATCH_MATE, FINE, judge, schedule
+from triton_fastpath.reliability.fuzz import schedule
 from triton_fastpath.reliability.fuzz_cases import ANSWERED, EITHER, REFUSED, Case, hostile_cases
 from triton_fastpath.reliability.fuzz_models import ELEMENT_BYTES, InputSpec, ModelSpec, good_request, model_spec
+from triton_fastpath.reliability.fuzz_tally import BATCH_MATE, FINE, STUB_DEAD, FuzzTally, fuzz_rows, judge
 from triton_fastpath.reliability.wire import (
     HTTP_CODES,
     Outcome,
@@ -160,9 +161,12 @@ def test_model_spec_reads_a_model_config_as_json() -> None:
         "name": "enc",
         "maxBatchSize": 64,
         "input": [{"name": "input_ids", "dataType": "TYPE_INT64", "dims": ["-1"], "allowRaggedBatch": True}],
+        "parameters": {"max_length": {"stringValue": "64"}, "max_sequence_length": {"stringValue": "512"}},
     }
     spec = model_spec(config)
-    assert spec == ModelSpec("enc", 64, (InputSpec("input_ids", "INT64", (-1,), True),))
+    assert spec == ModelSpec("enc", 64, (InputSpec("input_ids", "INT64", (-1,), True),), max_tokens=512)
+    rows = [c.variant for c in hostile_cases(spec) if c.kind == "huge legitimate row"]
+    assert rows == [f"input_ids: 1 row of {n} tokens" for n in ("513", "1,000", "100,000")]
     text = model_spec({"name": "t", "input": [{"name": "text", "dataType": "TYPE_STRING", "dims": ["1"]}]})
     assert text.inputs[0].datatype == "BYTES" and text.max_batch_size == 0
 
@@ -196,6 +200,7 @@ def _case(expect: str, kind: str = "wrong dtype", names: tuple[str, ...] = ("x",
         (_case(EITHER, "fastpath_priority"), "grpc",
          Outcome("INVALID_ARGUMENT", "INVALID_ARGUMENT", f"in ensemble 'e', {CUT_BYTES}", 0),
          BATCH_MATE),
+        (_case(EITHER), "http", Outcome("HTTP 500", "INTERNAL", "Stub process 'm_0_1' is not healthy.", 0), STUB_DEAD),
         (_case(REFUSED, "BYTES truncated", ("text",)), "grpc",
          Outcome("INVALID_ARGUMENT", "INVALID_ARGUMENT", CUT_BYTES, 0),
          "refused"),
@@ -214,3 +219,18 @@ def test_schedule_visits_every_kind_of_every_model_early() -> None:
     wraps = [c.request.model for c, _ in schedule(pairs, 40 * len(kinds)) if c.kind == "shape wraps 64-bit"]
     assert set(wraps) == {"encoder"}  # digits has no -1 axis: its wrap is the batch axis (Triton reads 32 bits)
     assert len(list(schedule(pairs, 10_000))) == 10_000  # cycles past the end
+
+
+def test_a_lost_python_stub_fails_the_server_row_naming_the_first_requests_that_met_it() -> None:
+    tally = FuzzTally()
+    case = _case(REFUSED, "shape wraps 64-bit", ("x",))
+    dead = Outcome("INTERNAL", "INTERNAL", "Stub process 'cache_0_1' is not healthy.", 0.001)
+    tally.kinds[case.kind].tally.sent()
+    tally.record(case, "grpc", dead, judge(case, "grpc", dead))
+    tally.ordinary.sent()
+    tally.ordinary_done("cache", "http", dead)
+    rows = {r.scenario: r for r in fuzz_rows(tally, live_at_end=True, stub_log=[], elapsed_s=1.0)}
+    server = rows["wire fuzz: server never dies (same pid, live at the end)"]
+    assert not server.passed and server.figures["stubs_lost"] == 1
+    assert "stub cache_0_1 lost; first met by: [shape wraps 64-bit] grpc m" in server.note
+    assert rows["wire fuzz: shape wraps 64-bit"].passed  # the kind row does not carry the stub's death

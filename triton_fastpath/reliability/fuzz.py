@@ -9,50 +9,47 @@ hostile requests share batches with good ones. A monitor watches the process and
 
     rows = run_fuzz(repository, work_dir, QUICK)     # one ScenarioResult per case kind, + 2
 
-Verdicts: each kind's outcomes are judged case by case (`judge`): REFUSED cases must get
-INVALID_ARGUMENT naming the input (NOT_FOUND for an unknown shared-memory region, Triton's own
-code), EITHER cases an answer or such a refusal, ANSWERED cases an answer; an overload shed is
-acceptable where an answer is. Triton 2.51's HTTP front end answers unparsable JSON with 500
-(`KNOWN_TRITON_DEFECTS`): counted apart, not a defect of the kit. The ordinary load must keep
-`ORDINARY_SUCCESS` of its requests answered, and the server must never die (same pid, live at
-the end, no Python stub lost). After a death the run restarts the server up to `plan.restarts`
-times (to find more), and names the hostile requests that were in flight.
+Verdicts (`fuzz_tally`): each hostile request's outcome is judged by its case's expectation; the
+ordinary load must keep `ORDINARY_SUCCESS` of its requests answered, and the server must never
+die (same pid, live at the end, no Python stub lost). After a death the run restarts the server
+up to `plan.restarts` times (to find more), and names the hostile requests that were in flight.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import random
 import re
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from triton_fastpath.reliability.fuzz_cases import (
-    ANSWERED,
-    EITHER,
-    KNOWN_TRITON_DEFECTS,
-    REFUSED,
-    TRITON_BATCH_MATE_ERROR,
-    Case,
-    hostile_cases,
-)
+from triton_fastpath.reliability.fuzz_cases import Case, hostile_cases
 from triton_fastpath.reliability.fuzz_models import ModelSpec, good_request, model_spec
-from triton_fastpath.reliability.report import ScenarioResult, Tally
-from triton_fastpath.reliability.wire import GrpcWire, HttpWire, Outcome, WireRequest
+from triton_fastpath.reliability.fuzz_tally import (
+    DROPPED,
+    FINE,
+    ORDINARY_SUCCESS,
+    SERVER_DOWN,
+    FuzzTally,
+    fuzz_rows,
+    judge,
+)
+from triton_fastpath.reliability.report import ScenarioResult
+from triton_fastpath.reliability.wire import GrpcWire, HttpWire, WireRequest
 
 __all__ = ["FULL", "ORDINARY_SUCCESS", "QUICK", "FuzzPlan", "judge", "run_fuzz", "schedule", "served_models"]
 
 Progress = Callable[[str], None]
-ORDINARY_SUCCESS = 0.999  # share of ordinary requests answered beside the fuzz (at least)
-CRASH_LINES = r"Signal \(\d+\)|free\(\)|corrupted|Segmentation|Aborted|double free|is not healthy|stack smashing"
+CRASH_LINES = (
+    r"Signal \(\d+\)|free\(\)|corrupted|Segmentation|Aborted|double free|stack smashing|terminate called|what\(\)"
+)
 
 
 @dataclass(frozen=True)
@@ -76,39 +73,6 @@ class FuzzPlan:
 
 QUICK = FuzzPlan(hostile=400, duration_s=40)
 FULL = FuzzPlan(hostile=8000, duration_s=300, hostile_threads=4, restarts=2)
-
-# Verdicts of one outcome that are fine; NEUTRAL ones are neither fine nor the kind's defect: the
-# server row reports a death, the ordinary row a batch failed by a batch-mate (BATCH_MATE).
-FINE = ("refused", "answered", "shed", "refused by Triton's HTTP JSON parser (500)")
-SERVER_DOWN = "no answer: the server died"
-BATCH_MATE = "failed with a batch-mate's error (Triton 2.51 Python backend)"
-NEUTRAL = (SERVER_DOWN, BATCH_MATE)
-DROPPED = r"Connection reset|Connection refused|failed to connect|Socket closed|RemoteDisconnected|Broken pipe"
-
-
-def judge(case: Case, protocol: str, outcome: Outcome) -> str:
-    """What one hostile request's outcome means (pure): one of FINE, or the defect it shows."""
-    refusal = "NOT_FOUND" if case.kind == "shared memory keys" else "INVALID_ARGUMENT"
-    if not outcome.ok and case.kind != "BYTES truncated" and re.search(TRITON_BATCH_MATE_ERROR, outcome.message):
-        verdict = BATCH_MATE
-    elif outcome.ok:
-        verdict = "answered" if case.expect in (EITHER, ANSWERED) else "answered, should be refused"
-    elif outcome.code == "UNAVAILABLE" and "overloaded" in outcome.message and case.expect != REFUSED:
-        verdict = "shed"
-    elif outcome.code == refusal or (outcome.code == "INVALID_ARGUMENT" and case.expect == EITHER):
-        verdict = "refused"
-        if case.expect == ANSWERED:
-            verdict = "refused, should be answered"
-        elif case.names and not any(name in outcome.message for name in case.names):
-            verdict = f"refused without naming {' or '.join(case.names)}"
-    elif any(
-        protocol == on and outcome.code == code and kind in ("*", case.kind) and re.search(pattern, outcome.message)
-        for kind, on, code, pattern in KNOWN_TRITON_DEFECTS
-    ):
-        verdict = FINE[3]
-    else:
-        verdict = f"wrong code {outcome.code}"
-    return verdict
 
 
 def schedule(cases: Sequence[tuple[Case, str]], count: int, seed: int = 0) -> Iterator[tuple[Case, str]]:
@@ -144,30 +108,15 @@ def served_models(grpc_url: str, repository: Path) -> list[ModelSpec]:
     return specs
 
 
-@dataclass
-class _Kind:
-    """One kind's outcomes: by protocol and status, by verdict, first message per status, defects."""
-
-    tally: Tally = field(default_factory=Tally)
-    statuses: Counter = field(default_factory=Counter)
-    verdicts: Counter = field(default_factory=Counter)
-    messages: dict = field(default_factory=dict)
-    defects: list = field(default_factory=list)
-
-
-class _Fuzz:
-    """The state of one run, shared by its threads."""
+class _Run:
+    """The state of one run, shared by its threads: what is left to send, the recent and the dropped."""
 
     def __init__(self, plan: FuzzPlan) -> None:
         self.plan = plan
+        self.tally = FuzzTally()
         self.lock = threading.Lock()
-        self.kinds: dict[str, _Kind] = defaultdict(_Kind)
-        self.ordinary = Tally()
-        self.ordinary_failures: Counter = Counter()
-        self.batch_mate_failures = 0  # ordinary requests failed with a hostile batch-mate's error
         self.recent: deque[tuple[float, str]] = deque(maxlen=2 * plan.hostile_threads)  # (sent at, what)
-        self.dropped: list[str] = []
-        self.deaths: list[str] = []
+        self.dropped: list[str] = []  # hostile requests in flight when the server died
         self.sent = 0
         self.alive: Callable[[], bool] = lambda: True
 
@@ -180,58 +129,35 @@ class _Fuzz:
             time.sleep(0.05)
         return True
 
-    def ordinary_done(self, model: str, how: str, outcome: Outcome) -> None:
-        if outcome.ok and outcome.outputs:
-            self.ordinary.done(outcome.latency_s)
-            return
-        self.ordinary.done(outcome.latency_s, RuntimeError(f"{outcome.code}: {outcome.message}"))
-        with self.lock:
-            self.batch_mate_failures += bool(re.search(TRITON_BATCH_MATE_ERROR, outcome.message))
-            self.ordinary_failures[f"{model} {how} {outcome.code}: {outcome.message[:120]}"] += 1
 
-    def record(self, case: Case, protocol: str, outcome: Outcome, verdict: str) -> None:
-        kind = self.kinds[case.kind]
-        error = None if outcome.ok else RuntimeError(f"{outcome.code}: {outcome.message}")
-        kind.tally.done(outcome.latency_s, error)
-        with self.lock:
-            status = f"{protocol} {outcome.status}"
-            kind.statuses[status] += 1
-            kind.verdicts[verdict] += 1
-            kind.messages.setdefault(status, outcome.message)
-            if verdict not in (*FINE, *NEUTRAL) and len(kind.defects) < 3:
-                kind.defects.append(f"{case.describe(protocol)} -> {outcome.code}: {outcome.message[:160]}")
-
-
-def _hostile_worker(
-    fuzz: _Fuzz, pairs: Iterator, wires: dict, models: dict, *, stop: threading.Event, seed: int
-) -> None:
+def _hostile_worker(run: _Run, pairs: Iterator, wires: dict, models: dict, *, stop: threading.Event, seed: int) -> None:
     rng = np.random.default_rng(seed)
     while not stop.is_set():
-        with fuzz.lock:
+        with run.lock:
             pair = next(pairs, None)
             if pair is None:
                 return
-            fuzz.sent += 1
+            run.sent += 1
         case, protocol = pair
-        fuzz.kinds[case.kind].tally.sent()
+        run.tally.kinds[case.kind].tally.sent()
         model = models.get(case.request.model)
         companions = []
-        for _ in range(fuzz.plan.companions if model else 0):
-            fuzz.ordinary.sent()
+        for _ in range(run.plan.companions if model else 0):
+            run.tally.ordinary.sent()
             companions.append(wires["grpc"].start(good_request(model, rng)))
         what = f"[{case.kind}] {case.describe(protocol)}"
-        fuzz.recent.append((time.monotonic(), what))
+        run.recent.append((time.monotonic(), what))
         outcome = wires[protocol].send(case.request)
         verdict = judge(case, protocol, outcome)
-        if verdict not in FINE and re.search(DROPPED, outcome.message) and fuzz.died_within(2.0):
+        if verdict not in FINE and re.search(DROPPED, outcome.message) and run.died_within(2.0):
             verdict = SERVER_DOWN
-            fuzz.dropped.append(what)  # in flight as the server died
-        fuzz.record(case, protocol, outcome, verdict)
+            run.dropped.append(what)  # in flight as the server died
+        run.tally.record(case, protocol, outcome, verdict)
         for wait in companions:
-            fuzz.ordinary_done(case.request.model, "grpc, beside a hostile request", wait())
+            run.tally.ordinary_done(case.request.model, "grpc, beside a hostile request", wait())
 
 
-def _ordinary_worker(fuzz: _Fuzz, models: Sequence[ModelSpec], wires: dict, stop: threading.Event, seed: int) -> None:
+def _ordinary_worker(run: _Run, models: Sequence[ModelSpec], wires: dict, stop: threading.Event, seed: int) -> None:
     rng = np.random.default_rng(seed)
     for i in itertools.count(seed):
         if stop.is_set():
@@ -239,8 +165,8 @@ def _ordinary_worker(fuzz: _Fuzz, models: Sequence[ModelSpec], wires: dict, stop
         model = models[i % len(models)]
         protocol = ("grpc", "http")[(i // len(models)) % 2]
         request: WireRequest = good_request(model, rng, rows=1 + i % 3, length=4 + i % 20)
-        fuzz.ordinary.sent()
-        fuzz.ordinary_done(model.name, protocol, wires[protocol].send(request))
+        run.tally.ordinary.sent()
+        run.tally.ordinary_done(model.name, protocol, wires[protocol].send(request))
 
 
 def _monitor(server, pid: int, stop: threading.Event, grpc_url: str) -> str:
@@ -290,16 +216,16 @@ def _crash_lines(log: Path | None, offset: int = 0) -> list[str]:
     return [line.strip()[:200] for line in lines if re.search(CRASH_LINES, line)][:5]
 
 
-def _one_life(server, fuzz: _Fuzz, pairs: Iterator, *, deadline: float, repository: Path, progress: Progress) -> str:
+def _one_life(server, run: _Run, pairs: Iterator, *, deadline: float, repository: Path, progress: Progress) -> str:
     """Fuzz one server until the pairs run out, the deadline passes or it dies; how it died, or ''."""
     models = served_models(server.grpc_url, repository)
-    wires = {"grpc": GrpcWire(server.grpc_url, timeout_s=fuzz.plan.timeout_s),
-             "http": HttpWire(server.http_url, timeout_s=fuzz.plan.timeout_s)}  # fmt: skip
+    wires = {"grpc": GrpcWire(server.grpc_url, timeout_s=run.plan.timeout_s),
+             "http": HttpWire(server.http_url, timeout_s=run.plan.timeout_s)}  # fmt: skip
     pid = server.pid
     stop, done = threading.Event(), threading.Event()
     death: list[str] = []
     stopped_at: list[float] = []
-    fuzz.alive = lambda: server.is_running() and server.pid == pid
+    run.alive = lambda: server.is_running() and server.pid == pid
 
     def watch() -> None:
         death.append(_monitor(server, pid, done, server.grpc_url))
@@ -308,17 +234,17 @@ def _one_life(server, fuzz: _Fuzz, pairs: Iterator, *, deadline: float, reposito
             stop.set()
 
     ordinary = [
-        threading.Thread(target=_ordinary_worker, args=(fuzz, models, wires, stop, 1000 * i + fuzz.plan.seed))
-        for i in range(fuzz.plan.ordinary_threads)
+        threading.Thread(target=_ordinary_worker, args=(run, models, wires, stop, 1000 * i + run.plan.seed))
+        for i in range(run.plan.ordinary_threads)
     ]
     by_name = {m.name: m for m in models}
     hostile = [
         threading.Thread(
             target=_hostile_worker,
-            args=(fuzz, pairs, wires, by_name),
-            kwargs={"stop": stop, "seed": 7000 + i + fuzz.plan.seed},
+            args=(run, pairs, wires, by_name),
+            kwargs={"stop": stop, "seed": 7000 + i + run.plan.seed},
         )
-        for i in range(fuzz.plan.hostile_threads)
+        for i in range(run.plan.hostile_threads)
     ]
     monitor = threading.Thread(target=watch)
     for thread in (monitor, *ordinary, *hostile):
@@ -327,21 +253,21 @@ def _one_life(server, fuzz: _Fuzz, pairs: Iterator, *, deadline: float, reposito
         time.sleep(0.1)
     stop.set()
     for thread in (*hostile, *ordinary):
-        thread.join(fuzz.plan.timeout_s + 5)
+        thread.join(run.plan.timeout_s + 5)
     done.set()
     monitor.join()
     for wire in wires.values():
         wire.close()
     if death[0]:
         died_at = stopped_at[0]
-        recent = [what for when, what in fuzz.recent if when > died_at - 3.0]
+        recent = [what for when, what in run.recent if when > died_at - 3.0]
         crash = " | ".join(_crash_lines(server.log_path))
-        fuzz.deaths.append(
+        run.tally.deaths.append(
             f"{death[0]}; log: {crash or '-'}; hostile requests dropped by the death: "
-            f"{'; '.join(dict.fromkeys(fuzz.dropped)) or 'none'}; sent in its last 3 s: {'; '.join(recent) or 'none'}"
+            f"{'; '.join(dict.fromkeys(run.dropped)) or 'none'}; sent in its last 3 s: {'; '.join(recent) or 'none'}"
         )
-        fuzz.dropped.clear()
-        progress(f"fuzz: SERVER DIED: {fuzz.deaths[-1][:400]}")
+        run.dropped.clear()
+        progress(f"fuzz: SERVER DIED: {run.tally.deaths[-1][:400]}")
     return death[0]
 
 
@@ -354,7 +280,7 @@ def run_fuzz(
     with its `extra_env`)."""
     from triton_fastpath.reliability.servers import triton
 
-    fuzz = _Fuzz(plan)
+    run = _Run(plan)
     started = time.monotonic()
     deadline = started + plan.duration_s
     pairs: Iterator | None = None
@@ -368,63 +294,11 @@ def run_fuzz(
                     f"fuzz: {len(models)} models, {len(cases)} (hostile case, protocol) pairs; {plan.hostile} to send"
                 )
                 pairs = schedule(cases, plan.hostile, plan.seed)
-            died = _one_life(server, fuzz, pairs, deadline=deadline, repository=repository, progress=progress)
+            died = _one_life(server, run, pairs, deadline=deadline, repository=repository, progress=progress)
             logs.append(server.log_path)
             live_at_end = not died and server.is_running() and _live(server.grpc_url)
-        if not died or time.monotonic() >= deadline or fuzz.sent >= plan.hostile:
+        if not died or time.monotonic() >= deadline or run.sent >= plan.hostile:
             break
     elapsed = time.monotonic() - started
-    stub_lost = [line for log in logs for line in _crash_lines(log) if "is not healthy" in line]
-    return [*_kind_rows(fuzz), _ordinary_row(fuzz), _server_row(fuzz, live_at_end, stub_lost, elapsed)]
-
-
-def _kind_rows(fuzz: _Fuzz) -> list[ScenarioResult]:
-    rows = []
-    for name in sorted(fuzz.kinds):
-        kind = fuzz.kinds[name]
-        defects = sum(n for verdict, n in kind.verdicts.items() if verdict not in (*FINE, *NEUTRAL))
-        statuses = ", ".join(f'{status} x{n} ("{kind.messages[status][:90]}")' if kind.messages[status]
-                             else f"{status} x{n}" for status, n in kind.statuses.most_common())  # fmt: skip
-        verdicts = ", ".join(f"{verdict} x{n}" for verdict, n in kind.verdicts.most_common())
-        note = f"{verdicts}; {statuses}" + (f"; defects, e.g.: {' || '.join(kind.defects)}" if kind.defects else "")
-        row = kind.tally.result(f"wire fuzz: {name}", passed=defects == 0, figures={"defects": defects})
-        rows.append(dataclasses.replace(row, note=note))  # the statuses say it better than error class names
-    return rows
-
-
-def _ordinary_row(fuzz: _Fuzz) -> ScenarioResult:
-    tally = fuzz.ordinary
-    share = tally.ok / tally.requests if tally.requests else 0.0
-    others = (tally.ok + fuzz.batch_mate_failures) / tally.requests if tally.requests else 0.0
-    failures = "; ".join(f"{what} x{n}" for what, n in fuzz.ordinary_failures.most_common(4))
-    note = f"{share:.2%} answered (at least {ORDINARY_SUCCESS:.1%})"
-    if fuzz.batch_mate_failures:
-        note += (
-            f"; {fuzz.batch_mate_failures} failed with a hostile batch-mate's error (Triton 2.51's Python backend"
-            f" fails a whole batch on one BYTES element cut short, docs/known-issues.md): {others:.2%} without those"
-        )
-    note += f"; failed: {failures}" if failures else ""
-    row = tally.result("wire fuzz: ordinary requests beside it", passed=share >= ORDINARY_SUCCESS, note=note,
-                       figures={"success": share, "success_but_python_backend_batches": others})  # fmt: skip
-    return dataclasses.replace(row, note=note)
-
-
-def _server_row(fuzz: _Fuzz, live_at_end: bool, stub_lost: list[str], elapsed_s: float) -> ScenarioResult:
-    hostile = sum(k.tally.requests for k in fuzz.kinds.values())
-    answered = sum(k.tally.ok for k in fuzz.kinds.values())
-    passed = not fuzz.deaths and live_at_end and not stub_lost
-    parts = [f"{hostile:,} hostile requests in {elapsed_s:.0f} s; server deaths: {len(fuzz.deaths)}"]
-    parts += [f"death {i + 1}: {d}" for i, d in enumerate(fuzz.deaths)]
-    parts += [f"a Python stub was lost: {line}" for line in stub_lost[:2]]
-    parts += [] if live_at_end or fuzz.deaths else ["the server was not live at the end"]
-    return ScenarioResult(
-        "wire fuzz: server never dies (same pid, live at the end)",
-        hostile,
-        answered,
-        hostile - answered,
-        0,
-        float("nan"),
-        passed,
-        "; ".join(parts),
-        figures={"deaths": float(len(fuzz.deaths)), "hostile": float(hostile), "elapsed_s": elapsed_s},
-    )
+    stub_log = [line for log in logs for line in _crash_lines(log) if "terminate called" in line or "what()" in line]
+    return fuzz_rows(run.tally, live_at_end=live_at_end, stub_log=stub_log, elapsed_s=elapsed)

@@ -51,6 +51,7 @@ __all__ = [
 REFUSED, EITHER, ANSWERED = "refused", "either", "answered"
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
 HUGE_ROW_TOKENS = 100_000
+LONG_ROW_TOKENS = 1_000
 PRIORITY_VALUES: tuple[Any, ...] = (
     *(0, 1, 2, 3, -1, 255, INT64_MAX, INT64_MIN),
     *(True, False, Uint64(2**64 - 1), Uint64(1)),
@@ -262,9 +263,12 @@ def _ids_cases(model: ModelSpec, spec: InputSpec, rng: np.random.Generator) -> I
         ]
         request = WireRequest(model.name, tuple(tensors))
         yield Case("ids and mask disagree", "[1,12] ids, [1,13] mask", request, REFUSED, names=names)
-    ids = rng.integers(5, min(vocab, 1000), (1, HUGE_ROW_TOKENS))
-    variant = f"{spec.name}: 1 row of {HUGE_ROW_TOKENS:,} tokens"
-    yield Case("huge legitimate row", variant, ids_request(ids), EITHER, names=names)
+    # longer than the model says it takes, than any position table here (512), and far longer
+    lengths = sorted({*([model.max_tokens + 1] if model.max_tokens else []), LONG_ROW_TOKENS, HUGE_ROW_TOKENS})
+    for length in lengths:
+        ids = rng.integers(5, min(vocab, 1000), (1, length))
+        variant = f"{spec.name}: 1 row of {length:,} tokens"
+        yield Case("huge legitimate row", variant, ids_request(ids), EITHER, names=names)
 
 
 def _bytes_cases(model: ModelSpec, spec: InputSpec, rng: np.random.Generator) -> Iterator[Case]:

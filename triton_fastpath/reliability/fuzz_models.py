@@ -55,12 +55,14 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A served model as the fuzz sees it: its inputs, max_batch_size (0: no batch axis), vocabulary size."""
+    """A served model as the fuzz sees it: its inputs, max_batch_size (0: no batch axis), vocabulary
+    size and longest row, where its config says."""
 
     name: str
     max_batch_size: int
     inputs: tuple[InputSpec, ...]
     vocab_size: int | None = None
+    max_tokens: int | None = None  # its declared longest row (max_sequence_length, else max_length)
 
     @property
     def ids_input(self) -> InputSpec | None:
@@ -90,7 +92,12 @@ def model_spec(config: Mapping[str, Any], version_dir: Path | None = None) -> Mo
     )
     tokenizer = config.get("parameters", {}).get("tokenizer_file", {}).get("stringValue")
     vocab = _vocab_size(version_dir / tokenizer) if tokenizer and version_dir else None
-    return ModelSpec(config["name"], int(config.get("maxBatchSize", 0)), inputs, vocab)
+    parameters = config.get("parameters", {})
+    bound = next(
+        (parameters[k].get("stringValue") for k in ("max_sequence_length", "max_length") if k in parameters), None
+    )
+    max_tokens = int(bound) if bound and bound.isdigit() else None
+    return ModelSpec(config["name"], int(config.get("maxBatchSize", 0)), inputs, vocab, max_tokens)
 
 
 # --- tensors ---
@@ -104,13 +111,14 @@ def bytes_elements(values: Sequence[bytes]) -> bytes:
 
 
 def element_values(spec: InputSpec, shape: tuple[int, ...], vocab: int | None, rng: np.random.Generator) -> np.ndarray:
-    """Well-formed values of a numeric input: ids in the vocabulary, ones for a mask, pixels 0-16."""
+    """Well-formed values of a numeric input: ids in the vocabulary, ones for a mask, 0 for other
+    integers (type ids, a label index), 0-16 for floats (pixels, scores)."""
     if spec.datatype in ("INT64", "INT32"):
         if "mask" in spec.name:
             return np.ones(shape, np.int64)
-        if "type" in spec.name:
-            return np.zeros(shape, np.int64)
-        return rng.integers(5, min(vocab or 1000, 1000), shape)
+        if "ids" in spec.name:
+            return rng.integers(5, min(vocab or 1000, 1000), shape)
+        return np.zeros(shape, np.int64)  # type ids, a label index: 0 is valid wherever they are
     return rng.uniform(0, 16, shape)
 
 
