@@ -27,6 +27,7 @@ rejected in microseconds, which keeps the queue short and goodput at capacity.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -43,16 +44,22 @@ def request_priority(parameters_json: str | None) -> int:
     """The `fastpath_priority` request parameter (0 = the model's lowest level when absent or bad).
 
     Any client can send it with any type (a double parameter arrives as JSON `Infinity` or `NaN`):
-    whatever does not read as an integer is the lowest level, never an exception that would fail
-    the whole batch (found by the wire fuzz: `fastpath_priority` = inf failed every batch-mate).
+    only an integer, or a string holding one, is read, as the native backend's twin does; anything
+    else (a bool, a double, a list) is the lowest level, never an exception that would fail the
+    whole batch (found by the wire fuzz: `fastpath_priority` = inf failed every batch-mate).
     """
     if not parameters_json:
         return 0
     try:
         value = json.loads(parameters_json).get(PRIORITY_PARAMETER, 0)
-        return max(0, int(value))
-    except (ValueError, TypeError, AttributeError, OverflowError):
+    except (ValueError, TypeError, AttributeError):
         return 0
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+", value):  # as strtoll reads it
+        try:
+            value = int(value)
+        except ValueError:  # past Python's int-from-str digit limit
+            return 0
+    return max(0, value) if type(value) is int else 0
 
 
 @dataclass

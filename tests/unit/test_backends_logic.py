@@ -379,6 +379,7 @@ def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -
     assert all(floor.admit([1] * 32, [0] * 32))  # normal load is never shed
     assert floor.admit([1] * 40, [0] * 40).count(False) == 8
     assert request_priority('{"fastpath_priority": 1}') == 1
+    assert request_priority('{"fastpath_priority": " +2"}') == 2  # a string holding an integer, as strtoll reads it
     assert request_priority(None) == request_priority("not json") == request_priority("{}") == 0
 
 
@@ -394,6 +395,8 @@ def test_admission_keeps_priority_1_first_and_sheds_what_exceeds_each_budget() -
         '{"fastpath_priority": null}',
         '{"fastpath_priority": [1]}',
         '{"fastpath_priority": -5}',
+        '{"fastpath_priority": true}',  # a bool or a double is no integer: the native twin reads neither
+        '{"fastpath_priority": 1.5}',
         '["not", "an", "object"]',
         '{"fastpath_priority": "' + "9" * 5000 + '"}',  # past Python's int-from-str digit limit
     ],
