@@ -319,9 +319,20 @@ void TestJson() {
 
 }  // namespace
 
+// `test_fastpath_ort --parameters`: the keys config.cc reads, one a line ("backend <key>", then
+// "informational <key>"), for the Python contract test (fastpath_backends.parameters.FastpathOrtParameters).
+int PrintParameters() {
+  for (size_t i = 0; i < kBackendParameterCount; ++i) std::printf("backend %s\n", kBackendParameters[i]);
+  for (size_t i = 0; i < kInformationalParameterCount; ++i) {
+    std::printf("informational %s\n", kInformationalParameters[i]);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--parameters") == 0) return PrintParameters();
   if (argc != 2) {
-    std::fprintf(stderr, "usage: test_fastpath_ort <cases.json>\n");
+    std::fprintf(stderr, "usage: test_fastpath_ort <cases.json> | --parameters\n");
     return 2;
   }
   std::ifstream file(argv[1]);

@@ -31,6 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fastpath_backends.parameters import AdmissionParameters
+
 PRIORITY_PARAMETER = "fastpath_priority"
 LEARN_FROM_ROWS = 4
 OVERLOADED = "overloaded: the batch holds more work than fits the service level; retry with backoff"
@@ -125,6 +127,6 @@ class Admission:
 def admission_from_parameters(params: Mapping[str, str]) -> Admission | None:
     """`admission_budget_ms_<level>` and `admission_min_rows` parameters -> an Admission, or None
     when there are no budgets."""
-    prefix = "admission_budget_ms_"
-    budgets = {int(k[len(prefix) :]): float(v) / 1000 for k, v in params.items() if k.startswith(prefix)}
-    return Admission(budgets, min_rows=int(params.get("admission_min_rows", "1"))) if budgets else None
+    contract = AdmissionParameters.from_parameters(params)
+    budgets = {level: ms / 1000 for level, ms in (contract.admission_budget_ms_ or {}).items()}
+    return Admission(budgets, min_rows=contract.admission_min_rows) if budgets else None

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from fastpath_backends.parameters import CacheTierParameters
+
 LOGGER = logging.getLogger(__name__)
 MAGIC = b"FPC1"
 _CODES = {
@@ -287,12 +289,13 @@ def redis_l2_from_parameters(parameters: Mapping[str, str], environ: Mapping[str
     The password only ever comes from FASTPATH_REDIS_PASSWORD. Timeouts are short (50 ms by
     default) so a slow Redis costs milliseconds, never a failed request.
     """
-    url = parameters.get("redis_url") or environ.get("FASTPATH_REDIS_URL", "")
+    contract = CacheTierParameters.from_parameters(parameters)
+    url = contract.redis_url or environ.get("FASTPATH_REDIS_URL", "")
     if not url:
         return None
     import redis
 
-    timeout_s = float(parameters.get("redis_timeout_ms", "50")) / 1000
+    timeout_s = contract.redis_timeout_ms / 1000
     client = redis.Redis.from_url(
         url,
         password=environ.get("FASTPATH_REDIS_PASSWORD") or None,
@@ -302,13 +305,14 @@ def redis_l2_from_parameters(parameters: Mapping[str, str], environ: Mapping[str
     )
     return RedisL2(
         client,
-        ttl_s=float(parameters.get("l2_ttl_s", "86400")),
-        retry_after_s=float(parameters.get("redis_retry_after_s", "1")),
+        ttl_s=contract.l2_ttl_s,
+        retry_after_s=contract.redis_retry_after_s,
     )
 
 
 def tiered_cache_from_parameters(parameters: Mapping[str, str], environ: Mapping[str, str]) -> TieredCache:
     """L1 (unless `l1_max_entries` is 0) and the optional Redis L2, from a model's parameters."""
-    entries = int(parameters.get("l1_max_entries", "10000"))
-    l1 = LruTtlCache(entries, float(parameters.get("l1_ttl_s", "300"))) if entries > 0 else None
+    contract = CacheTierParameters.from_parameters(parameters)
+    entries = contract.l1_max_entries
+    l1 = LruTtlCache(entries, contract.l1_ttl_s) if entries > 0 else None
     return TieredCache(l1, redis_l2_from_parameters(parameters, environ))

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from fastpath_backends.parameters import SemanticParameters
+
 # Words whose presence flips or scales a sentiment while barely moving a mean-pooled embedding.
 GUARD_WORDS = (
     "not", "no", "never", "nothing", "none", "nor", "neither", "without", "hardly", "barely", "t",
@@ -148,16 +150,17 @@ def index_from_parameters(parameters: dict, token_id) -> tuple[SemanticIndex | N
     """The semantic index a model's parameters ask for (None when `semantic_threshold` is 0), and
     the ids of `GUARD_WORDS` looked up with `token_id` when `semantic_guard` is "true" (words
     missing from the vocabulary are skipped)."""
-    threshold = float(parameters.get("semantic_threshold", "0"))
+    contract = SemanticParameters.from_parameters(parameters)
+    threshold = contract.semantic_threshold
     if threshold <= 0:
         return None, ()
-    guarded = parameters.get("semantic_guard", "false") == "true"
+    guarded = contract.semantic_guard
     guard_ids = tuple(i for i in (token_id(w) for w in GUARD_WORDS) if i is not None) if guarded else ()
     index = SemanticIndex(
-        int(parameters["semantic_dim"]),
-        int(parameters.get("semantic_capacity", "10000")),
+        int(parameters["semantic_dim"]),  # required once the threshold is on
+        contract.semantic_capacity,
         threshold,
-        min_margin=float(parameters.get("semantic_min_margin", "0")),
+        min_margin=contract.semantic_min_margin,
         guarded=guarded,
     )
     return index, guard_ids

@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_backends.errors import BadRequest
-
-DEFAULT_MAX_TEXT_BYTES = 1_000_000
+from fastpath_backends.parameters import DEFAULT_MAX_TEXT_BYTES
 
 
 def decode_texts(

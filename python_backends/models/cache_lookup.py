@@ -15,6 +15,7 @@ import triton_python_backend_utils as pb_utils
 from fastpath_backends.batch import concat_rows, pad_rows, run_isolated, split_rows
 from fastpath_backends.cache import cached_rows, key_namespace, row_keys, tiered_cache_from_parameters
 from fastpath_backends.errors import BadRequest
+from fastpath_backends.parameters import CacheLookupParameters
 from fastpath_backends.semantic import guard_signatures, index_from_parameters
 from fastpath_backends.text import TextEncoder, check_token_rows, trim_padding, vocabulary_size
 from fastpath_backends.triton_io import (
@@ -29,28 +30,28 @@ from fastpath_backends.triton_io import (
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = model_parameters(args)
+        raw = model_parameters(args)
+        params = CacheLookupParameters.from_parameters(raw)
         self.name = args["model_name"]
-        max_rows = int(params.get("encoder_max_batch_size", "64"))
-        self.encode = bls_encoder(pb_utils, params["encoder_model"], "probabilities", max_rows)
+        self.encode = bls_encoder(pb_utils, params.encoder_model, "probabilities", params.encoder_max_batch_size)
         identity = json.loads((version_dir(args) / "cache_identity.json").read_text())
-        self.prefix = params.get("redis_key_prefix", "fastpath:")
+        self.prefix = params.redis_key_prefix
         self.namespace = key_namespace(identity)
-        self.cache = tiered_cache_from_parameters(params, os.environ)
-        tokenizer_file = version_dir(args) / params.get("tokenizer_file", "tokenizer.json")
-        self.max_length = int(params["max_length"]) if "max_length" in params else None  # else the encoder's bound
+        self.cache = tiered_cache_from_parameters(raw, os.environ)
+        tokenizer_file = version_dir(args) / params.tokenizer_file
+        self.max_length = params.max_length  # None: the encoder's bound
         # ids outside the tokenizer's vocabulary are refused here, not sent to the encoder
         self.vocab_size = vocabulary_size(tokenizer_file) if tokenizer_file.exists() else None
 
         def token_id(word):  # the tokenizer is read only when the semantic guard asks for word ids
             if self._vocabulary is None:
-                self._vocabulary = TextEncoder(tokenizer_file, int(params.get("max_length", "64")))
+                self._vocabulary = TextEncoder(tokenizer_file, params.max_length or 64)
             return self._vocabulary.token_id(word)
 
         self._vocabulary = None
         # off unless the build calibrated it: docs/results/semantic-threshold.md
-        self.semantic, self.guard_ids = index_from_parameters(params, token_id)
-        self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
+        self.semantic, self.guard_ids = index_from_parameters(raw, token_id)
+        self.metrics = CacheMetrics(pb_utils, self.name, params.pipeline or self.name)
 
     def execute(self, requests):
         payloads = []

@@ -14,12 +14,14 @@ from fastpath_backends.admission import admission_from_parameters
 from fastpath_backends.batch import concat_rows, pad_rows, run_by_length, run_isolated, split_rows
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
+from fastpath_backends.parameters import OnnxRunnerParameters
 from fastpath_backends.triton_io import admit, model_parameters, read_input, to_response, version_dir
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = model_parameters(args)
+        raw = model_parameters(args)
+        params = OnnxRunnerParameters.from_parameters(raw)
         config = json.loads(args["model_config"])
         self.name = args["model_name"]
         self.input_names = [i["name"] for i in config["input"]]
@@ -27,12 +29,12 @@ class TritonPythonModel:
         self.ragged = {i["name"] for i in config["input"] if i.get("allow_ragged_batch")}
         # a text encoder's batch runs in length buckets (only the two token inputs, both ragged)
         tokens = self.ragged == set(self.input_names) == {"input_ids", "attention_mask"}
-        self.bucket_rows = int(params.get("length_bucket_rows", "0")) if tokens else 0
+        self.bucket_rows = params.length_bucket_rows if tokens else 0
         self.output_names = [o["name"] for o in config["output"]]
-        self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
-        self.reject_non_finite = params.get("reject_non_finite", "false").lower() == "true"
-        path = version_dir(args) / params.get("onnx_file", "model.onnx")
-        self.model = OnnxModel(path, intra_op_threads=int(params.get("intra_op_threads", "1")))
+        self.admission = admission_from_parameters(raw)  # overload: shed at dispatch, not in the queue
+        self.reject_non_finite = params.reject_non_finite
+        path = version_dir(args) / params.onnx_file
+        self.model = OnnxModel(path, intra_op_threads=params.intra_op_threads)
 
     def execute(self, requests):
         payloads = []

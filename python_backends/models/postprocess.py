@@ -9,13 +9,14 @@ import triton_python_backend_utils as pb_utils
 from fastpath_backends.batch import concat_rows, run_isolated, split_rows
 from fastpath_backends.classify import label_rows, parse_labels
 from fastpath_backends.errors import BadRequest
+from fastpath_backends.parameters import PostprocessParameters
 from fastpath_backends.triton_io import model_parameters, read_input, to_response
 
 
 class TritonPythonModel:
     def initialize(self, args):
         self.name = args["model_name"]
-        self.labels = parse_labels(model_parameters(args)["labels"])
+        self.labels = parse_labels(PostprocessParameters.from_parameters(model_parameters(args)).labels)
 
     def execute(self, requests):
         payloads = []

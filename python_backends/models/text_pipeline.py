@@ -19,9 +19,10 @@ from fastpath_backends.batch import run_by_length, run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
 from fastpath_backends.onnx_model import OnnxModel
+from fastpath_backends.parameters import TextPipelineParameters
 from fastpath_backends.pipeline import ExactCache, SemanticLayer, TextPipeline
 from fastpath_backends.semantic import index_from_parameters, unit_rows
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder
+from fastpath_backends.text import TextEncoder
 from fastpath_backends.triton_io import (
     CacheMetrics,
     admit,
@@ -40,54 +41,55 @@ def _in_process(path, threads, output):
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = model_parameters(args)
+        raw = model_parameters(args)
+        params = TextPipelineParameters.from_parameters(raw)
         folder = version_dir(args)
         self.name = args["model_name"]
         self.output_names = [o["name"] for o in json.loads(args["model_config"])["output"]]
-        self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
-        self.admission = admission_from_parameters(params)  # overload: shed at dispatch, not in the queue
+        self.max_text_bytes = params.max_text_bytes
+        self.admission = admission_from_parameters(raw)  # overload: shed at dispatch, not in the queue
         config = json.loads(args["model_config"])
         self.warmups_left = sum(int(w.get("count", 1)) for w in config.get("model_warmup", []))
-        classify = params["task"] == "classify"
+        classify = params.task == "classify"
         output = "probabilities" if classify else "embedding"
-        threads = int(params.get("intra_op_threads", "1"))
-        if params["encoder"] == "in_process":
-            run_encoder = _in_process(folder / params["onnx_file"], threads, output)
+        threads = params.intra_op_threads
+        if params.encoder == "in_process":
+            run_encoder = _in_process(folder / params.onnx_file, threads, output)
         else:
-            run_encoder = bls_encoder(pb_utils, params["encoder_model"], output, int(params["encoder_max_batch_size"]))
-        max_length = int(params["max_length"])
-        tokenizer = TextEncoder(folder / params["tokenizer_file"], max_length)  # natural length
+            run_encoder = bls_encoder(pb_utils, params.encoder_model, output, params.encoder_max_batch_size)
+        max_length = params.max_length
+        tokenizer = TextEncoder(folder / params.tokenizer_file, max_length)  # natural length
         cache = semantic = None
         # Counters exist with the cache off too: fastpath_encoder_rows_total then counts every row.
-        self.metrics = CacheMetrics(pb_utils, self.name, params.get("pipeline", self.name))
-        if params.get("cache", "false") == "true":
+        self.metrics = CacheMetrics(pb_utils, self.name, params.pipeline or self.name)
+        if params.cache:
             identity = json.loads((folder / "cache_identity.json").read_text())
-            tiers = tiered_cache_from_parameters(params, os.environ)
-            cache = ExactCache(tiers, key_namespace(identity), params.get("redis_key_prefix", "fastpath:"))
-            index, guard_ids = index_from_parameters(params, tokenizer.token_id)
+            tiers = tiered_cache_from_parameters(raw, os.environ)
+            cache = ExactCache(tiers, key_namespace(identity), params.redis_key_prefix)
+            index, guard_ids = index_from_parameters(raw, tokenizer.token_id)
             if index is not None:  # off unless the build calibrated it: docs/results/semantic-threshold.md
                 # the bundled `embed` (default) or an imported encoder (`semantic_embedder`, its own token limit)
-                semantic_length = int(params.get("semantic_max_length", max_length))
-                embedder = TextEncoder(folder / params["semantic_tokenizer_file"], semantic_length)
-                if "semantic_encoder_model" in params:  # the container's native embed encoder
-                    rows = int(params["semantic_max_batch_size"])
-                    embed = bls_encoder(pb_utils, params["semantic_encoder_model"], "embedding", rows)
+                semantic_length = params.semantic_max_length or max_length
+                embedder = TextEncoder(folder / params.semantic_tokenizer_file, semantic_length)
+                if params.semantic_encoder_model:  # the container's native embed encoder
+                    rows = params.semantic_max_batch_size
+                    embed = bls_encoder(pb_utils, params.semantic_encoder_model, "embedding", rows)
                 else:
-                    embed = _in_process(folder / params["semantic_onnx_file"], 1, "embedding")
-                if params.get("semantic_normalize") == "true":  # an encoder without a Normalize module
+                    embed = _in_process(folder / params.semantic_onnx_file, 1, "embedding")
+                if params.semantic_normalize:  # an encoder without a Normalize module
                     raw = embed
                     embed = lambda ids, mask: unit_rows(raw(ids, mask))  # noqa: E731
-                buckets = int(params.get("length_bucket_rows", "0"))  # a transformer embedder pays for padding too
+                buckets = params.length_bucket_rows  # a transformer embedder pays for padding too
                 semantic = SemanticLayer(
                     index, lambda texts: run_by_length(embed, *_ids_and_mask(embedder, texts), buckets), guard_ids
                 )
         self.pipeline = TextPipeline(
             tokenizer,
             run_encoder,
-            labels=parse_labels(params["labels"]) if classify else (),
+            labels=parse_labels(params.labels) if classify else (),
             cache=cache,
             semantic=semantic,
-            bucket_rows=int(params.get("length_bucket_rows", "0")),
+            bucket_rows=params.length_bucket_rows,
         )
 
     def execute(self, requests):

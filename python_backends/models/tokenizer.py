@@ -10,16 +10,17 @@ instance; each request is validated alone, so one bad text fails only its own re
 import triton_python_backend_utils as pb_utils
 
 from fastpath_backends.batch import run_isolated, split_rows
-from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES, TextEncoder, trim_padding
+from fastpath_backends.parameters import TokenizerParameters
+from fastpath_backends.text import TextEncoder, trim_padding
 from fastpath_backends.triton_io import model_parameters, read_texts, to_response, version_dir
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = model_parameters(args)
+        params = TokenizerParameters.from_parameters(model_parameters(args))
         self.name = args["model_name"]
-        self.encoder = TextEncoder(version_dir(args) / params["tokenizer_file"], int(params["max_length"]))
-        self.max_text_bytes = int(params.get("max_text_bytes", DEFAULT_MAX_TEXT_BYTES))
+        self.encoder = TextEncoder(version_dir(args) / params.tokenizer_file, params.max_length)
+        self.max_text_bytes = params.max_text_bytes
 
     def execute(self, requests):
         results = run_isolated(read_texts(pb_utils, requests, self.max_text_bytes), self._encode)

@@ -25,6 +25,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from fastpath_backends.parameters import FastpathOrtParameters, OnnxRunnerParameters
 from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, ResponseCacheKind, TensorSpec
 from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
@@ -280,12 +281,16 @@ def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, opt
     parameters = dict(spec.parameters)
     if spec.kind is ModelKind.ONNX:
         if target is Target.EMBEDDED:
-            parameters.setdefault("onnx_file", spec.model_file or "model.onnx")
-            parameters.setdefault("intra_op_threads", str(spec.onnx_threads))
+            # the two embedded ONNX backends (the Python runner, fastpath_ort) name these keys alike
+            runner = OnnxRunnerParameters(
+                onnx_file=spec.model_file or OnnxRunnerParameters.default("onnx_file"),
+                intra_op_threads=spec.onnx_threads,
+            )
+            _set_defaults(parameters, runner.to_parameters())
             if spec.native and sum(t.ragged for t in spec.inputs) > 1:
                 # ragged inputs are one text's token rows (ids, mask): a request whose lengths disagree
                 # fails alone, where padding in a batch would hide it
-                parameters.setdefault("ragged_lengths_agree", "true")
+                _set_defaults(parameters, FastpathOrtParameters(ragged_lengths_agree=True).to_parameters())
             if spec.native:
                 parameters.update(_native_sequence_parameters(spec, parameters))
         else:
@@ -306,13 +311,16 @@ def _native_sequence_parameters(spec: ModelSpec, parameters: dict[str, Any]) -> 
     variable = [t for t in spec.inputs if -1 in t.dims]
     if not variable or spec.max_batch_size < 1:
         return {}
-    found: dict[str, str] = {}
-    if "max_sequence_length" not in parameters:
-        found["max_sequence_length"] = str(parameters.get("max_length", DEFAULT_MAX_SEQUENCE_LENGTH))
-    ragged_outputs = [t.name for t in spec.outputs if -1 in t.dims]
-    if ragged_outputs and "ragged_outputs" not in parameters:
-        found["ragged_outputs"] = ",".join(ragged_outputs)
-    return found
+    found = FastpathOrtParameters(
+        max_sequence_length=int(parameters.get("max_length", DEFAULT_MAX_SEQUENCE_LENGTH)),
+        ragged_outputs=",".join(t.name for t in spec.outputs if -1 in t.dims) or None,
+    ).to_parameters()
+    return {key: value for key, value in found.items() if key not in parameters}
+
+
+def _set_defaults(parameters: dict[str, Any], defaults: dict[str, str]) -> None:
+    for key, value in defaults.items():
+        parameters.setdefault(key, value)
 
 
 def _set_optimization(config: dict[str, Any], spec: ModelSpec, target: Target, options: ContainerOptions) -> None:

@@ -1,0 +1,114 @@
+"""One parameter contract per backend (`fastpath_backends.parameters`): the keys the C++ backend
+reads are the Python contract's, every key the build renders is one its backend reads, and the
+contracts read back what they write, with their defaults."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from fastpath_backends.parameters import (
+    CONTRACTS,
+    REQUIRED,
+    CacheLookupParameters,
+    FastpathOrtParameters,
+    OnnxRunnerParameters,
+    TextPipelineParameters,
+    TokenizerParameters,
+)
+from triton_fastpath.config.render import Target, native_backend, python_adapter, render
+from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.bundled import default_specs
+from triton_fastpath.native import build as native
+from triton_fastpath.paths import ROOT
+
+CONFIG_CC = ROOT / "native" / "fastpath_ort" / "config.cc"
+RENDERINGS = ("fused", "ensemble", "graph")
+
+
+def _cc_array(name: str) -> list[str]:
+    match = re.search(rf"{name}\[\]\s*=\s*\{{(.*?)\}};", CONFIG_CC.read_text(), re.S)
+    assert match, f"{name} not found in {CONFIG_CC}"
+    return re.findall(r'"([^"]*)"', match.group(1))
+
+
+def test_config_cc_reads_exactly_the_python_contract_keys():
+    assert sorted(_cc_array("kBackendParameters")) == sorted(FastpathOrtParameters.backend_keys())
+    assert sorted(_cc_array("kInformationalParameters")) == sorted(FastpathOrtParameters.INFORMATIONAL)
+
+
+@pytest.mark.skipif(not any(map(native.shutil.which, native.COMPILERS)), reason="no C++ compiler")
+def test_the_compiled_backend_lists_the_python_contract_keys():
+    driver = native.build_test_driver(sanitize=False)
+    result = subprocess.run([str(driver), "--parameters"], capture_output=True, text=True, timeout=60, check=True)
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert sorted(k for kind, k in rows if kind == "backend") == sorted(FastpathOrtParameters.backend_keys())
+    assert sorted(k for kind, k in rows if kind == "informational") == sorted(FastpathOrtParameters.INFORMATIONAL)
+
+
+def _rendered():
+    """Every (backend, parameters) the build renders: each rendering, native on and off, both targets."""
+    for rendering in RENDERINGS:
+        for use_native in (True, False):
+            try:
+                specs = default_specs(RepoSettings.tuned(rendering=rendering, native=use_native))
+            except ConfigError:  # a rendering these settings cannot build (said by the rendering)
+                continue
+            for spec in specs:
+                for target in (Target.EMBEDDED, Target.CONTAINER):
+                    params = {k: v["string_value"] for k, v in render(spec, target).get("parameters", {}).items()}
+                    if native_backend(spec, target):
+                        yield f"{rendering}/{spec.name}", FastpathOrtParameters, params
+                    elif (adapter := python_adapter(spec, target)) is not None:
+                        yield f"{rendering}/{spec.name}/{target}", CONTRACTS[adapter], params
+
+
+RENDERED = list(_rendered())
+
+
+def test_the_build_renders_models_of_every_backend():
+    backends = {contract.BACKEND for _, contract, _ in RENDERED}
+    assert {"fastpath_ort", "tokenizer", "onnx_runner", "text_pipeline", "postprocess"} <= backends, backends
+
+
+@pytest.mark.parametrize(("where", "contract", "params"), RENDERED, ids=[r[0] for r in RENDERED])
+def test_every_rendered_key_is_one_its_backend_reads(where, contract, params):
+    unknown = sorted(k for k in params if not contract.reads(k))
+    assert not unknown, f"{where}: {contract.BACKEND} does not read {unknown}"
+    contract.from_parameters(params)  # every required key is there, every value parses
+
+
+@pytest.mark.parametrize("contract", list(CONTRACTS.values()), ids=list(CONTRACTS))
+def test_a_contract_reads_back_what_it_writes(contract):
+    required = {
+        name: ("1" if contract.default(name) is REQUIRED and name == "max_length" else "x")
+        for name in contract.parameter_keys()
+        if contract.default(name) is REQUIRED
+    }
+    read = contract.from_parameters(required)
+    assert contract.from_parameters(read.to_parameters()) == read
+
+
+def test_absent_keys_take_the_declared_defaults_and_required_keys_are_named():
+    runner = OnnxRunnerParameters.from_parameters({})
+    assert (runner.onnx_file, runner.intra_op_threads, runner.length_bucket_rows) == ("model.onnx", 1, 0)
+    assert runner.reject_non_finite is False and runner.admission_budget_ms_ is None
+    lookup = CacheLookupParameters.from_parameters({"encoder_model": "e"})
+    assert (lookup.encoder_max_batch_size, lookup.redis_key_prefix, lookup.max_length) == (64, "fastpath:", None)
+    with pytest.raises(KeyError, match="tokenizer needs the parameter 'max_length'"):
+        TokenizerParameters.from_parameters({"tokenizer_file": "tokenizer.json"})
+
+
+def test_writing_leaves_unset_keys_to_the_backend_and_families_by_level():
+    written = TextPipelineParameters(task="embed", cache=False, admission_budget_ms_={1: 12.5, 2: 40.0})
+    assert written.to_parameters() == {
+        "task": "embed",
+        "cache": "false",
+        "admission_budget_ms_1": "12.5",
+        "admission_budget_ms_2": "40",
+    }
+    assert TextPipelineParameters.reads("admission_budget_ms_3")
+    assert not TextPipelineParameters.reads("admission_budget_ms_x")
