@@ -394,7 +394,7 @@ def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
     found = load_tuning(path)
     assert found["max_queue_delay_us"] == 250
     assert found["preferred_batch_sizes"] == (4, 8)
-    assert RepoSettings(**found).batching().preferred_batch_sizes == (4, 8)
+    assert RepoSettings(**found).dynamic_batching.preferred_batch_sizes == (4, 8)
     container = json.loads(path.read_text())["other_targets"]["container"]
     assert container["measured"] is None and container["rendering"] == "fused"  # said, not measured
 

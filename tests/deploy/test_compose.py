@@ -17,7 +17,8 @@ import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
 from triton_fastpath.config.render import python_adapter
-from triton_fastpath.config.settings import RENDERINGS, RepoSettings
+from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, to_args_list
@@ -30,7 +31,7 @@ CONTAINER_ADAPTERS = tuple(
     sorted(
         {
             adapter
-            for rendering in RENDERINGS
+            for rendering in Rendering
             for spec in default_specs(RepoSettings().with_rendering(rendering), "container")
             if (adapter := python_adapter(spec, "container"))
         }
@@ -239,7 +240,7 @@ def test_the_triton_image_installs_every_package_the_container_python_models_imp
 def test_the_default_container_repository_never_opens_onnxruntime_in_python() -> None:
     """What makes onnxruntime unreachable by default: every fused model calls its encoder by BLS
     and no semantic layer is on."""
-    for rendering in RENDERINGS:
+    for rendering in Rendering:
         for spec in default_specs(RepoSettings().with_rendering(rendering), "container"):
             if python_adapter(spec, "container") == "text_pipeline":
                 assert spec.parameters["encoder"] == "bls", spec.name

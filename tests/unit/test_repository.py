@@ -12,9 +12,9 @@ import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild, container_specs
 from triton_fastpath.config.render import CONTAINER_CUSTOM_OPS, render
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
-    RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
     load_tuning,
@@ -53,7 +53,7 @@ def specs_by_name(rendering: str, target: str, **settings) -> dict[str, ModelSpe
 
 
 def test_the_graph_rendering_refuses_the_python_caches() -> None:
-    with pytest.raises(ConfigError, match=r"rendering='graph' has no cache-lookup step.*--no-cache"):
+    with pytest.raises(ConfigError, match=r"the graph rendering has no cache-lookup step.*--no-cache"):
         default_specs(RepoSettings(rendering="graph", cache=True))
 
 
@@ -68,7 +68,7 @@ def top_level(specs: dict[str, ModelSpec]) -> set[str]:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("rendering", RENDERINGS)
+@pytest.mark.parametrize("rendering", Rendering)
 def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
     specs = specs_by_name(rendering, target)
     # the fused and graph renderings also serve the encoders as the ids lane (on the container the
@@ -136,7 +136,7 @@ def test_both_renderings_expose_the_same_top_level_interface(name: str, target: 
 
 
 def test_the_sentiment_interface_is_text_in_label_probability_probabilities_truncated_out() -> None:
-    for rendering in RENDERINGS:
+    for rendering in Rendering:
         sentiment = specs_by_name(rendering, "embedded")["sentiment"]
         assert [(t.name, t.data_type, t.dims) for t in sentiment.inputs] == [("text", "TYPE_STRING", (1,))]
         assert [(t.name, t.data_type, t.dims) for t in sentiment.outputs] == [
@@ -148,7 +148,7 @@ def test_the_sentiment_interface_is_text_in_label_probability_probabilities_trun
 
 
 def test_the_graph_rendering_needs_the_native_backend_on_the_embedded_target() -> None:
-    with pytest.raises(ConfigError, match=r"rendering='graph' is served by the kit's native backend.*--no-native"):
+    with pytest.raises(ConfigError, match=r"the graph rendering is served by the native backend.*--no-native"):
         specs_by_name("graph", "embedded", native=False)
 
 
@@ -241,7 +241,7 @@ def test_the_fused_model_runs_as_many_instances_as_the_encoder_and_names_the_enc
 
 
 def test_an_unknown_rendering_is_rejected_naming_the_choices() -> None:
-    assert RENDERINGS == ("fused", "ensemble", "graph")
+    assert tuple(Rendering) == ("fused", "ensemble", "graph")
     with pytest.raises(ConfigError, match=r"^rendering='bogus'; expected one of \('fused', 'ensemble', 'graph'\)$"):
         RepoSettings(rendering="bogus")
 
@@ -266,7 +266,7 @@ def test_a_tuning_file_names_its_rendering(tmp_path: Path) -> None:
     path.write_text(json.dumps({"settings": {"rendering": "split"}}))
     with pytest.raises(ConfigError, match=rf"^{path}: rendering='split'; expected one of"):
         load_tuning(path)
-    assert load_tuning()["rendering"] in RENDERINGS  # the committed tuning file
+    assert load_tuning()["rendering"] in Rendering  # the committed tuning file
 
 
 def test_the_factory_defaults_fuse_and_do_not_wait_for_a_batch() -> None:
@@ -286,7 +286,7 @@ def test_the_cache_step_that_calls_its_encoder_by_bls_has_no_warmup() -> None:
 def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
     # Triton loads models concurrently and a failed warmup fails the load: a warmup through BLS
     # could run before the encoder is loaded.
-    for rendering in RENDERINGS:
+    for rendering in Rendering:
         for spec in specs_by_name(rendering, "container").values():
             if "encoder_model" in spec.parameters:
                 assert spec.warmups == (), spec.name
@@ -308,7 +308,7 @@ def _parameters(name: str, settings: RepoSettings) -> dict[str, str]:
 
 def test_no_batcher_has_a_queue_policy_or_priority_levels() -> None:
     # In Triton 2.51 either turns payload prefetching off and exposes the 500 ms batcher stall.
-    for rendering in RENDERINGS:
+    for rendering in Rendering:
         for target in TARGETS:
             for spec in specs_by_name(rendering, target, service_levels_ms=STRICT).values():
                 batching = spec.dynamic_batching

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fastpath_models import SentimentClient
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import RepoSettings, service_levels
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
@@ -44,7 +45,7 @@ DUPLICATE_RATIOS = (0.0, 0.2, 0.5, 0.9)
 # The rendering measured: the Python L1/L2 lookup and the semantic layer live in the fused model (the
 # default build's two-tier response cache is measured by `bench.two_tier_latency` and by
 # `fastpath bench serving --repeat-ratio`).
-RENDERING = "fused"
+RENDERING = Rendering.FUSED
 # Punctuation appended to a primed text for the semantic row: token-distinct from each other and
 # from the text, so every variant misses the exact caches. Shortest first (they hit most often).
 SEMANTIC_SUFFIXES = tuple("".join(chars) for length in (1, 2, 3) for chars in itertools.product("!?.", repeat=length))

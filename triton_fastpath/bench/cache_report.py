@@ -114,8 +114,7 @@ def findings(rows: Sequence[Row], encoder_ms_per_row: float | None) -> str:
         if encoder_ms_per_row
         else ""
     )
-    rendering = RENDERING
-    if rendering == "fused":
+    if RENDERING.in_one_process:
         why = (
             f"- Why: in the fused rendering (served here) the caches live in the same process as the tokenizer and "
             f"the encoder, so a hit (L1, L2, semantic) saves the encoder's compute (a 2-layer model{cost}) and costs "

@@ -50,10 +50,10 @@ from triton_fastpath.bench.tuning_record import (
     shortfall,
     write_tuning,
 )
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     RepoSettings,
-    graph_refusal,
     service_levels,
 )
 from triton_fastpath.config.spec import ResponseCacheKind
@@ -84,7 +84,7 @@ __all__ = [
 Progress = Callable[[str], None]
 # Candidate values per knob, in search order.
 SEARCH_SPACE: dict[str, tuple] = {
-    "rendering": ("fused", "ensemble", "graph"),
+    "rendering": tuple(Rendering),
     "native": (True, False),
     "max_queue_delay_us": (0, 250, 1000, 2000),
     "encoder_instances": (1, 2, 3),
@@ -169,7 +169,7 @@ def as_shipped(settings: RepoSettings) -> RepoSettings:
     """`settings` with the caches the build ships for their rendering (pure): the response cache on,
     and the Python L1/L2 lookup in the Python renderings (the graph has none: its caches are the
     response cache's)."""
-    return dataclasses.replace(settings, response_cache=True, cache=settings.rendering != "graph")
+    return dataclasses.replace(settings, response_cache=True, cache=settings.rendering.has_lookup_step)
 
 
 def served_as(settings: RepoSettings, redis: bool, model: str = PIPELINE) -> str:
@@ -185,20 +185,16 @@ def served_as(settings: RepoSettings, redis: bool, model: str = PIPELINE) -> str
     if model != PIPELINE:  # an ONNX model served alone (digits): cached itself, where the cache refuses errors
         backend = "native backend" if settings.native else "Python model (onnx_runner)"
         return f"{backend}: {cache if two_tier or not settings.response_cache else 'uncached'}"
-    if settings.rendering == "graph":
-        cache += ", on the graph itself" if two_tier else " on the one-step ensemble"
-    elif settings.response_cache:
-        cache += " on the one-step ensemble" if settings.rendering == "fused" else " on the ensemble"
+    if settings.response_cache:
+        cache += settings.rendering.response_cache_place(two_tier=two_tier)
     lookup = f"; Python L1/L2 lookup (L1{' + Redis L2' if redis else ''})" if settings.cache else ""
     return f"{settings.rendering}: {cache}{lookup}"
 
 
 def _refusal(settings: RepoSettings) -> str | None:
-    """Why `settings` cannot be built (the graph rendering's needs), or None."""
-    if settings.rendering != "graph":
-        return None
-    reason = graph_refusal(cache=settings.cache, native=settings.native)
-    return f"not buildable with rendering 'graph': {reason}" if reason else None
+    """Why `settings` cannot be built (what its rendering refuses), or None."""
+    reason = settings.rendering.refusal(lookup=settings.cache, native=settings.native)
+    return f"not buildable with rendering '{settings.rendering}': {reason}" if reason else None
 
 
 @contextmanager

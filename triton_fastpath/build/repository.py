@@ -36,7 +36,8 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKA
 from triton_fastpath.models.pipelines import python_hops
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, RENDERINGS, EmbedderChoice, RepoSettings
+from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, EmbedderChoice, RepoSettings
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
 from triton_fastpath.config.spec import ModelSpec, ResponseCacheKind
 from triton_fastpath.config.spec import PipelineMembers
@@ -310,7 +311,7 @@ def with_semantic_files(files: dict, settings: RepoSettings) -> dict:
     """`files` with the semantic embedder's files added to the fused sentiment model (which runs
     it in process) when the settings turn the semantic layer on; the ensemble rendering runs the
     `embed` models as steps instead."""
-    if not (settings.semantic_threshold and settings.cache and settings.rendering == "fused"):
+    if not (settings.semantic_threshold and settings.cache and settings.rendering.in_one_process):
         return files
     fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
     embedder = resolve_embedder(settings.semantic_embedder.name)
@@ -326,7 +327,7 @@ def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], set
     names_only = dataclasses.replace(settings, semantic_threshold=0.0)  # the semantic layer adds no model
     bundled = {
         spec.name
-        for rendering in RENDERINGS
+        for rendering in Rendering
         for target in Target
         for kind in ResponseCacheKind  # the graph rendering has a wrapper for Triton's cache only
         for spec in default_specs(
@@ -406,7 +407,7 @@ def variant_repository(
     if note:
         LOGGER.warning("%s", note)
     files = with_semantic_files(files, settings)
-    if settings.semantic_threshold and settings.rendering == "ensemble" and "embed" not in only:
+    if settings.semantic_threshold and settings.rendering.embeds_by_steps and "embed" not in only:
         only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
     if settings.cache:  # the cache namespace follows the served weights
         for name in ("sentiment",):

@@ -15,7 +15,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,8 @@ import numpy as np
 from triton_fastpath.models import data as datasets
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.models.pipelines import text_classifier_specs
+from triton_fastpath.models.renderings import text_classifier_specs
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.config.spec import PipelineMembers
@@ -323,9 +324,9 @@ def export_text_classifier(
     if graph:
         files[PipelineMembers(name).graph] = graph
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
-    elif settings.rendering == "graph":
-        progress(f"{name}: no text graph, so rendering 'fused' instead of 'graph'")
-        settings = dataclasses.replace(settings, rendering="fused")
+    elif settings.rendering.needs_text_graph:
+        progress(f"{name}: no text graph, so rendering 'fused' instead of '{settings.rendering}'")
+        settings = replace(settings, rendering=Rendering.FUSED)
     specs = text_classifier_specs(name, labels, settings)
     return ModelArtifact(name, report, specs, files, warmups)
 

@@ -20,9 +20,9 @@ from triton_fastpath.build.repository import build_repository
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     PRECISIONS,
-    RENDERINGS,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
     container_rendering,
@@ -77,7 +77,8 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
     )
     p.add_argument(
         "--rendering",
-        choices=RENDERINGS,
+        type=Rendering,
+        choices=list(Rendering),
         default=None,
         help="graph: one ONNX graph with the tokenizer inside on the native backend, no Python process on the "
         "path, cached by the response cache (L1 in process, Redis L2); fused: one Python model per text pipeline "
@@ -230,10 +231,10 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
             trt_precision=args.trt_precision,
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
-        if args.rendering == "graph" and not args.no_cache:
+        if args.rendering and not args.rendering.has_lookup_step and not args.no_cache:
             progress(
-                "rendering graph: no Python L1/L2 lookup (a Python step); its caches are the response cache's "
-                "(--rendering fused keeps the Python lookup)"
+                f"rendering {args.rendering}: no Python L1/L2 lookup (a Python step); its caches are the response "
+                "cache's (--rendering fused keeps the Python lookup)"
             )
             args.no_cache = True
         # the Python L1/L2 lookup: off with --no-cache, needed by the semantic layer, else the rendering's

@@ -30,6 +30,7 @@ from fastpath_client.errors import ClientError
 from fastpath_models import DigitsClient, SentimentClient
 from triton_fastpath.build.repository import build_repository
 from triton_fastpath.build.steps import format_report
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.load import percentiles_ms, run_items
 from triton_fastpath.models import data as datasets
@@ -110,14 +111,14 @@ def ids_client(tokenizer: Path):
     return lambda url, **options: SentimentIdsClient(url, tokenizer_file=tokenizer, **options)
 
 
-def built_rendering(repository: Path) -> str:
+def built_rendering(repository: Path) -> Rendering:
     """'graph' where the repository's `sentiment` is the text graph on the native backend (cached by
     the kit's two-tier cache, or behind its wrapper for Triton's), else 'fused' or 'ensemble'."""
     for name in ("sentiment", "sentiment_graph"):
         config = repository / name / "config.pbtxt"
         if config.is_file() and 'backend: "fastpath_ort"' in config.read_text():
-            return "graph"
-    return "fused" if (repository / "sentiment_fused").is_dir() else "ensemble"
+            return Rendering.GRAPH
+    return Rendering.FUSED if (repository / "sentiment_fused").is_dir() else Rendering.ENSEMBLE
 
 
 def response_cache_for(repository: Path, redis_url: str | None) -> dict:
@@ -139,11 +140,12 @@ def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[st
     from triton_fastpath.config.settings import RepoSettings
     from triton_fastpath.native import build as native_build
 
-    other = "fused" if built_rendering(args.repository) == "graph" else "graph"
-    if other == "graph" and native_build.backend_or_none() is None:
-        progress("graph rendering: skipped (the native backend is not built here; see the build's warning)")
+    other = Rendering.FUSED if built_rendering(args.repository).needs_text_graph else Rendering.GRAPH
+    refusal = other.refusal(lookup=False, native=native_build.backend_or_none() is not None)
+    if refusal:
+        progress(f"{other} rendering: skipped ({refusal}: the native backend is not built here; see the build)")
         return None
-    settings = RepoSettings.tuned(rendering=other, cache=other != "graph")
+    settings = RepoSettings.tuned(rendering=other).with_rendering(other)
     repository = variant_repository(settings, BUILD_DIR / "demo" / f"{other}-repository", only=("sentiment",))
     config = ServerConfig(
         model_repository=repository,

@@ -36,7 +36,8 @@ from pathlib import Path
 from triton_fastpath.build.assemble import with_response_cache_here
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.render import Target
-from triton_fastpath.config.settings import PRECISIONS, RENDERINGS, RepoSettings
+from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf, import_onnx
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--rendering",
-        choices=RENDERINGS,
+        type=Rendering,
+        choices=list(Rendering),
         default=None,
         help="hf: how the text pipeline is served. Default: the one `fastpath tune` measured fastest with its "
         "caches on (tuning/embedded.json), as `fastpath build` serves the bundled models; 'graph': one ONNX graph "
@@ -86,11 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        # the graph rendering has no cache-lookup step (Python); Triton's response cache stays
-        rendering = {"rendering": args.rendering, "cache": args.rendering != "graph"} if args.rendering else {}
+        rendering = {"rendering": args.rendering} if args.rendering else {}
         settings, notes = RepoSettings.tuned_with_notes(
             precision=precision, max_length=args.max_length or 64, **rendering
         )
+        if args.rendering:  # the rendering's own caches (`Rendering.settings_for`)
+            settings = settings.with_rendering(args.rendering)
         settings, note = with_response_cache_here(settings, args.target)
         for line in [*notes, *([note] if note else [])]:
             print(line)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.spec import DynamicBatching, ResponseCacheKind
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
@@ -21,8 +22,6 @@ PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 TEXT_GRAPHS = {"fp32": "text.onnx", "int8": "text.int8.onnx"}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
-# How a text pipeline becomes Triton models: one Python model per step, or all steps in one.
-RENDERINGS = ("fused", "ensemble", "graph")
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
 ENCODER_OUTPUTS = ("probabilities", "label_index")
 LABELS_FILE = "labels.txt"
@@ -36,7 +35,7 @@ FACTORY_TUNABLES: dict[str, Any] = {
     "tokenizer_instances": 1,
     "encoder_instances": 2,
     "onnx_threads": 1,
-    "rendering": "fused",
+    "rendering": Rendering.FUSED,
     "native": True,
 }
 # The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
@@ -79,7 +78,7 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
     """Check names and types of tuned settings; lists become tuples (pure).
 
     Raises:
-        ConfigError: an unknown name, a rendering not in `RENDERINGS`, a `native` that is not a
+        ConfigError: an unknown name, a rendering not a `Rendering`, a `native` that is not a
             bool, or a count that is not a non-negative integer (a bool is not one).
     """
     unknown = sorted(set(found) - set(FACTORY_TUNABLES))
@@ -88,9 +87,7 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
     settings: dict[str, Any] = {}
     for name, value in found.items():
         if name == "rendering":
-            if value not in RENDERINGS:
-                raise ConfigError(f"{where}: rendering={value!r}; expected one of {RENDERINGS}")
-            settings[name] = value
+            settings[name] = Rendering.parse(value, where=f"{where}: rendering")
         elif name == "preferred_batch_sizes":
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and v >= 1 for v in value):
                 raise ConfigError(f"{where}: preferred_batch_sizes={value!r}; expected a list of positive integers")
@@ -104,19 +101,6 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
         else:
             settings[name] = value
     return settings
-
-
-def graph_refusal(*, cache: bool, native: bool, container: bool = False) -> str | None:
-    """Why the 'graph' rendering cannot be built with these settings, or None when it can (pure).
-
-    The graph has no cache-lookup step (the L1/Redis L2 caches are Python models), and on the
-    embedded target it is served by the native backend: `text_graph_specs` refuses it otherwise.
-    """
-    if cache:
-        return "the graph rendering has no cache-lookup step and cache=True (the L1/L2 caches are Python models)"
-    if not native and not container:
-        return "the graph rendering is served by the native backend and native=False"
-    return None
 
 
 def service_levels(profile: str = "default") -> tuple[tuple[str, float], ...]:
@@ -143,14 +127,14 @@ def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ..
     return (("sentiment", rate),) if rate > 0 else ()
 
 
-def container_rendering(path: Path = TUNING_FILE) -> str:
+def container_rendering(path: Path = TUNING_FILE) -> Rendering:
     """The rendering of the container target in `path` (`other_targets.container`, chosen by hop count:
     it cannot be measured here), or 'fused' without one."""
     try:
         found = json.loads(path.read_text())["other_targets"]["container"]["rendering"]
     except (OSError, ValueError, KeyError, TypeError):
-        return "fused"
-    return found if found in RENDERINGS else "fused"
+        return Rendering.FUSED
+    return Rendering(found) if found in set(Rendering) else Rendering.FUSED
 
 
 def tuning_reasons(path: Path = TUNING_FILE) -> list[str]:
@@ -195,7 +179,7 @@ class EmbedderChoice:
     def bundled(self) -> bool:
         return self.name == BUNDLED_EMBEDDER
 
-    def refusal(self, rendering: str, container: bool = False) -> str:
+    def refusal(self, rendering: Rendering, container: bool = False) -> str:
         """Why this embedder cannot serve the semantic layer of `rendering` (on the container target
         with `container`), or "": an imported one runs only inside the embedded fused model."""
         if self.bundled:
@@ -205,12 +189,7 @@ class EmbedderChoice:
                 f"semantic embedder {self.name!r}: the container target's fused model embeds by BLS on the "
                 "bundled embed_encoder; an imported embedder serves on the embedded target only"
             )
-        if rendering != "fused":
-            return (
-                f"semantic embedder {self.name!r} needs the 'fused' rendering (it runs in the fused model's "
-                f"process); the {rendering!r} rendering's semantic steps are the bundled 'embed' models"
-            )
-        return ""
+        return Rendering.parse(rendering).embedder_refusal(self.name)
 
     def __post_init__(self) -> None:
         if self.dimension < 1 or self.max_length < 0:
@@ -329,7 +308,7 @@ class RepoSettings:
         that measurement.
     """
 
-    rendering: str = FACTORY_TUNABLES["rendering"]
+    rendering: Rendering = FACTORY_TUNABLES["rendering"]
     precision: str = "int8"
     max_length: int = 64
     length_bucket_rows: int = 4
@@ -364,12 +343,10 @@ class RepoSettings:
     native: bool = FACTORY_TUNABLES["native"]
     ids_lane: bool = True
 
-    def with_rendering(self, rendering: str) -> RepoSettings:
-        """These settings in `rendering`; the graph rendering has no cache-lookup step (the L1/L2
-        caches and the semantic layer are Python), so there `cache` and the semantic layer are off."""
-        if rendering == "graph":
-            return replace(self, rendering=rendering, cache=False, semantic_threshold=0.0)
-        return replace(self, rendering=rendering)
+    def with_rendering(self, rendering: Rendering | str) -> RepoSettings:
+        """These settings in `rendering` (`Rendering.settings_for`: where it has no cache-lookup
+        step, `cache` and the semantic layer are off)."""
+        return Rendering.parse(rendering).settings_for(self)
 
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
@@ -400,18 +377,19 @@ class RepoSettings:
         tuning = load_tuning(path)
         values = {**tuning, "measured_rates": load_measured_rates(path), **overrides}
         notes: list[str] = []
-        if tuning.get("rendering") == "graph" and "rendering" not in overrides:
-            python_only = overrides.get("cache", False) or bool(overrides.get("semantic_threshold"))
-            refusal = graph_refusal(cache=python_only, native=values.get("native", FACTORY_TUNABLES["native"]))
+        tuned: Rendering | None = tuning.get("rendering")
+        if tuned is not None and "rendering" not in overrides:
+            lookup = overrides.get("cache", False) or bool(overrides.get("semantic_threshold"))
+            refusal = tuned.refusal(lookup=lookup, native=values.get("native", FACTORY_TUNABLES["native"]))
             if refusal:
-                values["rendering"] = "fused"
+                values["rendering"] = Rendering.FUSED
                 notes.append(
-                    f"{path.name} chose rendering 'graph', but {refusal}: serving the 'fused' rendering instead "
+                    f"{path.name} chose rendering '{tuned}', but {refusal}: serving the 'fused' rendering instead "
                     "(the Python L1/L2 lookup and the semantic layer need a Python rendering; the graph needs the "
                     "native backend)"
                 )
-            else:
-                values["cache"] = False  # the graph's caches are the response cache's tiers
+            elif not tuned.has_lookup_step:
+                values["cache"] = False  # its caches are the response cache's tiers
         return cls(**values), tuple(notes)
 
     def __post_init__(self) -> None:
@@ -422,8 +400,7 @@ class RepoSettings:
                 f"response_cache_kind={self.response_cache_kind!r}; expected one of "
                 f"{[k.value for k in ResponseCacheKind]}"
             ) from None
-        if self.rendering not in RENDERINGS:
-            raise ConfigError(f"rendering={self.rendering!r}; expected one of {RENDERINGS}")
+        object.__setattr__(self, "rendering", Rendering.parse(self.rendering))
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
         if self.length_bucket_rows < 0:
@@ -490,15 +467,15 @@ class RepoSettings:
         rows = rate / max(1, self.encoder_instances) * compute_s
         return min(self.max_batch_size, 1 << max(0, int(rows).bit_length() - 1))
 
-    def batching(self, model: str | None = None, steps: int = 1) -> DynamicBatching:
-        """The dynamic batching section of a batched step of `model` (a pipeline of `steps` queues).
+    @property
+    def dynamic_batching(self) -> DynamicBatching:
+        """The dynamic batching section of every batched step, the same for every model.
 
         No queue policy and no priority levels: in Triton 2.51 either turns the batcher's payload
         prefetching off and exposes its 500 ms stall (docs/known-issues.md). Overload is shed by
-        the Python models' admission control instead (`admission_parameters`); `steps` is kept
-        for the callers that split the service level over a pipeline's queues.
+        the Python models' admission control instead (`admission_parameters`), which is where a
+        model's service level goes.
         """
-        del model, steps  # the batcher is the same for every model; the service level goes to admission
         return DynamicBatching(
             preferred_batch_sizes=self.preferred_batch_sizes,
             max_queue_delay_us=self.max_queue_delay_us,

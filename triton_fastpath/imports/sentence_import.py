@@ -24,6 +24,7 @@ import numpy as np
 from triton_fastpath.build.assemble import assemble
 from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
 from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import VerificationError
@@ -275,13 +276,13 @@ def import_sentence_model(
                 progress(f"{name}: serving INT8 ({kept.method})")
         settings = replace(settings, precision=chosen)
         graph = []
-        if settings.rendering == "graph":
+        if settings.rendering.needs_text_graph:
             graph = _text_graph(
                 name, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head, progress=progress
             )
             if not graph:
-                progress(f"{name}: no text graph, so rendering 'fused' instead of 'graph'")
-                settings = replace(settings, rendering="fused")
+                progress(f"{name}: no text graph, so rendering 'fused' instead of '{settings.rendering}'")
+                settings = replace(settings, rendering=Rendering.FUSED)
         specs = pipeline_specs(name, sentence.dimension, head, settings, target)
         out_dir = BUILD_DIR / "imported" / name
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
@@ -392,11 +393,11 @@ def pipeline_specs(name: str, dimension: int, head: LinearHead | None, settings:
     In the fused rendering on the embedded target the encoder runs in process, at natural length
     (`padding=longest`: a batch pads to its longest text, never to max_seq_length).
     """
-    from triton_fastpath.models.pipelines import embedding_specs, text_classifier_specs, text_graph_specs
+    from triton_fastpath.models.renderings import embedding_specs, text_classifier_specs, text_graph_specs
 
-    if settings.rendering == "graph":
+    if settings.rendering.needs_text_graph:
         return text_graph_specs(name, head.labels if head else None, settings, target, dimension=dimension)
-    in_process = settings.rendering == "fused" and as_target(target) is Target.EMBEDDED
+    in_process = settings.rendering.in_one_process and as_target(target) is Target.EMBEDDED
     natural = {"padding": "longest"} if in_process else {}
     if head is None:
         return embedding_specs(name, dimension, settings, target, truncated=True, fused_parameters=natural)

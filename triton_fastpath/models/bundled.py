@@ -15,13 +15,8 @@ from triton_fastpath.config.spec import (
     validate_repository,
 )
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.models.pipelines import (
-    EMBED_DIM,
-    EMBED_NAME,
-    embedding_specs,
-    onnx_classifier_spec,
-    text_classifier_specs,
-)
+from triton_fastpath.models.pipelines import EMBED_DIM, EMBED_NAME, onnx_classifier_spec
+from triton_fastpath.models.renderings import embedding_specs, text_classifier_specs
 
 
 def embed_specs(settings: RepoSettings, target: Target | str = Target.EMBEDDED) -> list[ModelSpec]:

@@ -1,26 +1,24 @@
-"""The repository's specs: reusable factories for a text classifier and an ONNX classifier.
+"""The parts the specs are made of: the steps every rendering shares, and an ONNX classifier.
 
-`text_classifier_specs` gives the models of a text-classification pipeline in either rendering
-(fused, or tokenizer -> cache -> encoder -> postprocess), used for the bundled `sentiment` model
-and for a user's own Hugging Face classifier alike. `onnx_classifier_spec` serves one ONNX graph
-directly (`digits`, or a user's ONNX file). `model_specs` gives each bundled model its own Triton
-models; `default_specs` is the committed demo repository. The settings they read are
-`triton_fastpath.config.settings.RepoSettings`.
+The renderings of a text pipeline (`triton_fastpath.models.renderings`: fused, ensemble, graph) are
+built from these parts: the encoder, the fused Python model, the one-step wrapper ensemble, the
+tokenizer step, the ids lane, the cache and admission parameters. `onnx_classifier_spec` serves one
+ONNX graph directly (`digits`, or a user's ONNX file); `python_hops` counts a request's Python
+processes. The settings they read are `triton_fastpath.config.settings.RepoSettings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from triton_fastpath.cache.embedders import SEMANTIC_ONNX, SEMANTIC_TOKENIZER
-from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
+from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
 from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER,
     BUNDLED_EMBEDDER_DIM,
     LABELS_FILE,
     PRECISIONS,
-    TEXT_GRAPHS,
     RepoSettings,
 )
 from triton_fastpath.config.spec import (
@@ -84,7 +82,7 @@ def warmup_of(
     return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
 
 
-def _cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
+def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
     """Parameters of the exact cache (L1/L2) and, when on, the semantic layer."""
     parameters = {
         "l1_max_entries": str(settings.l1_max_entries),
@@ -128,7 +126,7 @@ def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Targe
     return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
 
-def _semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
+def semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
     """How a fused classifier embeds texts for its semantic layer: the `embed` graph in process
     (embedded) or the native `embed_encoder` by BLS (container: no onnxruntime for Python there)."""
     found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
@@ -171,7 +169,7 @@ def fused_model(
         inputs=(text,),
         outputs=tuple(outputs),
         instance_count=settings.encoder_instances if instances is None else instances,
-        dynamic_batching=settings.batching(name, steps=steps),
+        dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
         parameters={**parameters, **settings.admission_parameters(name, steps)},
     )
@@ -203,9 +201,7 @@ def wrapper_ensemble(
     )
 
 
-def tokenizer_step(
-    name: str, outputs: Sequence[TensorSpec], settings: RepoSettings, batching, instances: int = 1
-) -> ModelSpec:
+def tokenizer_step(name: str, outputs: Sequence[TensorSpec], settings: RepoSettings, instances: int = 1) -> ModelSpec:
     """`<name>_tokenizer`, the ensemble rendering's Python tokenizer step: text -> `outputs`
     (ids, mask, truncated flag) at natural length, truncated at `settings.max_length`."""
     return ModelSpec(
@@ -216,99 +212,10 @@ def tokenizer_step(
         inputs=(TensorSpec("text", "TYPE_STRING", (1,)),),
         outputs=tuple(outputs),
         instance_count=instances,
-        dynamic_batching=batching,
+        dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of((TensorSpec("text", "TYPE_STRING", (1,)),), settings.max_batch_size, files=True),
-        parameters={"tokenizer_file": "tokenizer.json", "max_length": str(settings.max_length)},
+        parameters=tokenizer_parameters(settings),
     )
-
-
-def text_graph_specs(
-    name: str,
-    labels: Sequence[str] | None,
-    settings: RepoSettings,
-    target: Target | str = Target.EMBEDDED,
-    *,
-    dimension: int | None = None,
-) -> list[ModelSpec]:
-    """The 'graph' rendering of a text model: `<name>_graph`, one ONNX graph from text to label
-    (`labels`) or to an embedding of `dimension` (`labels` None), the tokenizer inside
-    (onnxruntime-extensions ops; `triton_fastpath.export.text_graph`), served by the native
-    backend `fastpath_ort`. No Python process on the path.
-
-    With the kit's two-tier response cache (`ResponseCacheKind.FASTPATH`, the embedded default),
-    which never stores an error response, or without a response cache, the graph model itself is
-    served as `<name>`, its own response cache on (its files and warm-up samples still those
-    recorded for `<name>_graph`). With Triton's `local` cache, which in 2.51 would store the native
-    backend's errors as empty successes, it is `<name>_graph` behind the one-step ensemble `<name>`,
-    whose cache keeps only successful answers; that wrapper costs about 7% of throughput and 0.04 ms
-    a request (docs/tuning-and-benchmarks.md).
-
-    On the container target the same graph is served by Triton's onnxruntime backend, which loads
-    the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
-
-    Raises:
-        ConfigError: the embedded target with the native backend off.
-    """
-    container = as_target(target) is Target.CONTAINER
-    if settings.cache:
-        raise ConfigError(
-            f"model {name!r}: rendering='graph' has no cache-lookup step (the L1/Redis L2 caches are Python "
-            "models): set cache=False (fastpath build --no-cache; Triton's response cache stays) or use 'fused'"
-        )
-    if not container and not settings.native:
-        raise ConfigError(
-            f"model {name!r}: rendering='graph' is served by the kit's native backend on the embedded target, "
-            "which is off (--no-native); use rendering='fused'"
-        )
-    batch = settings.max_batch_size
-    text = TensorSpec("text", "TYPE_STRING", (1,))
-    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
-    if labels is None and not dimension:
-        raise ConfigError(f"model {name!r}: the text graph of an embedding model needs its dimension")
-    if labels is not None:
-        label = TensorSpec("label", "TYPE_STRING", (1,))
-        probability = TensorSpec("probability", "TYPE_FP32", (1,))
-        probabilities = TensorSpec("probabilities", "TYPE_FP32", (len(labels),))
-        served = (label, probability, probabilities, truncated)
-    else:
-        served = (TensorSpec("embedding", "TYPE_FP32", (dimension,)), truncated)
-    role = PipelineMembers(name).graph
-    # no wrapper where nothing needs one: the graph answers under the pipeline's name
-    direct = not settings.response_cache or cache_refuses_errors(settings, target)
-    graph = ModelSpec(
-        name=name if direct else role,
-        artifacts=role if direct else "",
-        response_cache=settings.response_cache and direct,
-        response_cache_kind=settings.response_cache_kind,
-        kind=ModelKind.ONNX,
-        model_file=TEXT_GRAPHS[settings.precision],
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=served,
-        instance_count=settings.encoder_instances,
-        onnx_threads=settings.onnx_threads,
-        native=not container,
-        dynamic_batching=settings.batching(name, 1),
-        warmups=warmup_of((text,), batch, files=True),
-        parameters={
-            "custom_op_library": CUSTOM_OPS_FILE,
-            # the Python tokenizer's checks, made by the backend before the graph runs
-            "reject_blank_strings": "true",
-            "max_string_bytes": str(MAX_TEXT_BYTES),
-            "cut_string_chars": str(text_cut_chars(settings.max_length)),
-            "cut_flag_output": "truncated",
-            "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
-            # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
-            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
-            **settings.admission_parameters(name),
-        },
-    )
-    if labels is None:
-        return [graph] if direct else [graph, wrapper_ensemble(name, graph, settings)]
-    labelled = replace(probabilities, label_filename=LABELS_FILE)
-    if direct:
-        return [replace(graph, outputs=(label, probability, labelled, truncated), labels=tuple(labels))]
-    return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
 
 
 def cache_refuses_errors(settings: RepoSettings, target: Target | str) -> bool:
@@ -331,7 +238,7 @@ def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -
     return [encoder] if settings.ids_lane and settings.native else []
 
 
-def _with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
+def with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
     """`encoder` naming the tokenizer file beside it and the length it truncates at: what a
     client needs to call it with ids (`fastpath_client.ids_lane`)."""
     return replace(
@@ -339,170 +246,78 @@ def _with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
     )
 
 
-def text_classifier_specs(
-    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
-) -> list[ModelSpec]:
-    """The models of a text-classification pipeline named `name`, in `settings.rendering`.
+@dataclass(frozen=True)
+class ClassifierTensors:
+    """The tensors every rendering of a text classifier serves and passes between its steps."""
 
-    The top-level model `<name>` takes `text` and returns `label`, `probability`, `probabilities`
-    (with Triton's `label_filename`) and `truncated` in both renderings:
-    - 'fused': `<name>_fused` (one Python model: tokenize -> L1/L2[/semantic] -> encoder for
-      missed rows -> labels) wrapped by the one-step ensemble `<name>`; on the container target
-      it calls `<name>_encoder` (native backend) by BLS, so that model is added.
-    - 'ensemble': `<name>_tokenizer` -> [`<name>_cache` (BLS to the encoder for missed rows)] ->
-      `<name>_encoder` -> `<name>_postprocess`, as the ensemble `<name>`.
-    The encoder graph returns `probabilities` and `label_index` (softmax and argmax folded in).
-    """
-    if len(labels) < 2:
-        raise ConfigError(f"model {name!r}: labels={list(labels)}; a classifier needs at least 2 labels")
-    length, batch, n_labels = settings.max_length, settings.max_batch_size, len(labels)
-    text = TensorSpec("text", "TYPE_STRING", (1,))
-    ids, mask = token_inputs()
-    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
-    probabilities = TensorSpec("probabilities", "TYPE_FP32", (n_labels,))
-    label_index = TensorSpec("label_index", "TYPE_INT64", (1,))
-    label = TensorSpec("label", "TYPE_STRING", (1,))
-    probability = TensorSpec("probability", "TYPE_FP32", (1,))
-    labelled = replace(probabilities, label_filename=LABELS_FILE)
-    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
-    # The batched queues a request passes through, which share the pipeline's queueing budget:
-    # fused, 1 (2 on the container target, whose fused model calls the native encoder);
-    # ensemble, tokenizer -> [cache] -> encoder -> postprocess.
-    if settings.rendering == "fused":
-        queues = 1 if as_target(target) is Target.EMBEDDED else 2
-    else:
-        queues = 4 if settings.cache else 3
-    encoder = ModelSpec(
+    text: TensorSpec
+    ids: TensorSpec
+    mask: TensorSpec
+    truncated: TensorSpec
+    probabilities: TensorSpec
+    label_index: TensorSpec
+    label: TensorSpec
+    probability: TensorSpec
+    labelled: TensorSpec  # `probabilities` with Triton's `label_filename`
+
+    @classmethod
+    def of(cls, labels: Sequence[str]) -> ClassifierTensors:
+        probabilities = TensorSpec("probabilities", "TYPE_FP32", (len(labels),))
+        ids, mask = token_inputs()
+        return cls(
+            text=TensorSpec("text", "TYPE_STRING", (1,)),
+            ids=ids,
+            mask=mask,
+            truncated=TensorSpec("truncated", "TYPE_BOOL", (1,)),
+            probabilities=probabilities,
+            label_index=TensorSpec("label_index", "TYPE_INT64", (1,)),
+            label=TensorSpec("label", "TYPE_STRING", (1,)),
+            probability=TensorSpec("probability", "TYPE_FP32", (1,)),
+            labelled=replace(probabilities, label_filename=LABELS_FILE),
+        )
+
+    @property
+    def served(self) -> tuple[TensorSpec, ...]:
+        """What `<name>` answers: label, probability, the labelled probabilities, truncated."""
+        return (self.label, self.probability, self.labelled, self.truncated)
+
+
+def classifier_encoder(name: str, tensors: ClassifierTensors, settings: RepoSettings) -> ModelSpec:
+    """`<name>_encoder`: the classifier's ONNX graph, ids and mask in, `probabilities` and
+    `label_index` out (softmax and argmax folded in: export/heads.py)."""
+    batch, length = settings.max_batch_size, settings.max_length
+    return ModelSpec(
         name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
         model_file=PRECISIONS[settings.precision],
         max_batch_size=batch,
-        inputs=(ids, mask),
-        outputs=(probabilities, label_index),
+        inputs=(tensors.ids, tensors.mask),
+        outputs=(tensors.probabilities, tensors.label_index),
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
         native=settings.native,
-        dynamic_batching=settings.batching(name, queues),
-        warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
+        dynamic_batching=settings.dynamic_batching,
+        warmups=warmup_of((tensors.ids, tensors.mask), batch, files=True, dims=token_warmup_dims(length)),
         parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
-    if settings.rendering == "graph":
-        # the ids lane's encoder names its labels: a client calling it directly gets label names
-        lane = replace(encoder, outputs=(labelled, label_index), labels=tuple(labels))
-        lanes = ids_lane(_with_tokenizer(lane, length), settings, target)
-        return [*text_graph_specs(name, labels, settings, target), *lanes]
-    semantic = settings.cache and settings.semantic_threshold > 0
-    if settings.rendering == "fused":
-        parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters}
-        parameters.update(encoder_parameters(encoder, settings, target))
-        parameters["cache"] = "true" if settings.cache else "false"
-        if settings.cache:
-            parameters.update(_cache_parameters(settings, semantic))
-        if semantic:
-            parameters.update(_semantic_embedder(settings, target))
-        fused = fused_model(name, (label, probability, probabilities, truncated), parameters, settings, target)
-        wrapper = wrapper_ensemble(name, fused, settings, labels, outputs=(label, probability, labelled, truncated))
-        lane = replace(encoder, outputs=(labelled, label_index), labels=tuple(labels))
-        return [fused, *ids_lane(_with_tokenizer(lane, length), settings, target), wrapper]
-    tokenizer = tokenizer_step(
-        name, (ids, mask, truncated), settings, settings.batching(name, queues), settings.tokenizer_instances
-    )
-    postprocess = ModelSpec(
-        name=PipelineMembers(name).postprocess,
-        kind=ModelKind.PYTHON,
-        python_model="postprocess",
-        max_batch_size=batch,
-        inputs=(probabilities, label_index),
-        outputs=(label, probability),
-        instance_count=settings.postprocess_instances,
-        dynamic_batching=settings.batching(name, queues),
-        warmups=warmup_of((probabilities, label_index), batch, files=False),
-        parameters={"labels": ",".join(labels)},
-    )
-    middle = encoder
-    cache_specs = []
-    embedding = TensorSpec("embedding", "TYPE_FP32", (EMBED_DIM,), optional=True)
-    if settings.cache:
-        middle = ModelSpec(
-            name=PipelineMembers(name).cache,
-            kind=ModelKind.PYTHON,
-            python_model="cache_lookup",
-            max_batch_size=batch,
-            inputs=(ids, mask, embedding) if semantic else (ids, mask),
-            outputs=(probabilities, label_index),
-            instance_count=settings.cache_instances,
-            dynamic_batching=settings.batching(name, queues),
-            # No warmup: it would call the encoder through BLS before that model is surely loaded.
-            parameters={
-                "pipeline": name,
-                "encoder_model": encoder.name,
-                "encoder_max_batch_size": str(batch),
-                "max_length": str(length),  # a client can send ids straight to this step: checked against it
-                **_cache_parameters(settings, semantic),
-            },
-        )
-        cache_specs = [middle]
-    ensemble = ModelSpec(
-        name=name,
-        kind=ModelKind.ENSEMBLE,
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=(label, probability, labelled, truncated),
-        response_cache=settings.response_cache,
-        labels=tuple(labels),
-        ensemble_steps=(
-            EnsembleStep(
-                tokenizer.name,
-                input_map={"text": "text"},
-                output_map={"input_ids": "input_ids", "attention_mask": "attention_mask", "truncated": "truncated"},
-            ),
-            *(_embedding_steps() if semantic else ()),
-            EnsembleStep(
-                middle.name,
-                input_map={
-                    "input_ids": "input_ids",
-                    "attention_mask": "attention_mask",
-                    **({"embedding": "embedding"} if semantic else {}),
-                },
-                output_map={"probabilities": "probabilities", "label_index": "label_index"},
-            ),
-            EnsembleStep(
-                postprocess.name,
-                input_map={"probabilities": "probabilities", "label_index": "label_index"},
-                output_map={"label": "label", "probability": "probability"},
-            ),
-        ),
-    )
-    return [tokenizer, encoder, *cache_specs, postprocess, ensemble]
 
 
-def embedding_specs(
-    name: str,
-    dimension: int,
-    settings: RepoSettings,
-    target: Target | str = Target.EMBEDDED,
-    *,
-    instances: int | None = None,
-    precision: str | None = None,
-    truncated: bool = False,
-    fused_parameters: Mapping[str, str] | None = None,
+def classifier_lane(
+    encoder: ModelSpec, tensors: ClassifierTensors, labels: Sequence[str], settings: RepoSettings, target: Target | str
 ) -> list[ModelSpec]:
-    """An embedding pipeline `name`: text -> tokens -> ONNX graph -> [dimension] vector.
+    """The classifier's ids lane (`ids_lane`): its encoder naming its labels, so that a client
+    calling it directly gets label names."""
+    lane = replace(encoder, outputs=(tensors.labelled, tensors.label_index), labels=tuple(labels))
+    return ids_lane(with_tokenizer(lane, settings.max_length), settings, target)
 
-    Fused: `<name>_fused` (tokenize + encode in one Python model, `instances` of it; default
-    `encoder_instances`) behind the one-step ensemble `<name>`; ensemble: `<name>_tokenizer` ->
-    `<name>_encoder`. `precision` picks the served file (default `settings.precision`);
-    `truncated` adds the per-row truncation flag to the outputs; `fused_parameters` are added to
-    the fused model's (e.g. `padding`).
-    """
-    length, batch = settings.max_length, settings.max_batch_size
-    text = TensorSpec("text", "TYPE_STRING", (1,))
+
+def embedding_encoder(
+    name: str, embedding: TensorSpec, settings: RepoSettings, precision: str | None = None
+) -> ModelSpec:
+    """`<name>_encoder`: an embedding model's ONNX graph, ids and mask in, `embedding` out."""
+    batch, length = settings.max_batch_size, settings.max_length
     ids, mask = token_inputs()
-    embedding = TensorSpec("embedding", "TYPE_FP32", (dimension,))
-    flag = TensorSpec("truncated", "TYPE_BOOL", (1,))
-    served = (embedding, flag) if truncated else (embedding,)
-    tokenizer_parameters = {"tokenizer_file": "tokenizer.json", "max_length": str(length)}
-    encoder = ModelSpec(
+    return ModelSpec(
         name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
         model_file=PRECISIONS[precision or settings.precision],
@@ -511,43 +326,15 @@ def embedding_specs(
         outputs=(embedding,),
         onnx_threads=settings.onnx_threads,
         native=settings.native,
-        dynamic_batching=settings.batching(name),
+        dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
         parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
     )
-    if settings.rendering in ("fused", "graph"):  # the text graph is for classifiers
-        parameters = {"task": "embed", "cache": "false", "pipeline": name, **tokenizer_parameters}
-        parameters.update(encoder_parameters(encoder, settings, target))
-        parameters.update(fused_parameters or {})
-        fused = fused_model(name, served, parameters, settings, target, instances=instances)
-        lane = ids_lane(_with_tokenizer(encoder, length), settings, target)
-        return [fused, *lane, wrapper_ensemble(name, fused, settings)]
-    tokenizer = tokenizer_step(name, (ids, mask, flag), settings, settings.batching(name))
-    ensemble = ModelSpec(
-        name=name,
-        kind=ModelKind.ENSEMBLE,
-        max_batch_size=batch,
-        inputs=(text,),
-        outputs=served,
-        response_cache=settings.response_cache,
-        ensemble_steps=(
-            EnsembleStep(
-                tokenizer.name,
-                input_map={"text": "text"},
-                output_map={
-                    "input_ids": "ids",
-                    "attention_mask": "mask",
-                    **({"truncated": "truncated"} if truncated else {}),
-                },
-            ),
-            EnsembleStep(
-                encoder.name,
-                input_map={"input_ids": "ids", "attention_mask": "mask"},
-                output_map={"embedding": "embedding"},
-            ),
-        ),
-    )
-    return [tokenizer, encoder, ensemble]
+
+
+def tokenizer_parameters(settings: RepoSettings) -> dict[str, str]:
+    """How a Python step tokenizes: the tokenizer file beside it and the length it truncates at."""
+    return {"tokenizer_file": "tokenizer.json", "max_length": str(settings.max_length)}
 
 
 def onnx_classifier_spec(
@@ -581,7 +368,7 @@ def onnx_classifier_spec(
         instance_count=instances,
         onnx_threads=settings.onnx_threads,
         native=settings.native,
-        dynamic_batching=settings.batching(name),
+        dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
         parameters={"reject_non_finite": "true", **settings.admission_parameters(name)},
@@ -596,7 +383,7 @@ ADMISSION_BATCH_FACTOR = 4
 EMBED_DIM = BUNDLED_EMBEDDER_DIM  # wordllama l2_supercat_256
 
 
-def _embedding_steps() -> tuple[EnsembleStep, ...]:
+def embedding_steps() -> tuple[EnsembleStep, ...]:
     """The `embed` pipeline as ensemble steps, feeding `embedding` to a semantic cache."""
     return (
         EnsembleStep(

@@ -1,0 +1,147 @@
+"""The 'graph' rendering: one ONNX graph from text to answer, the tokenizer inside, on the native backend.
+
+`classifier_specs` serves a text classifier as `<name>` (the text graph) plus its ids lane;
+`text_graph_specs` is that graph for a classifier or an embedding model (imported sentence models).
+Embedding pipelines of the bundled kind keep the fused layout (`embedding_specs`). What it refuses
+(a Python cache lookup; the embedded target without the native backend) is `Rendering.refusal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target
+from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.settings import LABELS_FILE, TEXT_GRAPHS, RepoSettings
+from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
+from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.pipelines import (
+    MAX_TEXT_BYTES,
+    ClassifierTensors,
+    cache_refuses_errors,
+    classifier_encoder,
+    classifier_lane,
+    text_cut_chars,
+    warmup_of,
+    wrapper_ensemble,
+)
+from triton_fastpath.models.renderings import fused
+
+RENDERING = Rendering.GRAPH
+
+
+def classifier_specs(
+    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
+) -> list[ModelSpec]:
+    """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it."""
+    tensors = ClassifierTensors.of(labels)
+    lane = classifier_lane(classifier_encoder(name, tensors, settings), tensors, labels, settings, target)
+    return [*text_graph_specs(name, labels, settings, target), *lane]
+
+
+def embedding_specs(
+    name: str,
+    dimension: int,
+    settings: RepoSettings,
+    target: Target | str = Target.EMBEDDED,
+    *,
+    instances: int | None = None,
+    precision: str | None = None,
+    truncated: bool = False,
+    fused_parameters: Mapping[str, str] | None = None,
+) -> list[ModelSpec]:
+    """The text graph is for classifiers: an embedding pipeline is served fused (`fused.embedding_specs`)."""
+    return fused.embedding_specs(
+        name,
+        dimension,
+        settings,
+        target,
+        instances=instances,
+        precision=precision,
+        truncated=truncated,
+        fused_parameters=fused_parameters,
+    )
+
+
+def text_graph_specs(
+    name: str,
+    labels: Sequence[str] | None,
+    settings: RepoSettings,
+    target: Target | str = Target.EMBEDDED,
+    *,
+    dimension: int | None = None,
+) -> list[ModelSpec]:
+    """The 'graph' rendering of a text model: `<name>_graph`, one ONNX graph from text to label
+    (`labels`) or to an embedding of `dimension` (`labels` None), the tokenizer inside
+    (onnxruntime-extensions ops; `triton_fastpath.export.text_graph`), served by the native
+    backend `fastpath_ort`. No Python process on the path.
+
+    With the kit's two-tier response cache (`ResponseCacheKind.FASTPATH`, the embedded default),
+    which never stores an error response, or without a response cache, the graph model itself is
+    served as `<name>`, its own response cache on (its files and warm-up samples still those
+    recorded for `<name>_graph`). With Triton's `local` cache, which in 2.51 would store the native
+    backend's errors as empty successes, it is `<name>_graph` behind the one-step ensemble `<name>`,
+    whose cache keeps only successful answers; that wrapper costs about 7% of throughput and 0.04 ms
+    a request (docs/tuning-and-benchmarks.md).
+
+    On the container target the same graph is served by Triton's onnxruntime backend, which loads
+    the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
+
+    Raises:
+        ConfigError: what the graph rendering refuses (`Rendering.refusal`), or an embedding graph
+            without its dimension.
+    """
+    container = as_target(target) is Target.CONTAINER
+    refusal = Rendering.GRAPH.refusal(lookup=settings.cache, native=settings.native, container=container)
+    if refusal:
+        raise ConfigError(f"model {name!r}: {refusal}; or use rendering 'fused'")
+    batch = settings.max_batch_size
+    text = TensorSpec("text", "TYPE_STRING", (1,))
+    truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
+    if labels is None and not dimension:
+        raise ConfigError(f"model {name!r}: the text graph of an embedding model needs its dimension")
+    if labels is not None:
+        label = TensorSpec("label", "TYPE_STRING", (1,))
+        probability = TensorSpec("probability", "TYPE_FP32", (1,))
+        probabilities = TensorSpec("probabilities", "TYPE_FP32", (len(labels),))
+        served = (label, probability, probabilities, truncated)
+    else:
+        served = (TensorSpec("embedding", "TYPE_FP32", (dimension,)), truncated)
+    role = PipelineMembers(name).graph
+    # no wrapper where nothing needs one: the graph answers under the pipeline's name
+    direct = not settings.response_cache or cache_refuses_errors(settings, target)
+    graph = ModelSpec(
+        name=name if direct else role,
+        artifacts=role if direct else "",
+        response_cache=settings.response_cache and direct,
+        response_cache_kind=settings.response_cache_kind,
+        kind=ModelKind.ONNX,
+        model_file=TEXT_GRAPHS[settings.precision],
+        max_batch_size=batch,
+        inputs=(text,),
+        outputs=served,
+        instance_count=settings.encoder_instances,
+        onnx_threads=settings.onnx_threads,
+        native=not container,
+        dynamic_batching=settings.dynamic_batching,
+        warmups=warmup_of((text,), batch, files=True),
+        parameters={
+            "custom_op_library": CUSTOM_OPS_FILE,
+            # the Python tokenizer's checks, made by the backend before the graph runs
+            "reject_blank_strings": "true",
+            "max_string_bytes": str(MAX_TEXT_BYTES),
+            "cut_string_chars": str(text_cut_chars(settings.max_length)),
+            "cut_flag_output": "truncated",
+            "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
+            # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
+            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
+            **settings.admission_parameters(name),
+        },
+    )
+    if labels is None:
+        return [graph] if direct else [graph, wrapper_ensemble(name, graph, settings)]
+    labelled = replace(probabilities, label_filename=LABELS_FILE)
+    if direct:
+        return [replace(graph, outputs=(label, probability, labelled, truncated), labels=tuple(labels))]
+    return [graph, wrapper_ensemble(name, graph, settings, labels, outputs=(label, probability, labelled, truncated))]
