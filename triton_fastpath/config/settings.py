@@ -51,7 +51,7 @@ SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
     "none": (),
 }
 # Share of that p99 a request may wait behind in one batch, per priority (the admission budgets of
-# the Python models, `admission_parameters`): the lowest (default) level is shed beyond half of it,
+# the Python models, `models.pipelines.admission_parameters`): the lowest (default) level is shed beyond half of it,
 # so what it gets answered still arrives within the service level; priority 1 gets more (it is the
 # traffic to keep), and is computed first anyway.
 QUEUE_SHARE_LOWEST, QUEUE_SHARE_HIGHER = 0.5, 0.8
@@ -112,19 +112,6 @@ def service_levels(profile: str = "default") -> tuple[tuple[str, float], ...]:
     if profile not in SERVICE_LEVEL_PROFILES:
         raise ConfigError(f"service levels {profile!r}: expected one of {sorted(SERVICE_LEVEL_PROFILES)}")
     return SERVICE_LEVEL_PROFILES[profile]
-
-
-def load_measured_rates(path: Path = TUNING_FILE) -> tuple[tuple[str, float], ...]:
-    """`(("sentiment", rows/s),)`: the tuned pipeline's measured throughput in `path`, or () without one.
-
-    `fastpath tune` measures the sentiment pipeline (its `measured.what` says how); the rate sizes
-    the largest batch that fits the service level (`RepoSettings.batch_cap`).
-    """
-    try:
-        rate = float(json.loads(path.read_text())["measured"]["throughput_rps"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ()
-    return (("sentiment", rate),) if rate > 0 else ()
 
 
 def container_rendering(path: Path = TUNING_FILE) -> Rendering:
@@ -254,9 +241,6 @@ class RepoSettings:
             (`queue_timeouts_us`); an explicit value applies to every model and priority.
         service_levels_ms: the p99 each model promises, `(model, ms)` pairs; default: the default
             profile (`SERVICE_LEVEL_PROFILES`; `service_levels(name)` gives another).
-        measured_rates: rows/s measured per model with `encoder_instances` instances, `(model,
-            rows/s)` pairs (the tuning file's); with a service level they cap the batches formed
-            (`batch_cap`) when no `preferred_batch_sizes` are set.
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
         response_cache: enable the response cache (exact request match, in C++ inside the server)
             on the top-level models.
@@ -323,7 +307,6 @@ class RepoSettings:
     max_queue_size: int = 1024
     queue_timeout_us: int | None = None
     service_levels_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
-    measured_rates: tuple[tuple[str, float], ...] = ()
     priority_levels: int = 2
     response_cache: bool = True
     response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
@@ -350,9 +333,9 @@ class RepoSettings:
 
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
-        """Settings with what `fastpath tune` measured in `path` (its tuned defaults and measured
-        rates), read now; `overrides` win. Without the file: the factory defaults. A tuned rendering
-        these settings cannot build is replaced (`tuned_with_notes` says why).
+        """Settings with what `fastpath tune` measured in `path` (its tuned defaults), read now;
+        `overrides` win. Without the file: the factory defaults. A tuned rendering these settings
+        cannot build is replaced (`tuned_with_notes` says why).
 
         Raises:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
@@ -375,7 +358,7 @@ class RepoSettings:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
         """
         tuning = load_tuning(path)
-        values = {**tuning, "measured_rates": load_measured_rates(path), **overrides}
+        values = {**tuning, **overrides}
         notes: list[str] = []
         tuned: Rendering | None = tuning.get("rendering")
         if tuned is not None and "rendering" not in overrides:
@@ -447,54 +430,16 @@ class RepoSettings:
         floor = 2 * self.max_queue_delay_us
         return {level: max(1, floor, round(level_ms * 1000 * share[level] / max(1, steps))) for level in levels}
 
-    def batch_cap(self, model: str | None = None, steps: int = 1) -> int | None:
-        """The largest batch one instance of `model` computes within its compute share of the service level.
-
-        The compute share is what the lowest priority's queue timeout leaves of the p99, split over
-        `steps`; one instance computes `measured rows/s / encoder_instances`. The cap is that many
-        rows rounded down to a power of two (1..max_batch_size). Without a service level or a
-        measured rate, or with `preferred_batch_sizes` set: None (batches up to max_batch_size).
-        The rate is the fused rendering's (one queue); the steps of an ensemble rendering each cost
-        an unmeasured part of it, so they are not capped (`steps` > 1: None).
-        Measured on `sentiment` at 3x offered load (server on one core): with 64-row batches an
-        instance stayed busy ~60 ms and priority 1 kept 75-86%; capped at 16 it kept >= 99.9%.
-        """
-        level_ms = dict(self.service_levels_ms).get(model or "")
-        rate = dict(self.measured_rates).get(model or "")
-        if self.preferred_batch_sizes or level_ms is None or not rate or steps != 1:
-            return None
-        compute_s = level_ms / 1000 * (1 - QUEUE_SHARE_LOWEST) / max(1, steps)
-        rows = rate / max(1, self.encoder_instances) * compute_s
-        return min(self.max_batch_size, 1 << max(0, int(rows).bit_length() - 1))
-
     @property
     def dynamic_batching(self) -> DynamicBatching:
         """The dynamic batching section of every batched step, the same for every model.
 
         No queue policy and no priority levels: in Triton 2.51 either turns the batcher's payload
         prefetching off and exposes its 500 ms stall (docs/known-issues.md). Overload is shed by
-        the Python models' admission control instead (`admission_parameters`), which is where a
+        the Python models' admission control instead (`models.pipelines.admission_parameters`), where a
         model's service level goes.
         """
         return DynamicBatching(
             preferred_batch_sizes=self.preferred_batch_sizes,
             max_queue_delay_us=self.max_queue_delay_us,
         )
-
-    def admission_parameters(self, model: str | None = None, steps: int = 1) -> dict[str, str]:
-        """The parameters of a Python model's admission control (`fastpath_backends.admission`).
-
-        `priority_levels` (what clients may send), and with a service level for `model`
-        `admission_min_rows` (half a client batch: always computed) and one
-        `admission_budget_ms_<level>` per level: the compute a request may wait behind in one
-        batch, the same shares of the p99 as `queue_timeouts_us` (the lowest level half of it,
-        higher levels 0.8, split over `steps`). Without a service level nothing is shed.
-        """
-        parameters = {"priority_levels": str(self.priority_levels)}
-        if dict(self.service_levels_ms).get(model or "") is None:
-            return parameters
-        for level, timeout_us in self.queue_timeouts_us(model, steps).items():
-            parameters[f"admission_budget_ms_{max(1, level)}"] = f"{timeout_us / 1000:g}"
-        # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
-        parameters["admission_min_rows"] = str(max(1, self.max_batch_size // 2))
-        return parameters

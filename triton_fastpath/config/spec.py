@@ -29,7 +29,13 @@ DATA_TYPES: dict[str, str] = {
     "TYPE_STRING": "object",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+
+
+class TimeoutAction(StrEnum):
+    """What Triton does with a request still queued past its timeout (`ModelQueuePolicy.timeout_action`)."""
+
+    REJECT = "REJECT"
+    DELAY = "DELAY"
 
 
 class ModelKind(StrEnum):
@@ -124,14 +130,18 @@ class TensorSpec:
 class QueuePolicy:
     """How requests wait in the dynamic batcher's queue (mirrors `ModelQueuePolicy`)."""
 
-    timeout_action: str = "REJECT"
+    timeout_action: TimeoutAction = TimeoutAction.REJECT
     default_timeout_us: int = 0
     allow_timeout_override: bool = True
     max_queue_size: int = 0
 
     def __post_init__(self) -> None:
-        if self.timeout_action not in TIMEOUT_ACTIONS:
-            raise ConfigError(f"queue policy timeout_action={self.timeout_action!r}; expected one of {TIMEOUT_ACTIONS}")
+        try:
+            object.__setattr__(self, "timeout_action", TimeoutAction(self.timeout_action))
+        except ValueError:
+            choices = tuple(action.value for action in TimeoutAction)
+            message = f"queue policy timeout_action={self.timeout_action!r}; expected one of {choices}"
+            raise ConfigError(message) from None
         if self.default_timeout_us < 0:
             raise ConfigError(f"queue policy default_timeout_us={self.default_timeout_us}; expected >= 0")
         if self.max_queue_size < 0:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from triton_fastpath.cache.embedders import SEMANTIC_ONNX, SEMANTIC_TOKENIZER
 from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
 from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER,
@@ -32,6 +31,7 @@ from triton_fastpath.config.spec import (
     WarmupInput,
 )
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import SEMANTIC_ONNX, SEMANTIC_TOKENIZER
 
 # The largest text a request may carry: fastpath_backends.text.DEFAULT_MAX_TEXT_BYTES, which the Python
 # steps enforce (a unit test holds the two equal); the graph rendering's backend enforces this one.
@@ -110,6 +110,26 @@ def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
     return parameters
 
 
+def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> dict[str, str]:
+    """The parameters of a model's admission control (`fastpath_backends.admission`; the native
+    backend reads its own from the same budgets).
+
+    `priority_levels` (what clients may send), and with a service level for `model`
+    `admission_min_rows` (half a client batch: always computed) and one
+    `admission_budget_ms_<level>` per level: the compute a request may wait behind in one
+    batch, the same shares of the p99 as `RepoSettings.queue_timeouts_us` (the lowest level half of
+    it, higher levels 0.8, split over `steps`). Without a service level nothing is shed.
+    """
+    parameters = {"priority_levels": str(settings.priority_levels)}
+    if dict(settings.service_levels_ms).get(model) is None:
+        return parameters
+    for level, timeout_us in settings.queue_timeouts_us(model, steps).items():
+        parameters[f"admission_budget_ms_{max(1, level)}"] = f"{timeout_us / 1000:g}"
+    # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
+    parameters["admission_min_rows"] = str(max(1, settings.max_batch_size // 2))
+    return parameters
+
+
 def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
     """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container).
 
@@ -171,7 +191,7 @@ def fused_model(
         instance_count=settings.encoder_instances if instances is None else instances,
         dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
-        parameters={**parameters, **settings.admission_parameters(name, steps)},
+        parameters={**parameters, **admission_parameters(settings, name, steps)},
     )
 
 
@@ -371,7 +391,7 @@ def onnx_classifier_spec(
         dynamic_batching=settings.dynamic_batching,
         warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
-        parameters={"reject_non_finite": "true", **settings.admission_parameters(name)},
+        parameters={"reject_non_finite": "true", **admission_parameters(settings, name)},
         response_cache=settings.response_cache,
         response_cache_kind=settings.response_cache_kind,  # the renderer keeps it only where it is safe
         labels=tuple(labels),

@@ -14,7 +14,7 @@
    throttling is on (its default): the load is what app teams' clients would send.
 
 What sheds the excess is admission control inside the served Python models
-(`fastpath_backends.admission`, budgets from `RepoSettings.admission_parameters`): per dispatched
+(`fastpath_backends.admission`, budgets from `models.pipelines.admission_parameters`): per dispatched
 batch, priority 1 first, a request that would wait behind more than its share of the p99 service
 level is answered `overloaded` before any compute. No batcher has a queue policy: in Triton 2.51
 one exposes a 500 ms batcher stall. The caches are off so that every request costs real work.

@@ -19,6 +19,7 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.pipelines import (
     MAX_TEXT_BYTES,
     ClassifierTensors,
+    admission_parameters,
     cache_refuses_errors,
     classifier_encoder,
     classifier_lane,
@@ -26,7 +27,7 @@ from triton_fastpath.models.pipelines import (
     warmup_of,
     wrapper_ensemble,
 )
-from triton_fastpath.models.renderings import fused
+from triton_fastpath.models.renderings.fused import embedding_specs as fused_embedding_specs
 
 RENDERING = Rendering.GRAPH
 
@@ -52,7 +53,7 @@ def embedding_specs(
     fused_parameters: Mapping[str, str] | None = None,
 ) -> list[ModelSpec]:
     """The text graph is for classifiers: an embedding pipeline is served fused (`fused.embedding_specs`)."""
-    return fused.embedding_specs(
+    return fused_embedding_specs(
         name,
         dimension,
         settings,
@@ -136,7 +137,7 @@ def text_graph_specs(
             "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
             # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
             LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
-            **settings.admission_parameters(name),
+            **admission_parameters(settings, name),
         },
     )
     if labels is None:
