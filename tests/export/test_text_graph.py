@@ -261,12 +261,21 @@ def test_an_encoder_without_ids_and_mask_is_refused(files, tmp_path) -> None:
         text_graph.compose_text_graph(json.loads(files["tokenizer"].read_text()), encoder, max_length=16)
 
 
-def test_the_module_runs_alone(files, tmp_path, capsys) -> None:
+def test_the_modules_run_alone(files, tmp_path, capsys) -> None:
     code = text_graph.main(
         [
             "--tokenizer", str(files["tokenizer"]),
             "--encoder", str(files["encoder"]),
             "--output", str(tmp_path / "alone.onnx"),
+            "--max-length", "12",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    code = text_graph_check.main(
+        [
+            "--graph", str(tmp_path / "alone.onnx"),
+            "--tokenizer", str(files["tokenizer"]),
+            "--encoder", str(files["encoder"]),
             "--max-length", "12",
             "--texts", str(files["texts"]),
         ]

@@ -18,12 +18,9 @@ from pathlib import Path
 
 from triton_fastpath.config.settings import BUNDLED_EMBEDDER, EmbedderChoice
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.paths import BUILD_DIR, SEMANTIC_ONNX, SEMANTIC_TOKENIZER
 
 EMBEDDER_FILE = "embedder.json"
-# The names the files take in the fused model's folder (`models.pipelines` renders them).
-SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
-SEMANTIC_ONNX = "semantic.onnx"
 
 
 @dataclass(frozen=True)

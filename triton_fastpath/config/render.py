@@ -29,11 +29,10 @@ from fastpath_backends.parameters import FastpathOrtParameters, OnnxRunnerParame
 from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, ResponseCacheKind, TensorSpec
 from triton_fastpath.config.tensorrt import TensorRTSpec
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.paths import CUSTOM_OPS_FILE  # noqa: F401 (the text graph names it: models.renderings)
 
 ONNX_RUNNER = "onnx_runner"
 NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
-# onnxruntime-extensions' op library, linked beside the native backend in the server's backend directory.
-CUSTOM_OPS_FILE = "libortextensions.so"
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)

@@ -488,7 +488,7 @@ def session(path: Path | bytes, *, threads: int = 1):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m triton_fastpath.export.text_graph`: build (and optionally verify) one text graph."""
+    """`python -m triton_fastpath.export.text_graph`: build one text graph (`text_graph_check` verifies it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.json (BERT WordPiece)")
     parser.add_argument("--encoder", type=Path, required=True, help="encoder ONNX (input_ids, attention_mask in)")
@@ -497,7 +497,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--text-rank", type=int, choices=(1, 2), default=2, help="text shape [B] or [B, 1]")
     parser.add_argument("--logits-output", help="encoder output to turn into probabilities + label_index")
     parser.add_argument("--labels", help="class names, comma-separated: adds label and probability outputs")
-    parser.add_argument("--texts", type=Path, help="verify on these texts (one per line) against the two-step path")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     labels = args.labels.split(",") if args.labels else None
@@ -511,20 +510,6 @@ def main(argv: list[str] | None = None) -> int:
             logits_output=args.logits_output,
             labels=labels,
         )
-        if args.texts is not None:
-            from triton_fastpath.export.text_graph_check import verify_text_graph
-
-            texts = [line for line in args.texts.read_text(encoding="utf-8").splitlines() if line.strip()]
-            report = verify_text_graph(
-                graph_path=args.output,
-                tokenizer_path=args.tokenizer,
-                encoder_path=args.encoder,
-                texts=texts,
-                max_length=args.max_length,
-                logits_output=args.logits_output,
-                labels=labels,
-            )
-            print(report.describe())
     except ExportError as error:
         print(f"error: {error}")
         return 1

@@ -15,29 +15,15 @@ from __future__ import annotations
 
 import json
 import sys
-import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.errors import DataError
-from triton_fastpath.models.data import download_wheel
+from triton_fastpath.imports.public_minilm import prepare_minilm, prepare_minilm_setfit
+from triton_fastpath.imports.wheels import PublicWheel, fetch_wheel, read_members
 from triton_fastpath.paths import ROOT
-
-
-@dataclass(frozen=True)
-class PublicWheel:
-    """One pinned wheel on the package registry and the members read from it."""
-
-    package: str
-    version: str
-    filename: str
-    sha256: str
-    platform: str
-    members: dict[str, str]  # our name -> path inside the wheel
-
 
 MAGIKA = PublicWheel(
     package="magika",
@@ -50,38 +36,6 @@ MAGIKA = PublicWheel(
         "config.json": "magika/models/standard_v3_3/config.min.json",
     },
 )
-
-
-def fetch_wheel(wheel: PublicWheel, dest: Path, progress: Callable[[str], None] = print) -> Path:
-    """The wheel file in `dest`, downloaded once with `pip download --no-deps` (never installed), its
-    sha256 checked (`data.download_wheel`).
-
-    Raises:
-        DataError: pip failed (the registry cannot be reached), or the file's hash is not the pinned one.
-    """
-    dest = Path(dest)
-    if not (dest / wheel.filename).exists():
-        progress(f"{wheel.package}: pip download --no-deps {wheel.package}=={wheel.version} (not installed)")
-    return download_wheel(
-        f"{wheel.package}=={wheel.version}",
-        dest,
-        wheel.filename,
-        wheel.sha256,
-        why=f"the public {wheel.package} wheel",
-        options=["--only-binary=:all:", "--platform", wheel.platform],
-    )
-
-
-def read_members(wheel_path: Path, wheel: PublicWheel, dest: Path) -> dict[str, Path]:
-    """Copy the wheel's pinned members out of the zip (nothing is installed or imported)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    out = {}
-    with zipfile.ZipFile(wheel_path) as archive:
-        for name, member in wheel.members.items():
-            target = dest / name
-            target.write_bytes(archive.read(member))
-            out[name] = target
-    return out
 
 
 def magika_features(data: bytes, *, beg_size: int, end_size: int, block_size: int, padding_token: int) -> np.ndarray:
@@ -176,12 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     dest = args.dest or ROOT / "build" / "public" / args.model
     try:
         if args.model == "minilm":
-            from triton_fastpath.imports.public_minilm import prepare_minilm
-
             files = {"folder": prepare_minilm(dest)}
         elif args.model == "minilm-setfit":
-            from triton_fastpath.imports.public_minilm import prepare_minilm_setfit
-
             files = prepare_minilm_setfit(dest)
         else:
             files = prepare_magika(dest)

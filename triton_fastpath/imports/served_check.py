@@ -74,7 +74,7 @@ def check_served(
     container target, whose server (the NGC image) is not here: that is said, not skipped silently.
     """
     from triton_fastpath.build.assemble import assemble
-    from triton_fastpath.reliability.servers import triton
+    from triton_fastpath.serve.server import triton_on_free_ports
 
     spec = next(s for s in specs if s.name == model)
     if as_target(target) is not Target.EMBEDDED:
@@ -85,7 +85,7 @@ def check_served(
     with tempfile.TemporaryDirectory(prefix=f"served-{spec.name}-") as tmp:
         repository = Path(tmp) / "repository"
         assemble(list(specs), repository, target=target, files=files, warmup_samples=warmups)
-        with triton(repository, Path(tmp) / "logs") as server:
+        with triton_on_free_ports(repository, Path(tmp) / "logs") as server:
             served, top = _infer(server.grpc_url, spec, rows, label_output)
     reference = {k: np.asarray(v)[: rows.n] for k, v in expected.items()}
     checks = [diff_check("served vs onnxruntime max|diff|", reference, served, thresholds.served_rel_diff, rows.n)]

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from triton_fastpath import paths
-from triton_fastpath.config.render import CUSTOM_OPS_FILE
 from triton_fastpath.errors import NativeBuildError
 
 LOGGER = logging.getLogger(__name__)
+CUSTOM_OPS_FILE = paths.CUSTOM_OPS_FILE  # onnxruntime-extensions' op library, linked beside the backend
 
 BACKEND_NAME = "fastpath_ort"
 LIBRARY_NAME = f"libtriton_{BACKEND_NAME}.so"

@@ -26,9 +26,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from triton_fastpath.errors import NativeBuildError, ProcessError
 from triton_fastpath.native import build as native_build
@@ -410,3 +410,26 @@ class EmbeddedTritonServer:
                 if self._process is None or self._process.poll() is not None:
                     return None if self._process is None else self._process.returncode
             return None
+
+
+@contextlib.contextmanager
+def triton_on_free_ports(
+    repository: Path, log_dir: Path, *, ready_timeout_s: float = 180, **config: Any
+) -> Iterator[EmbeddedTritonServer]:
+    """An `EmbeddedTritonServer` for `repository` on free 127.0.0.1 ports, stopped on exit (also when
+    the body fails): the server of the reliability scenarios and of an import's served check.
+
+    Args:
+        repository: the model repository.
+        log_dir: where `tritonserver.log` goes.
+        ready_timeout_s: how long to wait for readiness.
+        **config: more `ServerConfig` fields (model control, TLS, restricted header, env...).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    options = {"http_port": 0, "grpc_port": 0, "metrics_port": 0, "log_file": log_dir / "tritonserver.log"}
+    server = EmbeddedTritonServer(ServerConfig(model_repository=repository, **{**options, **config}))
+    server.start(ready_timeout_s=ready_timeout_s)
+    try:
+        yield server
+    finally:
+        server.stop()
