@@ -12,6 +12,7 @@ check that cannot fail is not a check.
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -290,3 +291,36 @@ def check_labels_in_range(samples: Samples, n_classes: int | None) -> None:
         raise DataError(
             f"--samples {samples.source}: labels {sorted(set(bad.tolist()))[:5]} outside 0..{n_classes - 1}"
         )
+
+
+# Used to check parity when no evaluation file is given: varied length, punctuation, casing.
+PROBE_TEXTS = [
+    "An absolute delight from start to finish.",
+    "I want those two hours of my life back.",
+    "The plot is thin, but the performances carry it.",
+    "Not bad at all.",
+    "NOT GOOD!!!",
+    "a slow burn that rewards patience, with a final act that lands every emotional beat it sets up",
+    "meh",
+    "The cinematography is stunning; the script, sadly, is not.",
+]
+
+
+def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str], np.ndarray | None]:
+    """Read `text,label` rows (label as an index or a label name) for held-out evaluation."""
+    try:
+        with Path(path).open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as error:
+        raise DataError(f"--eval-csv {path}: {error}") from error
+    if not rows or "text" not in rows[0]:
+        raise DataError(f"--eval-csv {path}: expected a header with a 'text' column (and optionally 'label')")
+    texts = [row["text"] for row in rows]
+    if "label" not in rows[0]:
+        return texts, None
+    values = [row["label"] for row in rows]
+    try:
+        ids = [int(v) if v.isdigit() else (labels or []).index(v) for v in values]
+    except ValueError as error:
+        raise DataError(f"--eval-csv {path}: label not in the model's labels {labels}: {error}") from error
+    return texts, np.array(ids, dtype=np.int64)

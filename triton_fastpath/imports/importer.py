@@ -9,7 +9,6 @@ quantization, verification against the source, spec, validated config, assembled
 
 from __future__ import annotations
 
-import csv
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +20,9 @@ from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, 
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import TensorSpec
-from triton_fastpath.errors import DataError, ExportError, VerificationError
+from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
+    PROBE_TEXTS,
     Check,
     ImportThresholds,
     Samples,
@@ -33,6 +33,7 @@ from triton_fastpath.imports.checks import (
     diff_check,
     generate_samples,
     load_samples,
+    read_eval_csv,
     read_label_names,
 )
 from triton_fastpath.imports.served_check import check_served
@@ -40,38 +41,7 @@ from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 
 Progress = Callable[[str], None]
-# Used to check parity when no evaluation file is given: varied length, punctuation, casing.
-PROBE_TEXTS = [
-    "An absolute delight from start to finish.",
-    "I want those two hours of my life back.",
-    "The plot is thin, but the performances carry it.",
-    "Not bad at all.",
-    "NOT GOOD!!!",
-    "a slow burn that rewards patience, with a final act that lands every emotional beat it sets up",
-    "meh",
-    "The cinematography is stunning; the script, sadly, is not.",
-]
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
-
-
-def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str], np.ndarray | None]:
-    """Read `text,label` rows (label as an index or a label name) for held-out evaluation."""
-    try:
-        with Path(path).open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as error:
-        raise DataError(f"--eval-csv {path}: {error}") from error
-    if not rows or "text" not in rows[0]:
-        raise DataError(f"--eval-csv {path}: expected a header with a 'text' column (and optionally 'label')")
-    texts = [row["text"] for row in rows]
-    if "label" not in rows[0]:
-        return texts, None
-    values = [row["label"] for row in rows]
-    try:
-        ids = [int(v) if v.isdigit() else (labels or []).index(v) for v in values]
-    except ValueError as error:
-        raise DataError(f"--eval-csv {path}: label not in the model's labels {labels}: {error}") from error
-    return texts, np.array(ids, dtype=np.int64)
 
 
 def import_hf(

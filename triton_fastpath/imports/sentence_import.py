@@ -28,7 +28,7 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import VerificationError
-from triton_fastpath.imports.checks import Check, ImportThresholds, Samples
+from triton_fastpath.imports.checks import PROBE_TEXTS, Check, ImportThresholds, Samples, read_eval_csv
 from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
@@ -122,8 +122,6 @@ def import_sentence_model(
             f"{head.width} inputs (converted to plain arrays, folded into the graph)"
         )
     output = "probabilities" if head is not None else "embedding"
-    from triton_fastpath.imports.importer import PROBE_TEXTS, read_eval_csv
-
     if eval_csv is not None:
         if head is None:  # an encoder has no classes: the texts only
             texts = _read_texts(eval_csv)
