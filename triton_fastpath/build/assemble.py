@@ -23,9 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.models import data as datasets
-from triton_fastpath.errors import ConfigError, NativeBuildError
-from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
 from triton_fastpath.config.render import (
     ContainerOptions,
     Target,
@@ -35,10 +32,7 @@ from triton_fastpath.config.render import (
     write_config,
 )
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.config.spec import ModelKind, ModelSpec, ResponseCacheKind, validate_repository
-from triton_fastpath.config.spec import PipelineMembers
-from triton_fastpath.native import build as native_build
-from triton_fastpath.native import cache_build
+from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, ResponseCacheKind, validate_repository
 from triton_fastpath.config.tensorrt import (
     ParityCase,
     TensorRTSpec,
@@ -47,6 +41,11 @@ from triton_fastpath.config.tensorrt import (
     reference_outputs,
     write_engine_plan,
 )
+from triton_fastpath.errors import ConfigError, NativeBuildError
+from triton_fastpath.models import data as datasets
+from triton_fastpath.native import build as native_build
+from triton_fastpath.native import cache_build
+from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -119,7 +118,6 @@ def token_sequence_lengths(
     """Per encoder of a text pipeline: (min, opt, max) sequence lengths of its tokenizer on `texts`."""
     backends_importable()
     from fastpath_backends.text import TextEncoder
-
     from triton_fastpath.config.tensorrt import sequence_profile
 
     found: dict[str, tuple[int, int, int]] = {}
@@ -284,11 +282,11 @@ def assemble(
     files = files or {}
     warmup_samples = warmup_samples or {}
     written = []
-    for spec in specs:
-        model_dir = Path(repository) / spec.name
+    for listed in specs:
+        model_dir = Path(repository) / listed.name
         native_build.clear_model_folder(model_dir)  # the server's backend directory holds the backend
-        recorded = spec.artifacts or spec.name  # the key of its files and warm-up samples
-        spec = with_tokenizer_digest(spec, files.get(recorded, ()))
+        recorded = listed.artifacts or listed.name  # the key of its files and warm-up samples
+        spec = with_tokenizer_digest(listed, files.get(recorded, ()))
         written.append(write_config(spec, target, repository, options))
         for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
             _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.models import data as datasets
 from triton_fastpath.build.assemble import (
     ContainerBuild,
     assemble,
@@ -30,18 +29,6 @@ from triton_fastpath.build.assemble import (
     with_response_cache_here,
     write_container_engine_plan,
 )
-from triton_fastpath.models.bundled import default_specs, model_specs
-from triton_fastpath.errors import ConfigError, ExportError
-from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
-from triton_fastpath.models.pipelines import python_hops
-from triton_fastpath.cache.embedders import resolve_embedder
-from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, EmbedderChoice, RepoSettings
-from triton_fastpath.cache.semantic_calibration import calibrate_semantic
-from triton_fastpath.config.spec import ModelSpec, ResponseCacheKind
-from triton_fastpath.config.spec import PipelineMembers
-from triton_fastpath.models.bundled import SENTIMENT_NAME
 from triton_fastpath.build.steps import (
     ModelArtifact,
     ModelReport,
@@ -58,6 +45,17 @@ from triton_fastpath.build.steps import (
     write_cache_identity,
     write_report,
 )
+from triton_fastpath.cache.embedders import resolve_embedder
+from triton_fastpath.cache.semantic_calibration import calibrate_semantic
+from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, EmbedderChoice, RepoSettings
+from triton_fastpath.config.spec import ModelSpec, PipelineMembers, ResponseCacheKind
+from triton_fastpath.errors import ConfigError, ExportError
+from triton_fastpath.models import data as datasets
+from triton_fastpath.models.bundled import SENTIMENT_NAME, default_specs, model_specs
+from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
 
 LOGGER = logging.getLogger(__name__)
 ARTIFACTS_FILE = "artifacts.json"

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.models import data as datasets
-from triton_fastpath.errors import DataError, ExportError, VerificationError
-from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.models.renderings import text_classifier_specs
+from triton_fastpath.build.freshness import params_changed, up_to_date  # noqa: F401 (repository reads them here)
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
-from triton_fastpath.config.spec import ModelSpec
-from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.config.spec import ModelSpec, PipelineMembers
+from triton_fastpath.errors import DataError, ExportError, VerificationError
+from triton_fastpath.models import data as datasets
+from triton_fastpath.models.renderings import text_classifier_specs
+from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 
 LOGGER = logging.getLogger(__name__)
 
@@ -89,23 +89,6 @@ class ModelArtifact:
     specs: list[ModelSpec]
     files: dict[str, list]
     warmups: dict[str, dict[str, np.ndarray]]
-
-
-def up_to_date(outputs: Sequence[Path], inputs: Sequence[Path]) -> bool:
-    """True when every output exists and is newer than every input."""
-    if not all(p.exists() for p in outputs):
-        return False
-    newest_input = max((p.stat().st_mtime for p in inputs if p.exists()), default=0.0)
-    return min(p.stat().st_mtime for p in outputs) >= newest_input
-
-
-def params_changed(stamp: Path, params: dict) -> bool:
-    text = json.dumps(params, sort_keys=True)
-    if stamp.exists() and stamp.read_text() == text:
-        return False
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(text)
-    return True
 
 
 def _graph_outputs(path: Path) -> list[str]:
@@ -320,7 +303,7 @@ def export_text_classifier(
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
-    graph = text_graph_files(name, out_dir, settings, eval_texts, labels, progress, force)
+    graph = text_graph_files(name, out_dir, settings, eval_texts, labels, progress=progress, force=force)
     if graph:
         files[PipelineMembers(name).graph] = graph
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
@@ -337,6 +320,7 @@ def text_graph_files(
     settings: RepoSettings,
     texts: Sequence[str],
     labels: Sequence[str],
+    *,
     progress: Progress,
     force: bool,
 ) -> list[Path]:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.errors import ExportError
-
+from triton_fastpath.build.freshness import params_changed, up_to_date
 from triton_fastpath.config.settings import TEXT_GRAPHS
+from triton_fastpath.errors import ExportError
 
 LOGGER = logging.getLogger(__name__)
 __all__ = ["TEXT_GRAPHS", "TextGraphResult", "text_graph_step"]  # TEXT_GRAPHS: the file per precision
@@ -64,7 +64,6 @@ def text_graph_step(
         progress: where progress lines go.
         force: rebuild even when up to date.
     """
-    from triton_fastpath.build.steps import params_changed, up_to_date
     from triton_fastpath.export import text_graph
     from triton_fastpath.export.text_graph_check import verify_text_graph
 
