@@ -26,7 +26,7 @@ from tests.conftest import (
     start_server,
 )
 from triton_fastpath.build.repository import variant_repository
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import CacheTiers, RepoSettings
 from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.serve.redis_server import RedisServer
@@ -58,9 +58,7 @@ def l2_stack(request, built_repository, own_redis, tmp_path_factory):
     settings = served_settings(
         rendering=request.param,
         response_cache=False,
-        l1_max_entries=0,
-        l2_ttl_s=L2_TTL_S,
-        redis_timeout_ms=L2_TIMEOUT_MS,
+        cache_tiers=CacheTiers(l1_max_entries=0, l2_ttl_s=L2_TTL_S, redis_timeout_ms=L2_TIMEOUT_MS),
     )
     repository = variant_repository(settings, tmp_path_factory.mktemp("l2") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("l2-logs"), redis_url=own_redis.url)
@@ -124,7 +122,9 @@ def test_another_model_version_never_reads_this_versions_entries(l2_stack, own_r
     v1_namespaces = {k.split(b":")[1] for k in store.keys("fastpath:*")}
     rendering = "fused" if (repository / "sentiment_fused").exists() else "ensemble"
     settings = served_settings(
-        rendering=rendering, response_cache=False, l1_max_entries=0, redis_timeout_ms=L2_TIMEOUT_MS
+        rendering=rendering,
+        response_cache=False,
+        cache_tiers=CacheTiers(l1_max_entries=0, redis_timeout_ms=L2_TIMEOUT_MS),
     )
     other = variant_repository(settings, tmp_path / "v2")
     identity_file = other / CACHE_MODEL[rendering] / "1" / "cache_identity.json"

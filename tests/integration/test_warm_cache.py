@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from triton_fastpath.config.settings import CacheTiers
 from triton_fastpath.serve.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -64,7 +65,9 @@ def test_warming_computes_each_unique_text_once_then_finds_all_in_redis(
 
     # every store and lookup is counted: a 1 s Redis timeout, so a stall of the shared machine right
     # after the server starts is not a counted L2 failure (served default: 50 ms)
-    repository = variant_repository(served_settings(redis_timeout_ms=1000), tmp_path / "repository")
+    repository = variant_repository(
+        served_settings(cache_tiers=CacheTiers(redis_timeout_ms=1000)), tmp_path / "repository"
+    )
     texts, bad_line = write_input(tmp_path / "texts.txt")
     argv = ["--redis-url", fresh_redis.url, "--repository", str(repository), "--batch-size", "8"]
     summary_file = str(tmp_path / "summary.json")

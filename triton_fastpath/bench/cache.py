@@ -20,7 +20,7 @@ from typing import Any
 
 from fastpath_models import SentimentClient
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import RepoSettings, service_levels
+from triton_fastpath.config.settings import CacheTiers, RepoSettings, service_levels
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
     LoadResult,
@@ -187,7 +187,9 @@ def stacks(options: Options) -> list[Stack]:
             False,
             "L1 only (1 instance)",
         ),
-        Stack("l2", tuned(response_cache=False, l1_max_entries=0), True, "L2 only (Redis), L1 off"),
+        Stack(
+            "l2", tuned(response_cache=False, cache_tiers=CacheTiers(l1_max_entries=0)), True, "L2 only (Redis), L1 off"
+        ),
     ]
     if semantic_available():
         settings = tuned(

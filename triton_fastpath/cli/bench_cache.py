@@ -14,7 +14,7 @@ Table 1, per-layer latency (single requests):
   uncached        response_cache=False, cache=False: every row goes to the encoder
   miss            all caches on (defaults + Redis), every text new
   L1 hit          response_cache=False, one instance (its own L1), no Redis: a primed pool, repeated
-  L2 hit          response_cache=False, l1_max_entries=0, Redis: a primed pool, repeated
+  L2 hit          response_cache=False, cache_tiers.l1_max_entries=0, Redis: a primed pool, repeated
   response cache  defaults + Redis: identical requests, repeated
   semantic hit    response_cache=False, one instance, semantic_threshold (no Redis): primed
                   texts with punctuation added ("!", "?!", ...), which the exact caches miss;

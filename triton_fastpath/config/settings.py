@@ -189,6 +189,35 @@ class EmbedderChoice:
 
 
 @dataclass(frozen=True)
+class CacheTiers:
+    """The tiers of the Python cache-lookup step (the fused model's and the ensemble's cache model).
+
+    Attributes:
+        l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
+        l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
+        redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
+        redis_timeout_ms: Redis socket and connect timeout; a lookup or store slower than this
+            counts as an L2 failure (the row is computed, L2 bypassed for 1 s), never a failed
+            request. 50 ms suits a Redis beside the server; raise it for a remote one.
+    """
+
+    l1_max_entries: int = 10_000
+    l1_ttl_s: int = 300
+    l2_ttl_s: int = 86_400
+    redis_key_prefix: str = "fastpath:"
+    redis_timeout_ms: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("l1_max_entries", "l1_ttl_s", "l2_ttl_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"cache_tiers.{name}={getattr(self, name)}; expected >= 0")
+        if self.redis_timeout_ms < 1:
+            raise ConfigError(f"redis_timeout_ms={self.redis_timeout_ms}; expected >= 1 ms")
+        if not self.redis_key_prefix:
+            raise ConfigError("cache_tiers.redis_key_prefix is empty; expected a prefix such as 'fastpath:'")
+
+
+@dataclass(frozen=True)
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
 
@@ -231,11 +260,6 @@ class RepoSettings:
         onnx_threads: onnxruntime intra-op threads per encoder instance (1 beat 2 here).
         max_queue_delay_us: how long the batcher waits to fill a batch.
         preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
-        max_queue_size: requests queued per model and priority before new ones are rejected: a
-            memory bound, not the shedding mechanism. In Triton 2.51, rejecting at a full queue
-            stalls the batcher: at 3x offered load on `digits` with a 32-request queue the server
-            used 0.2 of its core and answered 0.1x capacity (docs/reliability.md, "Overload keeps its
-            goodput"). Timeouts shed.
         queue_timeout_us: a request still queued after this long is rejected before it is computed
             (0 = no limit). None (default): cut from the model's service level per priority
             (`queue_timeouts_us`); an explicit value applies to every model and priority.
@@ -254,12 +278,7 @@ class RepoSettings:
             renders for Triton's cache.
         cache: put the cache-lookup model (L1 in-process, L2 Redis) between tokenizer and encoder.
         cache_instances: instances of the cache model; each waits on its BLS call, so match the encoder.
-        l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
-        l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
-        redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
-        redis_timeout_ms: Redis socket and connect timeout; a lookup or store slower than this
-            counts as an L2 failure (the row is computed, L2 bypassed for 1 s), never a failed
-            request. 50 ms suits a Redis beside the server; raise it for a remote one.
+        cache_tiers: the Python lookup's L1 and Redis L2 (`CacheTiers`).
         semantic_threshold: cosine similarity at which the cache reuses a remembered answer for a
             text that missed the exact caches (0 = off, the default). The safe value depends on
             the model (training is not bit-reproducible), so it is measured on every build.
@@ -304,7 +323,6 @@ class RepoSettings:
     onnx_threads: int = FACTORY_TUNABLES["onnx_threads"]
     max_queue_delay_us: int = FACTORY_TUNABLES["max_queue_delay_us"]
     preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
-    max_queue_size: int = 1024
     queue_timeout_us: int | None = None
     service_levels_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
     priority_levels: int = 2
@@ -312,11 +330,7 @@ class RepoSettings:
     response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
     cache: bool = True
     cache_instances: int = 2
-    l1_max_entries: int = 10_000
-    l1_ttl_s: int = 300
-    l2_ttl_s: int = 86_400
-    redis_key_prefix: str = "fastpath:"
-    redis_timeout_ms: int = 50
+    cache_tiers: CacheTiers = CacheTiers()
     semantic_threshold: float = 0.0
     semantic_min_margin: float = 0.0
     semantic_guard: bool = False
@@ -388,8 +402,6 @@ class RepoSettings:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
         if self.length_bucket_rows < 0:
             raise ConfigError(f"length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
-        if self.redis_timeout_ms < 1:
-            raise ConfigError(f"redis_timeout_ms={self.redis_timeout_ms}; expected >= 1 ms")
         if not 8 <= self.max_length <= 512:
             raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
         if not 0.0 <= self.semantic_min_margin <= 1.0:

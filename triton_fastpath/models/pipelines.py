@@ -84,12 +84,13 @@ def warmup_of(
 
 def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
     """Parameters of the exact cache (L1/L2) and, when on, the semantic layer."""
+    tiers = settings.cache_tiers
     parameters = {
-        "l1_max_entries": str(settings.l1_max_entries),
-        "l1_ttl_s": str(settings.l1_ttl_s),
-        "l2_ttl_s": str(settings.l2_ttl_s),
-        "redis_key_prefix": settings.redis_key_prefix,
-        "redis_timeout_ms": str(settings.redis_timeout_ms),
+        "l1_max_entries": str(tiers.l1_max_entries),
+        "l1_ttl_s": str(tiers.l1_ttl_s),
+        "l2_ttl_s": str(tiers.l2_ttl_s),
+        "redis_key_prefix": tiers.redis_key_prefix,
+        "redis_timeout_ms": str(tiers.redis_timeout_ms),
     }
     if semantic:
         parameters.update(
