@@ -5,4 +5,6 @@ onnxruntime, PyTriton, our Triton repository in both renderings), drives it with
 separate asyncio process), measures the in-process ceiling (`ceiling`, no server), and writes
 `results.json`, `table.md` and `curves.png`. `tuner` sweeps the repository's batching and
 instance settings under a p99 bound. Entry points: `fastpath bench serving`, `fastpath tune`.
+
+May import: any package (a job at the top).
 """

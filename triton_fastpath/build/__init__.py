@@ -5,5 +5,7 @@
 - `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
 - `text_graph`: a text model's tokenizer-inside-ONNX graph, built, proven against `tokenizers`, or refused.
 
-May import: `config`, `models`, `export`, `cache` (semantic calibration), `errors`, `paths`.
+May import: `config`, `models`, `export`, `cache` (semantic calibration), `native` (the backend and the
+cache plugin the assembled models name), `sdk` (the SDK's tokenizers beside the repository), `errors`,
+`paths`.
 """

@@ -4,6 +4,8 @@ Each job is a subcommand (`fastpath build`, `fastpath bench serving`, ...). This
 the job's handler and hands it the rest of the command line; every handler (the other modules of
 this package, and a few `main` functions of the library) parses its own arguments, with a `--help`
 that has examples, and calls the library.
+
+May import: any package: the top of the kit; nothing imports it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@
 
 Used by the benchmark (`bench/loadgen.py`), the cache benchmark, the reliability scenarios, the
 demo and the locustfiles (`loadtests/payloads.py`).
+
+May import: nothing of triton_fastpath: it is below every job (the client runtime only).
 """
 
 from triton_fastpath.load.clients import measuring_client

@@ -3,4 +3,6 @@
 - `codegen`: reads the repository and plans which models get a client;
 - `render`: renders the modules' source text (pure);
 - `package`: writes the package, in this repository or as a standalone distribution with a wheel.
+
+May import: `config`, `errors`.
 """

@@ -6,6 +6,7 @@
 - `watchdog`: restarts a dead, wedged or unhealthy server; `health`: health proven by inference;
 - `redis_server` / `prometheus`: the Redis L2 cache and Prometheus, started on free ports.
 
-May import: `errors`, `paths`, `processes`, `native` (the backend it installs). Every process the
+May import: `errors`, `paths`, `processes`, `native` (the backend it installs), `config` (the
+response-cache kind a repository was built for). Every process the
 kit starts is owned here.
 """

@@ -1,0 +1,201 @@
+"""The layering the packages state is the layering the code has.
+
+Every first-party import in `triton_fastpath/` (read with `ast`, imports inside functions included)
+is checked against the "May import:" line of its package's `__init__.py` docstring; the sibling
+libraries (`fastpath_backends`, `fastpath_client`, `fastpath_models`) import nothing of
+`triton_fastpath`, and no two modules import each other, however deep the import sits. The checker
+is tested on a fake tree with a deliberate wrong-way import too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from triton_fastpath.paths import ROOT
+
+PACKAGE = "triton_fastpath"
+# Installable libraries beside the kit: below every package here, importable from any of them.
+SIBLINGS = {
+    "fastpath_backends": ROOT / "python_backends" / "fastpath_backends",
+    "fastpath_client": ROOT / "clients" / "fastpath_client",
+    "fastpath_models": ROOT / "clients" / "fastpath_models",
+}
+# The top-level modules every package may name; they import only each other.
+ANY = "any"
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module (or package), dotted
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line} imports {self.target}"
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def first_party_imports(root: Path, firsts: set[str]) -> list[Import]:
+    """Every import of a module under `root` whose top-level name is in `firsts`, anywhere in the file."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        source = module_name(root, path)
+        package = source if path.name == "__init__.py" else source.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                # `from pkg import name`: `name` is a module of pkg or a name in it (both recorded);
+                # `from triton_fastpath import paths` imports the module `triton_fastpath.paths`
+                targets = [] if base == root.name else [base]
+                targets += [f"{base}.{alias.name}" for alias in node.names]
+            found += [Import(source, t, node.lineno) for t in targets if t.split(".")[0] in firsts]
+    return found
+
+
+def unit(name: str) -> str:
+    """`triton_fastpath.build.steps` -> `build`; `fastpath_backends.text` -> `fastpath_backends`."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else parts[0]
+
+
+def stated_rules(root: Path) -> dict[str, set[str] | str]:
+    """Each sub-package's "May import:" line: the names it may import, or `ANY`.
+
+    Raises:
+        AssertionError: a sub-package states no rule.
+    """
+    rules: dict[str, set[str] | str] = {}
+    for init in sorted(root.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        match = re.search(r"May import:(.*?)(?:\n\s*\n|\Z)", doc, re.S)
+        assert match, f"{init}: the docstring states no 'May import:' rule"
+        text = match.group(1).strip()
+        if text.startswith("any"):
+            rules[init.parent.name] = ANY
+        elif text.startswith("nothing"):
+            rules[init.parent.name] = set()
+        else:
+            rules[init.parent.name] = {n.removeprefix(f"{PACKAGE}.") for n in re.findall(r"`([\w.]+)`", text)}
+    return rules
+
+
+def violations(root: Path, siblings: dict[str, Path]) -> list[str]:
+    """Every import against the stated rules, in `root` (the package) and in the sibling libraries."""
+    firsts = {root.name, *siblings}
+    rules = stated_rules(root)
+    modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    wrong, seen = [], set()
+    for imp in first_party_imports(root, firsts):
+        source, target = unit(imp.source), unit(imp.target)
+        if target == source or target in siblings or imp.target == root.name or (imp.source, imp.line) in seen:
+            continue
+        seen.add((imp.source, imp.line))
+        if source in modules:  # a top-level module: only the other top-level modules
+            allowed: set[str] | str = modules
+        else:
+            allowed = rules[source]
+        if allowed != ANY and target not in allowed:
+            wrong.append(f"{imp.where}: `{source}` may import {sorted(allowed) or 'nothing of ' + root.name}")
+    for name, folder in siblings.items():
+        if folder.is_dir():
+            below = {(i.source, i.line): i for i in first_party_imports(folder, {root.name})}
+            wrong += [f"{i.where}: {name} is below {root.name}" for i in below.values()]
+    return wrong
+
+
+def circles(root: Path) -> list[str]:
+    """Pairs of modules that import each other (directly, at any depth in the file)."""
+    modules = {module_name(root, p) for p in root.rglob("*.py")}
+    edges = {(i.source, i.target) for i in first_party_imports(root, {root.name}) if i.target in modules}
+    return sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges)
+
+
+def test_every_first_party_import_follows_the_stated_layering():
+    assert violations(ROOT / PACKAGE, SIBLINGS) == []
+
+
+def test_every_package_states_its_rule():
+    rules = stated_rules(ROOT / PACKAGE)
+    packages = {p.parent.name for p in (ROOT / PACKAGE).glob("*/__init__.py")}
+    assert set(rules) == packages
+    named = {n for r in rules.values() if r != ANY for n in r}
+    known = packages | {p.stem for p in (ROOT / PACKAGE).glob("*.py")}
+    assert named <= known, f"rules name what does not exist: {sorted(named - known)}"
+
+
+def test_no_two_modules_import_each_other():
+    assert circles(ROOT / PACKAGE) == []
+
+
+def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path / "triton_fastpath"
+
+
+FAKE = {
+    "triton_fastpath/__init__.py": '"""The kit."""\n',
+    "triton_fastpath/errors.py": "",
+    "triton_fastpath/low/__init__.py": '"""Below.\n\nMay import: `errors`.\n"""\n',
+    "triton_fastpath/low/a.py": "from triton_fastpath.errors import X\nfrom triton_fastpath.low import b\n",
+    "triton_fastpath/low/b.py": "import fastpath_backends.text\n",
+    "triton_fastpath/high/__init__.py": '"""Above.\n\nMay import: `low`, `errors`.\n"""\n',
+    "triton_fastpath/high/c.py": "from triton_fastpath import low\nfrom ..low.a import thing\n",
+    "triton_fastpath/top/__init__.py": '"""A job.\n\nMay import: anything (a job at the top).\n"""\n',
+    "triton_fastpath/top/d.py": "from triton_fastpath.high import c\n",
+    "libs/fastpath_backends/__init__.py": "",
+    "libs/fastpath_backends/text.py": "import numpy\n",
+}
+
+
+def test_the_checker_passes_a_tree_that_keeps_its_rules(tmp_path):
+    root = _fake_tree(tmp_path, FAKE)
+    assert violations(root, {"fastpath_backends": tmp_path / "libs" / "fastpath_backends"}) == []
+    assert circles(root) == []
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("triton_fastpath/low/bad.py", "def f():\n    from triton_fastpath.high.c import x\n", "low.bad:2 imports"),
+        ("triton_fastpath/low/bad.py", "from ..high import c\n", "triton_fastpath.low.bad:1 imports"),
+        ("triton_fastpath/low/bad.py", "from triton_fastpath import top\n", "`low` may import ['errors']"),
+        ("triton_fastpath/errors.py", "import triton_fastpath.low.a\n", "triton_fastpath.errors:1"),
+        ("libs/fastpath_backends/text.py", "from triton_fastpath.errors import X\n", "fastpath_backends is below"),
+    ],
+    ids=["inside-a-function", "relative", "from-package", "top-level-module", "sibling"],
+)
+def test_the_checker_fails_a_wrong_way_import(tmp_path, file, text, expected):
+    root = _fake_tree(tmp_path, {**FAKE, file: text})
+    found = violations(root, {"fastpath_backends": tmp_path / "libs" / "fastpath_backends"})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_the_checker_finds_a_circle_behind_an_import_inside_a_function(tmp_path):
+    root = _fake_tree(
+        tmp_path, {**FAKE, "triton_fastpath/low/b.py": "def f():\n    from triton_fastpath.low.a import y\n"}
+    )
+    assert circles(root) == ["triton_fastpath.low.a <-> triton_fastpath.low.b"]
+
+
+def test_the_checker_refuses_a_package_without_a_rule(tmp_path):
+    root = _fake_tree(tmp_path, {**FAKE, "triton_fastpath/low/__init__.py": '"""Below."""\n'})
+    with pytest.raises(AssertionError, match="states no 'May import:' rule"):
+        stated_rules(root)
