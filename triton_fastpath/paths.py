@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -27,6 +28,10 @@ SEMANTIC_ONNX = "semantic.onnx"
 
 
 def backends_importable() -> None:
-    """Make `fastpath_backends` importable, so build-time checks use the serving code itself."""
-    if str(BACKENDS_DIR) not in sys.path:
+    """Make `fastpath_backends` importable in a checkout that was never installed.
+
+    `fastpath_backends` is a package of the distribution (pyproject.toml finds it in
+    python_backends/), so an installed kit imports it like any other and this does nothing.
+    """
+    if importlib.util.find_spec("fastpath_backends") is None and str(BACKENDS_DIR) not in sys.path:
         sys.path.insert(0, str(BACKENDS_DIR))

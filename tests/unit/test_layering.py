@@ -199,3 +199,29 @@ def test_the_checker_refuses_a_package_without_a_rule(tmp_path):
     root = _fake_tree(tmp_path, {**FAKE, "triton_fastpath/low/__init__.py": '"""Below."""\n'})
     with pytest.raises(AssertionError, match="states no 'May import:' rule"):
         stated_rules(root)
+
+
+def test_fastpath_backends_is_a_package_of_the_distribution(tmp_path):
+    """Declared in pyproject.toml (found in python_backends/, beside `python_backends` itself, which the
+    build copies into repositories) and importable from anywhere without `paths.backends_importable`."""
+    import os
+    import subprocess
+    import sys
+    import tomllib
+
+    import setuptools
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {p for where in found["where"] for p in setuptools.find_packages(ROOT / where, include=found["include"])}
+    assert {"fastpath_backends", "python_backends", "python_backends.fastpath_backends"} <= packages
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = (
+        "import sys, fastpath_backends.parameters as p; "
+        "print(p.__file__, any('python_backends' in x for x in sys.path))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"{result.stderr}\n(reinstall: pip install --no-deps -e .)"
+    where, hacked = result.stdout.split()
+    assert where.endswith("fastpath_backends/parameters.py") and hacked == "False"
