@@ -24,7 +24,7 @@ from triton_fastpath.config.settings import (
 from triton_fastpath.config.spec import ModelKind, ModelSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
-from triton_fastpath.models.pipelines import MAX_TEXT_BYTES, python_hops
+from triton_fastpath.models.pipelines import MAX_TEXT_BYTES, python_hops, queue_timeouts_us
 from triton_fastpath.paths import backends_importable
 
 backends_importable()
@@ -329,20 +329,20 @@ def test_admission_budgets_are_cut_from_each_models_service_level_per_priority()
 
 def test_an_ensemble_rendering_splits_the_queueing_budget_over_its_queues() -> None:
     settings = RepoSettings(rendering="ensemble", service_levels_ms=STRICT)
-    assert settings.queue_timeouts_us("sentiment", steps=4) == {1: 10_000, 2: 6_250}
-    assert settings.queue_timeouts_us("sentiment", steps=3) == {1: 13_333, 2: 8_333}
+    assert queue_timeouts_us(settings, "sentiment", steps=4) == {1: 10_000, 2: 6_250}
+    assert queue_timeouts_us(settings, "sentiment", steps=3) == {1: 13_333, 2: 8_333}
 
 
 def test_models_without_a_service_level_shed_nothing_and_explicit_timeouts_keep_one_timeout() -> None:
     assert _parameters("embed_fused", RepoSettings())["priority_levels"] == "2"
     assert not any(k.startswith("admission_budget") for k in _parameters("embed_fused", RepoSettings()))
-    assert RepoSettings(queue_timeout_us=50_000).queue_timeouts_us("digits") == {1: 50_000, 2: 50_000}
-    assert RepoSettings(priority_levels=0, service_levels_ms=STRICT).queue_timeouts_us("digits") == {0: 10_000}
+    assert queue_timeouts_us(RepoSettings(queue_timeout_us=50_000), "digits") == {1: 50_000, 2: 50_000}
+    assert queue_timeouts_us(RepoSettings(priority_levels=0, service_levels_ms=STRICT), "digits") == {0: 10_000}
 
 
 def test_a_queue_timeout_is_never_shorter_than_twice_the_batching_delay() -> None:
     settings = RepoSettings(service_levels_ms=STRICT, max_queue_delay_us=300_000)
-    assert settings.queue_timeouts_us("digits") == {1: 600_000, 2: 600_000}
+    assert queue_timeouts_us(settings, "digits") == {1: 600_000, 2: 600_000}
 
 
 def test_service_levels_come_from_a_named_profile_never_from_the_environment(

@@ -40,7 +40,7 @@ FACTORY_TUNABLES: dict[str, Any] = {
 }
 # The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
 # `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
-# it (`RepoSettings.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
+# it (`models.pipelines.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
 # on 2 cores) cannot hold the default: there, as for the load-test gates, choose the relaxed
 # profile, by `--service-levels relaxed` (the commands that build or start servers take it).
 SERVICE_LEVELS_MS: tuple[tuple[str, float], ...] = (("sentiment", 50.0), ("digits", 20.0))
@@ -262,7 +262,7 @@ class RepoSettings:
         preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
         queue_timeout_us: a request still queued after this long is rejected before it is computed
             (0 = no limit). None (default): cut from the model's service level per priority
-            (`queue_timeouts_us`); an explicit value applies to every model and priority.
+            (`models.pipelines.queue_timeouts_us`); an explicit value applies to every model and priority.
         service_levels_ms: the p99 each model promises, `(model, ms)` pairs; default: the default
             profile (`SERVICE_LEVEL_PROFILES`; `service_levels(name)` gives another).
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
@@ -421,26 +421,6 @@ class RepoSettings:
                 f"preferred_batch_sizes={list(self.preferred_batch_sizes)}: {too_big} outside 1..max_batch_size "
                 f"({self.max_batch_size})"
             )
-
-    def queue_timeouts_us(self, model: str | None = None, steps: int = 1) -> dict[int, int]:
-        """How long a request may wait in each of `model`'s queues, per priority level (1 = highest).
-
-        With a service level (p99, ms) for `model`: the lowest level gets `QUEUE_SHARE_LOWEST` of it,
-        higher levels `QUEUE_SHARE_HIGHER`, split evenly over the `steps` queues a request passes
-        through (the steps of an ensemble rendering). Without one: `FALLBACK_QUEUE_TIMEOUT_US`.
-        Never shorter than twice the batching delay (a request must outlive the window it waits
-        in). An explicit `queue_timeout_us` wins. Level 0 stands for "no priorities".
-        """
-        levels = range(1, self.priority_levels + 1) if self.priority_levels else (0,)
-        lowest = max(levels)
-        level_ms = dict(self.service_levels_ms).get(model or "")
-        if self.queue_timeout_us is not None:
-            return dict.fromkeys(levels, self.queue_timeout_us)
-        if level_ms is None:
-            return dict.fromkeys(levels, FALLBACK_QUEUE_TIMEOUT_US)
-        share = {level: QUEUE_SHARE_LOWEST if level == lowest else QUEUE_SHARE_HIGHER for level in levels}
-        floor = 2 * self.max_queue_delay_us
-        return {level: max(1, floor, round(level_ms * 1000 * share[level] / max(1, steps))) for level in levels}
 
     @property
     def dynamic_batching(self) -> DynamicBatching:

@@ -16,8 +16,11 @@ from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_ta
 from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER,
     BUNDLED_EMBEDDER_DIM,
+    FALLBACK_QUEUE_TIMEOUT_US,
     LABELS_FILE,
     PRECISIONS,
+    QUEUE_SHARE_HIGHER,
+    QUEUE_SHARE_LOWEST,
     RepoSettings,
 )
 from triton_fastpath.config.spec import (
@@ -111,6 +114,27 @@ def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
     return parameters
 
 
+def queue_timeouts_us(settings: RepoSettings, model: str | None = None, steps: int = 1) -> dict[int, int]:
+    """How long a request may wait in each of `model`'s queues, per priority level (1 = highest).
+
+    With a service level (p99, ms) for `model`: the lowest level gets `QUEUE_SHARE_LOWEST` of it,
+    higher levels `QUEUE_SHARE_HIGHER`, split evenly over the `steps` queues a request passes
+    through (the steps of an ensemble rendering). Without one: `FALLBACK_QUEUE_TIMEOUT_US`.
+    Never shorter than twice the batching delay (a request must outlive the window it waits
+    in). An explicit `settings.queue_timeout_us` wins. Level 0 stands for "no priorities".
+    """
+    levels = range(1, settings.priority_levels + 1) if settings.priority_levels else (0,)
+    lowest = max(levels)
+    level_ms = dict(settings.service_levels_ms).get(model or "")
+    if settings.queue_timeout_us is not None:
+        return dict.fromkeys(levels, settings.queue_timeout_us)
+    if level_ms is None:
+        return dict.fromkeys(levels, FALLBACK_QUEUE_TIMEOUT_US)
+    share = {level: QUEUE_SHARE_LOWEST if level == lowest else QUEUE_SHARE_HIGHER for level in levels}
+    floor = 2 * settings.max_queue_delay_us
+    return {level: max(1, floor, round(level_ms * 1000 * share[level] / max(1, steps))) for level in levels}
+
+
 def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> dict[str, str]:
     """The parameters of a model's admission control (`fastpath_backends.admission`; the native
     backend reads its own from the same budgets).
@@ -118,13 +142,13 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
     `priority_levels` (what clients may send), and with a service level for `model`
     `admission_min_rows` (half a client batch: always computed) and one
     `admission_budget_ms_<level>` per level: the compute a request may wait behind in one
-    batch, the same shares of the p99 as `RepoSettings.queue_timeouts_us` (the lowest level half of
+    batch, the same shares of the p99 as `queue_timeouts_us` (the lowest level half of
     it, higher levels 0.8, split over `steps`). Without a service level nothing is shed.
     """
     parameters = {"priority_levels": str(settings.priority_levels)}
     if dict(settings.service_levels_ms).get(model) is None:
         return parameters
-    for level, timeout_us in settings.queue_timeouts_us(model, steps).items():
+    for level, timeout_us in queue_timeouts_us(settings, model, steps).items():
         parameters[f"admission_budget_ms_{max(1, level)}"] = f"{timeout_us / 1000:g}"
     # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
     parameters["admission_min_rows"] = str(max(1, settings.max_batch_size // 2))

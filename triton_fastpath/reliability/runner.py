@@ -21,6 +21,7 @@ from pathlib import Path
 
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.models.pipelines import queue_timeouts_us
 from triton_fastpath.reliability import faults, fuzz, generator, healing, matrix, overload, security, stopping
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
@@ -55,7 +56,7 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
             generator.pin_process_tree(pid, cores.server)
         rows = []
         for model in overload.MODELS:
-            timeouts_us = settings.queue_timeouts_us(model)  # the flood is the lowest priority level
+            timeouts_us = queue_timeouts_us(settings, model)  # the flood is the lowest priority level
             rows += overload.run_overload(
                 server.grpc_url,
                 generator.workload(model),

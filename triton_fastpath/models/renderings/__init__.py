@@ -25,7 +25,7 @@ MODULES: dict[Rendering, ModuleType] = {module.RENDERING: module for module in (
 
 def module_of(rendering: Rendering) -> ModuleType:
     """The module that builds `rendering` (`classifier_specs`, `embedding_specs`)."""
-    return MODULES[Rendering.parse(rendering)]
+    return MODULES[rendering]
 
 
 def text_classifier_specs(
