@@ -18,7 +18,7 @@ import pytest
 from loadtests import sla
 from loadtests.shapes import SHAPES, users_at
 from tests.loadtest.conftest import ROOT, run_command
-from triton_fastpath.loadtest import data, report
+from triton_fastpath.load_reports import data, report
 from triton_fastpath.serve.prometheus import _parse_time, scrape_config
 
 

@@ -310,7 +310,7 @@ def _main(argv: list[str] | None) -> int:
 
 def write_report(args: argparse.Namespace, out_dir: Path, prometheus_url: str, start: float, end: float) -> int:
     """Write the report; 0, or EXIT_REPORT with the reason printed."""
-    from triton_fastpath.loadtest.report import build_report
+    from triton_fastpath.load_reports.report import build_report
 
     gate = _read_gate(out_dir)
     try:

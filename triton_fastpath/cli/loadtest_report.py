@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[report] %(message)s")
 
-    from triton_fastpath.loadtest.data import read_locust_history
-    from triton_fastpath.loadtest.report import build_report
+    from triton_fastpath.load_reports.data import read_locust_history
+    from triton_fastpath.load_reports.report import build_report
 
     start, end = args.start, args.end
     if start is None or end is None:

@@ -4,7 +4,7 @@ Per model: the client's p50/p95/p99 and throughput next to Triton's queue, compu
 compute-infer and compute-output time, average batch size, cache hit ratios, failures by reason
 and pending requests, all over the run's time window; written as `report.md` + PNG plots +
 `report.json`. `render_markdown` is pure and unit tested; `make_plots` and `build_report` query
-Prometheus through `triton_fastpath.loadtest.data`, which reads and joins the figures.
+Prometheus through `triton_fastpath.load_reports.data`, which reads and joins the figures.
 
     report = build_report(csv_prefix="build/loadtest/x/locust", prometheus_url="http://127.0.0.1:9090",
                           start=t0, end=t1, out_dir=Path("build/loadtest/x"))
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from triton_fastpath.loadtest.data import (
+from triton_fastpath.load_reports.data import (
     SERVER_P99,
     STAGES,
     ClientRow,

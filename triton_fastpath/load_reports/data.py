@@ -3,7 +3,7 @@
 `read_locust_stats` / `read_locust_failures` / `read_locust_history` read locust's `--csv` output;
 `server_figures` turns two counter snapshots into per-model figures (pure, unit tested);
 `connect`, `snapshot`, `query_server` and `series` talk to Prometheus (prometheus-api-client).
-Rendering them (report.md, report.json, PNG plots) is `triton_fastpath.loadtest.report`.
+Rendering them (report.md, report.json, PNG plots) is `triton_fastpath.load_reports.report`.
 """
 
 from __future__ import annotations
