@@ -22,8 +22,8 @@ from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
-    PRECISIONS,
     SERVICE_LEVEL_PROFILES,
+    Precision,
     RepoSettings,
     container_rendering,
     service_levels,
@@ -100,7 +100,8 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
     )
     p.add_argument(
         "--precision",
-        choices=sorted(PRECISIONS),
+        type=Precision,
+        choices=list(Precision),
         default=None,
         help=(
             "ONNX encoder weights to serve (default: fp32, which the GPU runs natively; dynamic INT8 would run "

@@ -37,7 +37,7 @@ from triton_fastpath.build.assemble import with_response_cache_here
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.config.settings import Precision, RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf, import_onnx
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=[t.value for t in Target], default="embedded")
     parser.add_argument(
         "--precision",
-        choices=sorted(PRECISIONS),
+        type=Precision,
+        choices=list(Precision),
         default=None,
         help="served weights (default: int8 for hf, fp32 for onnx; both are built and checked)",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,27 @@ from triton_fastpath.config.spec import DynamicBatching, ResponseCacheKind
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
 
-PRECISIONS = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
-# The text graphs (tokenizer inside ONNX, triton_fastpath.export.text_graph) per precision.
-TEXT_GRAPHS = {"fp32": "text.onnx", "int8": "text.int8.onnx"}
+
+class Precision(StrEnum):
+    """The encoder weights a text or ONNX model serves: FP32, or INT8 (dynamic quantisation, faster on CPU)."""
+
+    FP32 = "fp32"
+    INT8 = "int8"
+
+    @property
+    def onnx_file(self) -> str:
+        """The encoder's file in its model folder."""
+        return "model.onnx" if self is Precision.FP32 else "model.int8.onnx"
+
+    @property
+    def text_graph_file(self) -> str:
+        """The text graph's file (tokenizer inside ONNX, `triton_fastpath.export.text_graph`)."""
+        return "text.onnx" if self is Precision.FP32 else "text.int8.onnx"
+
+
+# File per precision name, for the export and import steps that name files by precision.
+PRECISIONS = {precision.value: precision.onnx_file for precision in Precision}
+TEXT_GRAPHS = {precision.value: precision.text_graph_file for precision in Precision}
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
@@ -312,7 +331,7 @@ class RepoSettings:
     """
 
     rendering: Rendering = FACTORY_TUNABLES["rendering"]
-    precision: str = "int8"
+    precision: Precision = Precision.INT8
     max_length: int = 64
     length_bucket_rows: int = 4
     max_batch_size: int = 64
@@ -398,8 +417,10 @@ class RepoSettings:
                 f"{[k.value for k in ResponseCacheKind]}"
             ) from None
         object.__setattr__(self, "rendering", Rendering.parse(self.rendering))
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}")
+        try:
+            object.__setattr__(self, "precision", Precision(self.precision))
+        except ValueError:
+            raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}") from None
         if self.length_bucket_rows < 0:
             raise ConfigError(f"length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
         if not 8 <= self.max_length <= 512:

@@ -18,9 +18,9 @@ from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER_DIM,
     FALLBACK_QUEUE_TIMEOUT_US,
     LABELS_FILE,
-    PRECISIONS,
     QUEUE_SHARE_HIGHER,
     QUEUE_SHARE_LOWEST,
+    Precision,
     RepoSettings,
 )
 from triton_fastpath.config.spec import (
@@ -334,7 +334,7 @@ def classifier_encoder(name: str, tensors: ClassifierTensors, settings: RepoSett
     return ModelSpec(
         name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
-        model_file=PRECISIONS[settings.precision],
+        model_file=settings.precision.onnx_file,
         max_batch_size=batch,
         inputs=(tensors.ids, tensors.mask),
         outputs=(tensors.probabilities, tensors.label_index),
@@ -365,7 +365,7 @@ def embedding_encoder(
     return ModelSpec(
         name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
-        model_file=PRECISIONS[precision or settings.precision],
+        model_file=Precision(precision or settings.precision).onnx_file,
         max_batch_size=batch,
         inputs=(ids, mask),
         outputs=(embedding,),
@@ -400,13 +400,13 @@ def onnx_classifier_spec(
     (`<model>/warmup/<input>`), which also warms inputs with variable dims. With `labels`, the
     `label_output` output (its class scores) gets Triton's `label_filename`.
     """
-    precision = precision or settings.precision
+    precision = Precision(precision or settings.precision)
     if labels:
         outputs = [replace(t, label_filename=LABELS_FILE) if t.name == label_output else t for t in outputs]
     return ModelSpec(
         name=name,
         kind=ModelKind.ONNX,
-        model_file=PRECISIONS[precision],
+        model_file=precision.onnx_file,
         max_batch_size=settings.max_batch_size,
         inputs=tuple(inputs),
         outputs=tuple(outputs),

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import LABELS_FILE, TEXT_GRAPHS, RepoSettings
+from triton_fastpath.config.settings import LABELS_FILE, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.pipelines import (
@@ -118,7 +118,7 @@ def text_graph_specs(
         response_cache=settings.response_cache and direct,
         response_cache_kind=settings.response_cache_kind,
         kind=ModelKind.ONNX,
-        model_file=TEXT_GRAPHS[settings.precision],
+        model_file=settings.precision.text_graph_file,
         max_batch_size=batch,
         inputs=(text,),
         outputs=served,
