@@ -232,12 +232,6 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
             trt_precision=args.trt_precision,
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
-        if args.rendering and not args.rendering.has_lookup_step and not args.no_cache:
-            progress(
-                f"rendering {args.rendering}: no Python L1/L2 lookup (a Python step); its caches are the response "
-                "cache's (--rendering fused keeps the Python lookup)"
-            )
-            args.no_cache = True
         # the Python L1/L2 lookup: off with --no-cache, needed by the semantic layer, else the rendering's
         cache = {"cache": False} if args.no_cache else {"cache": True} if args.semantic else {}
         # the container target's rendering is chosen by hop count (it cannot be measured here)
@@ -258,6 +252,15 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
             ids_lane=not args.no_ids_lane,
             **({"native": False} if args.no_native else {}),
         )
+        if rendering:  # the caches the rendering has (`Rendering.settings_for`: the graph has no Python lookup)
+            shaped = settings.with_rendering(rendering)
+            if settings.cache and not shaped.cache:
+                notes = (
+                    *notes,
+                    f"rendering {rendering}: no Python L1/L2 lookup (a Python step); its caches are the response "
+                    "cache's (--rendering fused keeps the Python lookup)",
+                )
+            settings = shaped
         for note in notes:
             progress(note)
         if not container_target and args.rendering is None:  # the tuner's choices, and why
