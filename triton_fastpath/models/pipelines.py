@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from fastpath_backends.parameters import AdmissionParameters, TokenizerParameters
 from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
 from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER,
@@ -145,14 +146,16 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
     batch, the same shares of the p99 as `queue_timeouts_us` (the lowest level half of
     it, higher levels 0.8, split over `steps`). Without a service level nothing is shed.
     """
-    parameters = {"priority_levels": str(settings.priority_levels)}
     if dict(settings.service_levels_ms).get(model) is None:
-        return parameters
-    for level, timeout_us in queue_timeouts_us(settings, model, steps).items():
-        parameters[f"admission_budget_ms_{max(1, level)}"] = f"{timeout_us / 1000:g}"
-    # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
-    parameters["admission_min_rows"] = str(max(1, settings.max_batch_size // 2))
-    return parameters
+        return AdmissionParameters(priority_levels=settings.priority_levels).to_parameters()
+    return AdmissionParameters(
+        priority_levels=settings.priority_levels,
+        admission_budget_ms_={
+            max(1, level): timeout_us / 1000 for level, timeout_us in queue_timeouts_us(settings, model, steps).items()
+        },
+        # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
+        admission_min_rows=max(1, settings.max_batch_size // 2),
+    ).to_parameters()
 
 
 def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
@@ -379,7 +382,7 @@ def embedding_encoder(
 
 def tokenizer_parameters(settings: RepoSettings) -> dict[str, str]:
     """How a Python step tokenizes: the tokenizer file beside it and the length it truncates at."""
-    return {"tokenizer_file": "tokenizer.json", "max_length": str(settings.max_length)}
+    return TokenizerParameters(tokenizer_file="tokenizer.json", max_length=settings.max_length).to_parameters()
 
 
 def onnx_classifier_spec(
