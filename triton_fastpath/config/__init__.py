@@ -3,7 +3,9 @@
 - `spec`: typed model specs (`ModelSpec`, `TensorSpec`, batching, queue policies), checked at birth;
 - `render`: the renderer, spec -> `config.pbtxt` per target (embedded or NGC container);
 - `settings`: `RepoSettings` (instances, batching, caches, service levels, tuning file), the one
-  typed object every job reads its repository settings from;
+  typed object every job reads its repository settings from, with its closed choices as enums
+  (`Precision`) and its groups (`CacheTiers`, `EmbedderChoice`);
+- `rendering`: `Rendering` (fused, ensemble, graph) and what each cannot do, said once;
 - `tensorrt`: TensorRT optimisation profiles and the engine plan for the container target.
 
 May import: `triton_fastpath.errors`, `triton_fastpath.paths`. Nothing here starts a process or

