@@ -35,9 +35,9 @@ TEST_SERVICE_LEVELS = "default"
 
 def served_settings(**overrides):
     """`RepoSettings` for a repository a test serves: the given settings, the default service levels."""
-    from triton_fastpath.config.settings import RepoSettings, service_levels
+    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 
-    return RepoSettings(**{"service_levels_ms": service_levels(TEST_SERVICE_LEVELS), **overrides})
+    return RepoSettings(**{"service_levels": ServiceLevels.profile(TEST_SERVICE_LEVELS), **overrides})
 
 
 @pytest.fixture(scope="session")
@@ -45,10 +45,10 @@ def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built models as served in tests: model_repository/ built if needed (`make test` builds it
     first, with visible progress), assembled afresh with the default service levels."""
     from triton_fastpath.build.repository import build_repository, variant_repository
-    from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 
     # model_repository/ as committed (default service levels); skips what is up to date
-    build_repository(settings=RepoSettings.tuned(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]), progress=print)
+    build_repository(settings=RepoSettings.tuned(service_levels=ServiceLevels.profile("default")), progress=print)
     return variant_repository(served_settings(), tmp_path_factory.mktemp("served") / "model_repository")
 
 

@@ -189,7 +189,7 @@ def test_headline_is_the_default_build_as_it_ships_and_the_baselines_include_fas
 
     assert OURS == "ours-default"
     shipped = {s.key: s for s in default_systems()}[OURS].settings
-    assert shipped == RepoSettings.tuned(precision="int8", service_levels_ms=shipped.service_levels_ms)
+    assert shipped == RepoSettings.tuned(precision="int8", service_levels=shipped.service_levels)
     assert shipped.response_cache  # its caches on: on unique texts every request is a miss
     assert {"fastapi-ort", "fastapi-ort-2w", "naive", "pytriton"} <= set(BASELINES)
 

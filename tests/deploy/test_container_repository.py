@@ -16,7 +16,7 @@ import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild
 from triton_fastpath.config.render import parse_pbtxt
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 
@@ -29,7 +29,7 @@ def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from triton_fastpath.build.repository import build_repository
 
     root = tmp_path_factory.mktemp("container")
-    settings = RepoSettings(service_levels_ms=SERVICE_LEVEL_PROFILES["default"])  # as model_repository/
+    settings = RepoSettings(service_levels=ServiceLevels.profile("default"))  # as model_repository/
     build_repository(
         repository=root / "model_repository", settings=settings, target="container", container=ContainerBuild()
     )

@@ -28,7 +28,7 @@ LOADED = ("sentiment", "digits")
 def default_settings():
     from triton_fastpath.config.settings import RepoSettings
 
-    return RepoSettings.tuned(service_levels_ms=served_settings().service_levels_ms)
+    return RepoSettings.tuned(service_levels=served_settings().service_levels)
 
 
 @pytest.fixture(scope="module")

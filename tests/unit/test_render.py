@@ -26,7 +26,7 @@ from triton_fastpath.config.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.config.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -45,7 +45,7 @@ from triton_fastpath.paths import DEFAULT_REPOSITORY
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]
 # The committed repository is rendered for the default service levels (the tests run on relaxed ones).
-DEFAULT_SPECS = default_specs(RepoSettings.tuned(service_levels_ms=SERVICE_LEVEL_PROFILES["default"]))
+DEFAULT_SPECS = default_specs(RepoSettings.tuned(service_levels=ServiceLevels.profile("default")))
 
 
 def x_in() -> TensorSpec:

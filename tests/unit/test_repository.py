@@ -17,6 +17,7 @@ from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     SERVICE_LEVEL_PROFILES,
     RepoSettings,
+    ServiceLevels,
     load_tuning,
     service_levels,
     validate_tuning,
@@ -295,7 +296,7 @@ def test_no_model_that_calls_its_encoder_by_bls_warms_up() -> None:
 # --- queue policy and batch cap from the service level ---------------------------------------------
 
 
-STRICT = SERVICE_LEVEL_PROFILES["default"]
+STRICT = ServiceLevels.profile("default")
 
 
 def _batching(name: str, settings: RepoSettings):
@@ -310,7 +311,7 @@ def test_no_batcher_has_a_queue_policy_or_priority_levels() -> None:
     # In Triton 2.51 either turns payload prefetching off and exposes the 500 ms batcher stall.
     for rendering in Rendering:
         for target in TARGETS:
-            for spec in specs_by_name(rendering, target, service_levels_ms=STRICT).values():
+            for spec in specs_by_name(rendering, target, service_levels=STRICT).values():
                 batching = spec.dynamic_batching
                 if batching is None:
                     continue
@@ -319,16 +320,16 @@ def test_no_batcher_has_a_queue_policy_or_priority_levels() -> None:
 
 
 def test_admission_budgets_are_cut_from_each_models_service_level_per_priority() -> None:
-    digits = _parameters("digits", RepoSettings(service_levels_ms=STRICT))
+    digits = _parameters("digits", RepoSettings(service_levels=STRICT))
     assert digits["priority_levels"] == "2"
     assert digits["admission_budget_ms_2"] == "10"  # half of the 20 ms p99
     assert digits["admission_budget_ms_1"] == "16"  # priority 1 may wait behind more work
-    fused = _parameters("sentiment_fused", RepoSettings(service_levels_ms=STRICT))
+    fused = _parameters("sentiment_fused", RepoSettings(service_levels=STRICT))
     assert (fused["admission_budget_ms_2"], fused["admission_budget_ms_1"]) == ("25", "40")
 
 
 def test_an_ensemble_rendering_splits_the_queueing_budget_over_its_queues() -> None:
-    settings = RepoSettings(rendering="ensemble", service_levels_ms=STRICT)
+    settings = RepoSettings(rendering="ensemble", service_levels=STRICT)
     assert queue_timeouts_us(settings, "sentiment", steps=4) == {1: 10_000, 2: 6_250}
     assert queue_timeouts_us(settings, "sentiment", steps=3) == {1: 13_333, 2: 8_333}
 
@@ -336,12 +337,14 @@ def test_an_ensemble_rendering_splits_the_queueing_budget_over_its_queues() -> N
 def test_models_without_a_service_level_shed_nothing_and_explicit_timeouts_keep_one_timeout() -> None:
     assert _parameters("embed_fused", RepoSettings())["priority_levels"] == "2"
     assert not any(k.startswith("admission_budget") for k in _parameters("embed_fused", RepoSettings()))
-    assert queue_timeouts_us(RepoSettings(queue_timeout_us=50_000), "digits") == {1: 50_000, 2: 50_000}
-    assert queue_timeouts_us(RepoSettings(priority_levels=0, service_levels_ms=STRICT), "digits") == {0: 10_000}
+    explicit = RepoSettings(service_levels=ServiceLevels(queue_timeout_us=50_000))
+    assert queue_timeouts_us(explicit, "digits") == {1: 50_000, 2: 50_000}
+    unprioritised = RepoSettings(service_levels=ServiceLevels(STRICT.p99_ms, priority_levels=0))
+    assert queue_timeouts_us(unprioritised, "digits") == {0: 10_000}
 
 
 def test_a_queue_timeout_is_never_shorter_than_twice_the_batching_delay() -> None:
-    settings = RepoSettings(service_levels_ms=STRICT, max_queue_delay_us=300_000)
+    settings = RepoSettings(service_levels=STRICT, max_queue_delay_us=300_000)
     assert queue_timeouts_us(settings, "digits") == {1: 600_000, 2: 600_000}
 
 
@@ -349,10 +352,9 @@ def test_service_levels_come_from_a_named_profile_never_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FASTPATH_SERVICE_LEVELS", "relaxed")  # the old hidden setting: no longer read
-    assert RepoSettings().service_levels_ms == STRICT
-    assert (
-        RepoSettings(service_levels_ms=service_levels("relaxed")).service_levels_ms == SERVICE_LEVEL_PROFILES["relaxed"]
-    )
+    assert RepoSettings().service_levels == STRICT
+    relaxed = RepoSettings(service_levels=ServiceLevels.profile("relaxed")).service_levels
+    assert relaxed.p99_ms == SERVICE_LEVEL_PROFILES["relaxed"]
     assert service_levels("none") == ()
     with pytest.raises(ConfigError, match=r"service levels 'fast': expected one of"):
         service_levels("fast")

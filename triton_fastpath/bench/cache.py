@@ -20,7 +20,7 @@ from typing import Any
 
 from fastpath_models import SentimentClient
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import CacheTiers, RepoSettings, service_levels
+from triton_fastpath.config.settings import CacheTiers, RepoSettings, ServiceLevels
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
     LoadResult,
@@ -168,8 +168,8 @@ def stacks(options: Options) -> list[Stack]:
     each row is about."""
 
     def tuned(**overrides: object) -> RepoSettings:
-        levels = service_levels(options.service_levels)
-        return RepoSettings.tuned(service_levels_ms=levels, rendering=RENDERING, **overrides)
+        levels = ServiceLevels.profile(options.service_levels)
+        return RepoSettings.tuned(service_levels=levels, rendering=RENDERING, **overrides)
 
     found = [
         Stack(

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.bench import peers
-from triton_fastpath.config.settings import RepoSettings, service_levels
+from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.native.cache_build import TwoTierCacheSettings
@@ -98,7 +98,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     HTTP, ensemble, graph), FP32, and the cached row. In smoke mode one variant of the naive and
     PyTriton baselines is enough; the FastAPI + onnxruntime baseline keeps both rows (1 and 2 workers).
     """
-    levels = {"service_levels_ms": service_levels(service_levels_profile)}
+    levels = {"service_levels": ServiceLevels.profile(service_levels_profile)}
     uncached = {"cache": False, "response_cache": False, **levels}
     fused = RepoSettings(precision="int8", rendering="fused", **uncached)
     ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)

@@ -54,7 +54,7 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     RepoSettings,
-    service_levels,
+    ServiceLevels,
 )
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError
@@ -291,7 +291,7 @@ def tune(config: TuneConfig, work_dir: Path, progress: Progress = print) -> dict
     started = time.monotonic()
     inputs = work_dir / "inputs.json"
     write_inputs(inputs)
-    base = as_shipped(RepoSettings(precision="int8", service_levels_ms=service_levels(config.service_levels)))
+    base = as_shipped(RepoSettings(precision="int8", service_levels=ServiceLevels.profile(config.service_levels)))
     with _redis(config, progress) as redis:
         found = _search(config, base, work_dir, inputs, progress=progress, redis=redis, started=started)
     return {**found, "elapsed_s": time.monotonic() - started}

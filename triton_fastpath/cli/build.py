@@ -25,8 +25,8 @@ from triton_fastpath.config.settings import (
     SERVICE_LEVEL_PROFILES,
     Precision,
     RepoSettings,
+    ServiceLevels,
     container_rendering,
-    service_levels,
     tuning_reasons,
 )
 from triton_fastpath.config.spec import ResponseCacheKind
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
         # the container target's rendering is chosen by hop count (it cannot be measured here)
         rendering = args.rendering or (container_rendering() if container_target else None)
         settings, notes = RepoSettings.tuned_with_notes(
-            service_levels_ms=service_levels(args.service_levels),
+            service_levels=ServiceLevels.profile(args.service_levels),
             **({"rendering": rendering} if rendering else {}),
             precision=precision,
             max_length=args.max_length,

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings, service_levels
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings, ServiceLevels
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.reliability.report import format_table, results_json
 from triton_fastpath.reliability.runner import SCENARIOS, run_all
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
         build_repository(progress=progress)  # skips what is up to date
     with tempfile.TemporaryDirectory(prefix="fastpath-reliability-") as work:
-        settings = RepoSettings.tuned(service_levels_ms=service_levels(args.service_levels))
+        settings = RepoSettings.tuned(service_levels=ServiceLevels.profile(args.service_levels))
         results = run_all(
             args.repository, Path(work), quick=args.quick, only=args.only, progress=progress, settings=settings
         )

@@ -208,6 +208,48 @@ class EmbedderChoice:
 
 
 @dataclass(frozen=True)
+class ServiceLevels:
+    """What each model promises, and how long its requests may wait for it.
+
+    Attributes:
+        p99_ms: the p99 each model promises, `(model, ms)` pairs; default: the default profile
+            (`SERVICE_LEVEL_PROFILES`; `ServiceLevels.profile(name)` gives another). Each model's queue
+            timeouts and admission budgets are cut from it (`models.pipelines.queue_timeouts_us`).
+        priority_levels: request priorities accepted (1 = highest); the default is the lowest.
+        queue_timeout_us: a request still queued after this long is rejected before it is computed
+            (0 = no limit). None (default): cut from the model's service level per priority; an
+            explicit value applies to every model and priority.
+    """
+
+    p99_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
+    priority_levels: int = 2
+    queue_timeout_us: int | None = None
+
+    @classmethod
+    def profile(cls, name: str = "default") -> ServiceLevels:
+        """The named profile (`SERVICE_LEVEL_PROFILES`: default, relaxed, none).
+
+        Raises:
+            ConfigError: an unknown profile, naming the choices.
+        """
+        return cls(p99_ms=service_levels(name))
+
+    def p99_of(self, model: str | None) -> float | None:
+        """The p99 (ms) `model` promises, or None without one."""
+        return dict(self.p99_ms).get(model or "")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p99_ms", tuple((str(m), float(ms)) for m, ms in self.p99_ms))
+        late = [model for model, ms in self.p99_ms if ms <= 0]
+        if late:
+            raise ConfigError(f"service_levels.p99_ms: {late} promise a p99 <= 0 ms; expected > 0")
+        if self.priority_levels < 0:
+            raise ConfigError(f"service_levels.priority_levels={self.priority_levels}; expected >= 0 (0: none)")
+        if self.queue_timeout_us is not None and self.queue_timeout_us < 0:
+            raise ConfigError(f"service_levels.queue_timeout_us={self.queue_timeout_us}; expected >= 0 or None")
+
+
+@dataclass(frozen=True)
 class CacheTiers:
     """The tiers of the Python cache-lookup step (the fused model's and the ensemble's cache model).
 
@@ -279,12 +321,7 @@ class RepoSettings:
         onnx_threads: onnxruntime intra-op threads per encoder instance (1 beat 2 here).
         max_queue_delay_us: how long the batcher waits to fill a batch.
         preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
-        queue_timeout_us: a request still queued after this long is rejected before it is computed
-            (0 = no limit). None (default): cut from the model's service level per priority
-            (`models.pipelines.queue_timeouts_us`); an explicit value applies to every model and priority.
-        service_levels_ms: the p99 each model promises, `(model, ms)` pairs; default: the default
-            profile (`SERVICE_LEVEL_PROFILES`; `service_levels(name)` gives another).
-        priority_levels: request priorities accepted (1 = highest); the default is the lowest.
+        service_levels: what each model promises and the priorities clients may send (`ServiceLevels`).
         response_cache: enable the response cache (exact request match, in C++ inside the server)
             on the top-level models.
         response_cache_kind: which cache the server runs it with (`ResponseCacheKind`): 'fastpath'
@@ -342,9 +379,7 @@ class RepoSettings:
     onnx_threads: int = FACTORY_TUNABLES["onnx_threads"]
     max_queue_delay_us: int = FACTORY_TUNABLES["max_queue_delay_us"]
     preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
-    queue_timeout_us: int | None = None
-    service_levels_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
-    priority_levels: int = 2
+    service_levels: ServiceLevels = ServiceLevels()
     response_cache: bool = True
     response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
     cache: bool = True

@@ -122,13 +122,14 @@ def queue_timeouts_us(settings: RepoSettings, model: str | None = None, steps: i
     higher levels `QUEUE_SHARE_HIGHER`, split evenly over the `steps` queues a request passes
     through (the steps of an ensemble rendering). Without one: `FALLBACK_QUEUE_TIMEOUT_US`.
     Never shorter than twice the batching delay (a request must outlive the window it waits
-    in). An explicit `settings.queue_timeout_us` wins. Level 0 stands for "no priorities".
+    in). An explicit `ServiceLevels.queue_timeout_us` wins. Level 0 stands for "no priorities".
     """
-    levels = range(1, settings.priority_levels + 1) if settings.priority_levels else (0,)
+    promised = settings.service_levels
+    levels = range(1, promised.priority_levels + 1) if promised.priority_levels else (0,)
     lowest = max(levels)
-    level_ms = dict(settings.service_levels_ms).get(model or "")
-    if settings.queue_timeout_us is not None:
-        return dict.fromkeys(levels, settings.queue_timeout_us)
+    level_ms = promised.p99_of(model)
+    if promised.queue_timeout_us is not None:
+        return dict.fromkeys(levels, promised.queue_timeout_us)
     if level_ms is None:
         return dict.fromkeys(levels, FALLBACK_QUEUE_TIMEOUT_US)
     share = {level: QUEUE_SHARE_LOWEST if level == lowest else QUEUE_SHARE_HIGHER for level in levels}
@@ -146,10 +147,11 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
     batch, the same shares of the p99 as `queue_timeouts_us` (the lowest level half of
     it, higher levels 0.8, split over `steps`). Without a service level nothing is shed.
     """
-    if dict(settings.service_levels_ms).get(model) is None:
-        return AdmissionParameters(priority_levels=settings.priority_levels).to_parameters()
+    priority_levels = settings.service_levels.priority_levels
+    if settings.service_levels.p99_of(model) is None:
+        return AdmissionParameters(priority_levels=priority_levels).to_parameters()
     return AdmissionParameters(
-        priority_levels=settings.priority_levels,
+        priority_levels=priority_levels,
         admission_budget_ms_={
             max(1, level): timeout_us / 1000 for level, timeout_us in queue_timeouts_us(settings, model, steps).items()
         },

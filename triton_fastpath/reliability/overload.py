@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings
+from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.load import percentiles_ms
 from triton_fastpath.reliability.generator import (
     OPEN_LOOP_DEADLINE_S,
@@ -60,7 +60,7 @@ def overload_settings() -> RepoSettings:
     Always with the default service levels, whatever the caller serves elsewhere: the run shows the
     kit's promise, and its verdicts are judged against it.
     """
-    return RepoSettings.tuned(cache=False, response_cache=False, service_levels_ms=SERVICE_LEVEL_PROFILES["default"])
+    return RepoSettings.tuned(cache=False, response_cache=False, service_levels=ServiceLevels.profile("default"))
 
 
 @dataclass
