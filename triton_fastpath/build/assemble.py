@@ -290,7 +290,7 @@ def assemble(
         written.append(write_config(spec, target, repository, options))
         for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
             _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())
-        if spec.kind.value == "ensemble":
+        if spec.kind is ModelKind.ENSEMBLE:
             (model_dir / VERSION).mkdir(parents=True, exist_ok=True)  # Triton needs a version folder
             continue
         version_dir = model_dir / VERSION
