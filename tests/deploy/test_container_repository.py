@@ -18,7 +18,7 @@ from triton_fastpath.build.assemble import ContainerBuild
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.models.bundled import default_specs
-from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export
@@ -166,3 +166,15 @@ def test_the_sentiment_parity_reference_is_the_real_model_on_real_texts(containe
     np.testing.assert_array_equal(label_index[:, 0], probabilities.argmax(axis=1))
     labels = np.asarray(datasets.load_sentiment(BUILD_DIR / "data").test.y[: len(probabilities)])
     assert (probabilities.argmax(axis=1) == labels).mean() >= 0.6  # the model scores ~78% held-out; chance is ~58%
+
+
+def test_the_container_repository_is_rendered_for_triton_s_own_cache_as_compose_and_k8s_serve_it(
+    container_root: Path,
+) -> None:
+    """docker-compose.yml and the Kubernetes manifest start the NGC image with `--cache-config=local`
+    (it has no kit's cache): no model there may need the two-tier one."""
+    from triton_fastpath.serve.server_config import ServerConfig, two_tier_models
+
+    assert two_tier_models(ServerConfig(container_root / "model_repository")) == []
+    for manifest in ("docker-compose.yml", "deploy/k8s/triton.yaml"):
+        assert "--cache-config=local," in (ROOT / manifest).read_text(), manifest
