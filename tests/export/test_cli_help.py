@@ -5,7 +5,9 @@ the build kit, torch included.)
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,57 @@ def test_build_container_help_is_its_own(capsys: pytest.CaptureFixture[str], mon
     text = capsys.readouterr().out
     assert "--target" not in text and "Default: embedded" not in " ".join(text.split()), text
     assert "build/container/model_repository" in " ".join(text.split())
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+INLINE = re.compile(r"`(fastpath [^`]+)`")
+OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+
+
+def _documented_command_lines() -> list[tuple[str, str]]:
+    """(page, command line) for every `fastpath ...` the docs show: inline code and fenced lines."""
+    found = []
+    for page in DOC_PAGES:
+        in_fence = False
+        for line in page.read_text().splitlines():
+            if line.startswith("```"):
+                in_fence = not in_fence
+                continue
+            if in_fence:
+                if line.strip().startswith("fastpath "):
+                    found.append((page.name, line.strip().split("#")[0]))
+            else:
+                found.extend((page.name, m) for m in INLINE.findall(line))
+    return found
+
+
+def _options_named_in_docs() -> dict[tuple[str, ...], set[str]]:
+    options: dict[tuple[str, ...], set[str]] = {}
+    for _, line in _documented_command_lines():
+        words = line.split()[1:]
+        command = max(
+            (c for c in cli.COMMANDS if tuple(words[: len(c.words)]) == c.words),
+            key=lambda c: len(c.words),
+            default=None,
+        )
+        if command is not None:
+            named = set(OPTION.findall(" ".join(words[len(command.words) :]))) - {"--help"}
+            options.setdefault(command.words, set()).update(named)
+    return options
+
+
+def test_the_docs_name_options_their_commands_have(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `--option` the docs show after `fastpath <command>` is in that command's --help."""
+    monkeypatch.setattr(sys, "argv", ["fastpath"])
+    options = _options_named_in_docs()
+    assert options, "the docs show no fastpath command line"
+    unknown = []
+    for words, named in sorted(options.items()):
+        with pytest.raises(SystemExit):
+            cli.main([*words, "--help"])
+        text = capsys.readouterr().out
+        unknown += [f"fastpath {' '.join(words)} {opt}" for opt in sorted(named) if not re.search(rf"{opt}\b", text)]
+    assert unknown == [], f"the docs name options the commands do not have: {unknown}"

@@ -160,5 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(payload, indent=2, allow_nan=True))
     written = write_report(payload, out_dir)
+    if out_dir == RESULTS_DIR:
+        from triton_fastpath.bench.provenance import publish
+
+        publish(written[0].name, written[0].read_text(), "fastpath bench cache " + " ".join(argv or []))
     progress(f"wrote {', '.join(str(p) for p in [json_path, *written])}")
     return 0

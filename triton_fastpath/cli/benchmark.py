@@ -106,7 +106,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, help="output folder (default build/benchmark/<timestamp>)")
     p.add_argument(
-        "--publish", action="store_true", help="also copy the outputs to docs/results/benchmark.{md,png,json}"
+        "--publish",
+        action="store_true",
+        help="also write docs/results/benchmark.{md,png,json}, the table headed by date, commit, machine and command",
     )
     p.add_argument(
         "--imported",
@@ -217,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print((out / "table.md").read_text())
     if args.publish:
-        for suffix, name in (("md", "table.md"), ("png", "curves.png"), ("json", "results.json")):
+        from triton_fastpath.bench.provenance import publish
+
+        for suffix, name in (("png", "curves.png"), ("json", "results.json")):
             shutil.copy2(out / name, RESULTS_DIR / f"benchmark.{suffix}")
+        publish("benchmark.md", (out / "table.md").read_text(), "fastpath bench serving " + " ".join(argv or []))
         print("copied to docs/results/benchmark.{md,png,json}")
     print(f"outputs: {out}")
     return 0

@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="built model repository")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument(
+        "--publish", action="store_true", help="also write the Markdown table to docs/results/reliability.md"
+    )
     parser.add_argument("--no-build", action="store_true", help="do not build/refresh the repository first")
     parser.add_argument(
         "--service-levels",
@@ -61,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(results, markdown=args.markdown))
     if args.json:
         args.json.write_text(results_json(results))
+    if args.publish:
+        from triton_fastpath.bench.provenance import publish
+
+        command = "fastpath reliability " + " ".join(argv or [])
+        publish("reliability.md", format_table(results, markdown=True) + "\n", command)
     failed = [r.scenario for r in results if not r.passed]
     print(f"\n{len(results) - len(failed)} PASS, {len(failed)} FAIL in {time.monotonic() - started:.0f} s")
     return 1 if failed else 0

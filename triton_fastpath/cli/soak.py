@@ -41,8 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     files = write_outputs(result, out)
     print(format_report(result))
     if args.publish:
+        from triton_fastpath.bench.provenance import publish
+
         for path in files:
-            shutil.copy2(path, RESULTS_DIR / path.name)
+            if path.suffix == ".md":
+                publish(path.name, path.read_text(), "fastpath soak " + " ".join(argv or []))
+            else:
+                shutil.copy2(path, RESULTS_DIR / path.name)
         print("copied to docs/results/soak.{json,md,png}")
     print(f"outputs: {out}")
     return 0 if result.passed else 1

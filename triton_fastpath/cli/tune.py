@@ -56,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", type=Path, default=None, help=f"tuning file to write (default {TUNING_FILE})")
     p.add_argument("--dry-run", action="store_true", help="print the frontier, write nothing")
+    p.add_argument("--publish", action="store_true", help="also write the frontier to docs/results/tuning.md")
     p.add_argument("--work-dir", type=Path, help="repositories and logs (default build/tune/<timestamp>)")
     knobs = ", ".join(
         f"{knob} ({MODEL_KNOBS.get(knob, PIPELINE)}: {' | '.join(label(knob, v) for v in values)})"
@@ -91,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
     )
     add_service_levels(p)
     return p
+
+
+def results_markdown(result: dict) -> str:
+    """The published write-up of a tuning run: the winner, the frontier and the per-model picks."""
+    parts = [format_frontier(result), *([format_models(result)] if result.get("models") else [])]
+    winner = json.dumps(result["settings"], default=list)
+    return f"Winner: `{winner}`\n\n" + "\n\n".join(parts) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(format_models(result))
     print(f"\nwinner: {json.dumps(result['settings'], default=list)}")
+    if args.publish:
+        from triton_fastpath.bench.provenance import publish
+
+        publish("tuning.md", results_markdown(result), "fastpath tune " + " ".join(argv or []))
     if args.smoke and args.output is None:
         print(f"\nsmoke run: {TUNING_FILE} left as it is (pass --output to write a file)")
     elif not args.dry_run:
