@@ -93,3 +93,10 @@ def test_the_docs_name_options_their_commands_have(
         text = capsys.readouterr().out
         unknown += [f"fastpath {' '.join(words)} {opt}" for opt in sorted(named) if not re.search(rf"{opt}\b", text)]
     assert unknown == [], f"the docs name options the commands do not have: {unknown}"
+
+
+def test_the_docs_option_reader_finds_what_the_pages_show() -> None:
+    """The reader sees fenced and inline command lines (else the check above would pass on nothing)."""
+    options = _options_named_in_docs()
+    assert {"--publish", "--only", "--repeat-ratio"} <= options[("bench", "serving")]
+    assert {"--knobs", "--publish"} <= options[("tune",)]
