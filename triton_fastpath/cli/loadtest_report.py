@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, help="where to write (default: the CSV's folder)")
     parser.add_argument("--title", default="Load test report", help="report title")
     parser.add_argument("--no-plots", action="store_true", help="tables only")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also write the report and its plots to docs/results/loadtest-sample-report.md and loadtest-*.png, "
+        "headed by date, commit, machine and command",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[report] %(message)s")
 
@@ -74,7 +80,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(f"report: {out_dir / 'report.md'}")
+    if args.publish:
+        publish_sample(out_dir, "fastpath loadtest report " + " ".join(argv or []))
     return 0
+
+
+# The report's plots and the names they are published under (docs/load-testing.md links them).
+PUBLISHED_PLOTS = {
+    "latency.png": "loadtest-latency.png",
+    "throughput.png": "loadtest-throughput.png",
+    "queue_compute.png": "loadtest-report.png",
+    "cache_hits.png": "loadtest-cache_hits.png",
+}
+
+
+def publish_sample(out_dir: Path, command: str) -> None:
+    """docs/results/loadtest-sample-report.md (with the provenance header) and its plots, renamed."""
+    import shutil
+
+    from triton_fastpath.bench.provenance import publish
+    from triton_fastpath.paths import RESULTS_DIR
+
+    text = (out_dir / "report.md").read_text()
+    for name, published in PUBLISHED_PLOTS.items():
+        if (out_dir / name).is_file():
+            shutil.copy2(out_dir / name, RESULTS_DIR / published)
+            text = text.replace(f"]({name})", f"]({published})")
+    publish("loadtest-sample-report.md", text, command)
+    print("copied to docs/results/loadtest-sample-report.md and its loadtest-*.png plots")
 
 
 if __name__ == "__main__":
