@@ -121,3 +121,33 @@ def test_an_unreachable_server_exits_2(warm_cache, tmp_path, capsys):
     code = warm_cache.main([str(texts), "--grpc-url", f"127.0.0.1:{port}", "--metrics-url", "http://127.0.0.1:1/m"])
     assert code == 2
     assert "no ready Triton server" in capsys.readouterr().err
+
+
+def test_warming_the_default_build_fills_the_two_tier_response_caches_redis_tier(
+    warm_cache, built_repository, fresh_redis, tmp_path
+):
+    """The default build serves `sentiment` with no Python step, behind the kit's two-tier response
+    cache: warming sends one text per request (the cache keys whole requests, as clients send them)
+    and its entries land in Redis, where a fresh server (empty L1) finds every one of them."""
+    from tests.conftest import TEST_SERVICE_LEVELS
+    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+
+    shipped = RepoSettings.tuned(service_levels=ServiceLevels.profile(TEST_SERVICE_LEVELS))  # as `make build`
+    repository = variant_repository(shipped, tmp_path / "repository")
+    texts, bad_line = write_input(tmp_path / "texts.txt")
+    argv = ["--redis-url", fresh_redis.url, "--repository", str(repository)]
+    summary_file = str(tmp_path / "summary.json")
+
+    code, first = run(warm_cache, str(texts), *argv, "--summary-json", summary_file)
+
+    assert code == 1  # the NUL text is refused, by line
+    assert [r["line"] for r in first["rejected_rows"]] == [bad_line]
+    assert (first["computed"], first["already_cached_l2"], first["sent_ok"]) == (20, 0, 20), first
+    store = redis.Redis.from_url(fresh_redis.url)
+    assert len(list(store.scan_iter(match="fastpath:rc:*"))) == 20
+
+    code, second = run(warm_cache, str(texts), *argv, "--summary-json", summary_file)
+
+    assert (second["computed"], second["already_cached_l2"], second["already_cached_l1"]) == (0, 20, 0), second
+    assert len(list(store.scan_iter(match="fastpath:rc:*"))) == 20

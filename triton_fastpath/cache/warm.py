@@ -1,5 +1,9 @@
 """Warming the Redis L2 cache from a file of known inputs: the library behind `fastpath cache warm`.
 
+It fills whichever L2 the served model has: the Python cache step's (fused and ensemble renderings)
+or, for a model served behind the kit's two-tier response cache with no Python step (the default
+text graph), that cache's Redis tier, one text per request as clients send them.
+
 `read_texts` reads the file (one text per line, or a CSV's `text` column; blanks skipped, duplicates
 dropped); `warm` sends the texts in batches through the ensemble (`send_batch` retries a refused
 batch row by row to name the bad rows) and measures what the cache did with a `MetricsProbe`
@@ -14,6 +18,7 @@ import csv
 import io
 import logging
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -173,16 +178,34 @@ def one_line(message: str) -> str:
 
 
 class MetricsProbe:
-    """Counters of one cache model and one ensemble, read from Triton's metrics endpoint."""
+    """Counters of one cache model and one ensemble, read from Triton's metrics endpoint; or, where
+    the model is served with no Python cache step behind the kit's two-tier response cache (the
+    default text graph), that cache's counters (`fastpath_response_cache_*`, server-wide)."""
 
     def __init__(self, metrics_url: str, model: str) -> None:
         self.url = metrics_url
         self.model = model
         self.pipeline = model  # the cache counters' `pipeline` label (either rendering)
+        self.response_cache_tiers = False
+
+    def detect(self) -> None:
+        """Which counters this server has: the Python cache step's, or only the two-tier cache's."""
+        text = scrape_metrics(self.url)
+        has_step = re.search(rf'^fastpath_cache_rows_total{{[^}}]*pipeline="{re.escape(self.pipeline)}"', text, re.M)
+        self.response_cache_tiers = not has_step and "fastpath_response_cache_hits_total" in text
 
     def read(self) -> dict[str, float]:
         """Current values (0 for a counter not exported yet)."""
         text = scrape_metrics(self.url)
+        if self.response_cache_tiers:
+            return {
+                "l1_hit": parse_metric(text, "fastpath_response_cache_hits_total", tier="l1"),
+                "l2_hit": parse_metric(text, "fastpath_response_cache_hits_total", tier="l2"),
+                "semantic_hit": 0.0,
+                "miss": parse_metric(text, "fastpath_response_cache_misses_total"),
+                "l2_failures": parse_metric(text, "fastpath_response_cache_l2_failures_total"),
+                "response_cache_hits": parse_metric(text, "nv_cache_num_hits_per_model", model=self.model),
+            }
         values = {
             outcome: parse_metric(text, "fastpath_cache_rows_total", pipeline=self.pipeline, outcome=outcome)
             for outcome in OUTCOMES
@@ -271,9 +294,15 @@ def warm(
         batch_size = max_batch_size
     probe = MetricsProbe(metrics_url, model)
     try:
+        probe.detect()
         before = probe.read()
     except OSError as error:
         raise UsageError(f"metrics endpoint {metrics_url} is unreachable: {error}") from None
+    if probe.response_cache_tiers and batch_size != 1:
+        # The response cache keys a whole request: one text per request, as clients send them, so
+        # each text's answer is stored (and written to Redis) under the key a client's request has.
+        LOGGER.info("%s is answered by the two-tier response cache: one text per request", model)
+        batch_size = 1
     summary = WarmSummary(texts_read=read.texts, blank_skipped=read.blank, unique=len(read.rows))
     if on_start is not None:
         on_start()
@@ -324,6 +353,11 @@ def warm(
     summary.response_cache_hit_requests = delta["response_cache_hits"]
     seen_by_cache_model = sum(delta[o] for o in OUTCOMES)
     summary.rows_answered_by_response_cache = max(0, summary.sent_ok - seen_by_cache_model)
+    if probe.response_cache_tiers:  # every hit is the response cache's: its L1 or its Redis L2
+        summary.response_cache_hit_requests = delta["l1_hit"] + delta["l2_hit"]
+        summary.rows_answered_by_response_cache = delta["l1_hit"] + delta["l2_hit"]
+        # a refused text was looked up (a miss) before the model refused it: it computed nothing
+        summary.computed = max(0, delta["miss"] - len(summary.rejected_rows))
     summary.rejected_rows.sort(key=lambda r: r.line)
     summary.rejected = len(summary.rejected_rows)
     return summary

@@ -33,6 +33,7 @@ file or an unreachable server/Redis.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -55,9 +56,14 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 
 def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summary_hook: Callable) -> WarmSummary:
-    """Start tritonserver on the repository with FASTPATH_REDIS_URL, warm through it, stop it."""
+    """Start tritonserver on the repository with FASTPATH_REDIS_URL (the Python cache step's L2) and,
+    where its models are served behind the two-tier response cache, that cache's Redis tier on the
+    same Redis (its namespace: the repository's, as `fastpath serve` resolves it); warm through it,
+    stop it."""
     from triton_fastpath.errors import FastpathError
+    from triton_fastpath.native.cache_build import TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
+    from triton_fastpath.serve.server_config import two_tier_models
 
     check_redis(args.redis_url)
     try:
@@ -69,6 +75,8 @@ def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summa
             log_file=BUILD_DIR / "logs" / "warm-cache-tritonserver.log",
             extra_env={"FASTPATH_REDIS_URL": args.redis_url},
         )
+        if args.model in two_tier_models(config):  # no Python cache step: the response cache's Redis tier is warmed
+            config = dataclasses.replace(config, two_tier_cache=TwoTierCacheSettings(redis_url=args.redis_url))
         server = EmbeddedTritonServer(config)
         if args.progress:
             print(f"starting tritonserver on {args.repository} (log: {config.log_file})", file=sys.stderr)
