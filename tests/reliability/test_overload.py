@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The served defaults without caches, on half the cores; the other half is the generator's."""
+    """The served defaults without caches, on the Python renderings whose admission control sheds
+    (`overload.overload_settings` says why not the native backend), on half the cores; the other
+    half is the generator's."""
     work = tmp_path_factory.mktemp("overload")
     repo = variant_repository(overload.overload_settings(), work / "repo")
     cores = split_cores()
@@ -61,15 +63,8 @@ def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_s
         assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
     assert low.tally.failed > 0, f"{factor}x capacity {capacity:.0f} req/s was not shed: no rejection at all"
     assert low.attempts / low.requests <= 1.15, "retries amplified the overload beyond the retry budget"
-    # Priority is admission control's: it sheds the low class first, but only among the requests of
-    # one dispatched batch. Both served models now run on the native backend, whose admission control
-    # cannot see how long a request already waited in Triton's queue (the 2.51 backend API gives no
-    # enqueue time, and any queue policy brings the 500 ms batcher stall): under a flood the queue
-    # grows in front of it and both classes time out there alike. Shedding by priority within the
-    # service level on the native backend is open work (docs/known-issues.md), so this check is an
-    # explicit expected failure when priority does not show, not a pass.
-    if not any(high_ok > low_ok for _, high_ok, low_ok in answered):
-        pytest.xfail(
-            f"priority did not show on {model} (floods as (factor, high answered, low answered): {answered}): "
-            "the native backend's admission control cannot see queue time; shedding by priority in time is open"
-        )
+    # Priority is admission control's: it sheds the low class first. A flood big enough that requests
+    # time out in Triton's gRPC front end before any model sees them times out both classes alike
+    # (docs/known-issues.md: 6x on digits). One CI run shed 2.8% at 3x, so the flood went to 6x and
+    # the timeouts answered high 11%, low 38%. So priority must show in some flood, not in the last.
+    assert any(high_ok > low_ok for _, high_ok, low_ok in answered), answered
