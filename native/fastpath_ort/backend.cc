@@ -8,7 +8,9 @@
 //   runtime.cc   the process's onnxruntime, OrtEnv and custom-op libraries (created once)
 //   session.cc   an instance's session, checked against the configuration at load
 //   request.cc   reading and checking one request (every count a client controls: checks.cc)
-//   batch.cc     admission, planning Runs, stacking, running, answering each request its rows
+//   dispatcher.cc  with admission budgets: the model's own queue and a worker per instance
+//                (request_queue.h says why), answering each request (Answer)
+//   batch.cc     planning Runs, stacking, running, handing each request its rows
 // Every request gets exactly one FINAL response; a bad one fails alone.
 #include <sys/stat.h>
 
@@ -24,6 +26,7 @@
 
 #include "batch.h"
 #include "common.h"
+#include "dispatcher.h"
 #include "json.h"
 #include "request.h"
 #include "state.h"
@@ -145,6 +148,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   const std::string where = "fastpath_ort model '" + state->name + "': ";
   FASTPATH_RETURN_IF_ERROR(WithPrefix(where, LoadModelSettings(model, &state->settings)));
   FASTPATH_RETURN_IF_ERROR(WithPrefix(where, PrepareModel(state.get())));
+  if (!state->settings.admission_budgets_s.empty()) {
+    state->dispatcher =
+        std::make_unique<Dispatcher>(state->settings.admission_budgets_s, state->settings.admission_min_rows);
+  }
   FASTPATH_LOG(INFO, where + "onnxruntime " + state->runtime->version + " from '" + state->runtime->path +
                          "', graph '" + state->onnx_path + "', intra_op_threads " +
                          std::to_string(state->settings.intra_op_threads) +
@@ -172,12 +179,14 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   const char* name = nullptr;
   FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceName(instance, &name));
   state->name = name;
-  const ModelSettings& settings = state->model->settings;
-  if (!settings.admission_budgets_s.empty()) {
-    state->admission = std::make_unique<Admission>(settings.admission_budgets_s, settings.admission_min_rows);
-  }
   FASTPATH_RETURN_IF_ERROR(WithPrefix("fastpath_ort model '" + state->model->name + "': ", CreateSession(state.get())));
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceSetState(instance, state.release()));
+  if (state->model->dispatcher) StartWorker(state.get());
+  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceSetState(instance, state.get());
+  if (err != nullptr) {
+    if (state->model->dispatcher) StopWorker(state.get());
+    return err;
+  }
+  state.release();
   return nullptr;
 }
 
@@ -185,8 +194,13 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInsta
   void* state = nullptr;
   FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
   auto* s = static_cast<InstanceState*>(state);
-  if (s != nullptr && s->shed > 0) {
-    FASTPATH_LOG(INFO, s->name + ": admission control shed " + std::to_string(s->shed) + " requests");
+  if (s != nullptr && s->model->dispatcher) {
+    StopWorker(s);
+    Dispatcher& d = *s->model->dispatcher;
+    std::lock_guard<std::mutex> lock(d.mutex);
+    if (d.workers == 0 && d.shed > 0) {
+      FASTPATH_LOG(INFO, s->model->name + ": admission control shed " + std::to_string(d.shed) + " requests");
+    }
   }
   delete s;
   return nullptr;
@@ -200,11 +214,12 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   auto* s = static_cast<InstanceState*>(raw_state);
   const ModelSettings& settings = s->model->settings;
 
-  // From here on every request is answered and released by this function, whatever happens.
-  std::vector<Pending> pending(request_count);
-  std::vector<Pending*> good;
+  // From here on every request is answered and released, whatever happens: here, or by a worker.
+  std::vector<std::unique_ptr<Pending>> pending;
+  pending.reserve(request_count);
   for (uint32_t r = 0; r < request_count; ++r) {
-    Pending& p = pending[r];
+    pending.push_back(std::make_unique<Pending>());
+    Pending& p = *pending.back();
     p.request = requests[r];
     TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&p.response, p.request);
     if (err != nullptr) {
@@ -217,7 +232,14 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     } catch (const std::exception& e) {  // e.g. bad_alloc gathering a huge input
       p.Fail(NewError(TRITONSERVER_ERROR_INTERNAL, std::string("fastpath_ort: reading the request: ") + e.what()));
     }
-    if (p.good()) good.push_back(&p);
+  }
+  if (s->model->dispatcher) {
+    Enqueue(s, std::move(pending), exec_start);
+    return nullptr;
+  }
+  std::vector<Pending*> good;
+  for (const auto& p : pending) {
+    if (p->good()) good.push_back(p.get());
   }
   try {
     ExecuteGood(s, good, exec_start);
@@ -227,21 +249,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     }
   }
   const uint64_t exec_end = NowNs();
-  for (Pending& p : pending) {
-    if (p.response != nullptr) {
-      FASTPATH_LOG_IF_ERROR(TRITONBACKEND_ResponseSend(p.response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, p.error.get()),
-                            s->name + ": sending a response");
-    } else {
-      FASTPATH_LOG(ERROR, s->name + ": " + ErrorMessage(p.error.get()));
-    }
-    const uint64_t compute_start = p.compute_start_ns ? p.compute_start_ns : exec_end;
-    const uint64_t compute_end = p.compute_end_ns ? p.compute_end_ns : exec_end;
-    FASTPATH_LOG_IF_ERROR(TRITONBACKEND_ModelInstanceReportStatistics(instance, p.request, p.good(), exec_start,
-                                                                      compute_start, compute_end, exec_end),
-                          "request statistics");
-    FASTPATH_LOG_IF_ERROR(TRITONBACKEND_RequestRelease(p.request, TRITONSERVER_REQUEST_RELEASE_ALL),
-                          "releasing a request");
-  }
+  for (const auto& p : pending) Answer(s, p.get(), exec_start, exec_end);
   return nullptr;
 }
 

@@ -312,69 +312,16 @@ class BatchRun {
   int64_t padded_length_ = 0;
 };
 
-// The request's `fastpath_priority` parameter (INT, or a STRING holding an integer); 0 (the
-// lowest level) when absent, of another type, or not a number.
-int64_t RequestPriority(TRITONBACKEND_Request* request) {
-  uint32_t count = 0;
-  TRITONSERVER_Error* err = TRITONBACKEND_RequestParameterCount(request, &count);
-  if (err != nullptr) {
-    TRITONSERVER_ErrorDelete(err);
-    return 0;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* key = nullptr;
-    TRITONSERVER_ParameterType type;
-    const void* value = nullptr;
-    err = TRITONBACKEND_RequestParameter(request, i, &key, &type, &value);
-    if (err != nullptr) {
-      TRITONSERVER_ErrorDelete(err);
-      continue;
-    }
-    if (key == nullptr || value == nullptr || std::strcmp(key, kPriorityParameter) != 0) continue;
-    if (type == TRITONSERVER_PARAMETER_INT) return std::max<int64_t>(0, *static_cast<const int64_t*>(value));
-    if (type == TRITONSERVER_PARAMETER_STRING) {
-      const char* text = static_cast<const char*>(value);
-      char* end = nullptr;
-      const long long parsed = std::strtoll(text, &end, 10);  // saturates; never undefined like atoll
-      return end != text && *end == '\0' ? std::max<int64_t>(0, parsed) : 0;
-    }
-    return 0;
-  }
-  return 0;
-}
-
-// Admission control over the good requests: those shed leave `good` with an UNAVAILABLE
-// "overloaded:" error (the SDK maps it to Overloaded and retries with backoff).
-void Admit(InstanceState* s, std::vector<Pending*>* good) {
-  if (!s->admission || good->empty()) return;
-  std::vector<int64_t> rows, priorities;
-  for (Pending* p : *good) {
-    rows.push_back(p->rows);
-    priorities.push_back(RequestPriority(p->request));
-  }
-  const std::vector<bool> keep = s->admission->Admit(rows, priorities);
-  std::vector<Pending*> admitted;
-  for (size_t i = 0; i < good->size(); ++i) {
-    if (keep[i]) {
-      admitted.push_back((*good)[i]);
-    } else {
-      (*good)[i]->Fail(NewError(TRITONSERVER_ERROR_UNAVAILABLE, kOverloaded));
-      ++s->shed;
-    }
-  }
-  good->swap(admitted);
-}
-
-// Folds a Run over `run` into the admission's cost per row.
-void ObserveRun(InstanceState* s, const std::vector<Pending*>& run) {
-  if (!s->admission || run.empty()) return;
+// The cost of a Run over `run` (rows, seconds), when it ran as one Run and every request got its rows.
+void CostOf(const std::vector<Pending*>& run, std::vector<RunCost>* costs) {
+  if (costs == nullptr || run.empty()) return;
   int64_t rows = 0;
   for (Pending* p : run) {
     if (!p->good() || p->compute_start_ns != run[0]->compute_start_ns) return;  // not one Run
     rows += p->rows;
   }
   const uint64_t start = run[0]->compute_start_ns, end = run[0]->compute_end_ns;
-  if (end > start) s->admission->Observe(rows, static_cast<double>(end - start) / 1e9);
+  if (end > start) costs->push_back({rows, static_cast<double>(end - start) / 1e9});
 }
 
 // One Run over `run`; if it fails, each request alone, so that only the one that fails gets the
@@ -416,13 +363,12 @@ PlanItem ToPlanItem(const ModelSettings& settings, const Pending& p) {
 
 }  // namespace
 
-void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start_ns) {
+void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start_ns, std::vector<RunCost>* costs) {
   const ModelSettings& settings = s->model->settings;
   std::vector<std::vector<Pending*>> runs;
   if (!settings.batched()) {
     for (Pending* p : good) runs.push_back({p});
   } else {
-    Admit(s, &good);
     std::vector<PlanItem> items;
     for (const Pending* p : good) items.push_back(ToPlanItem(settings, *p));
     const RunPlan plan = PlanRuns(items, settings.length_bucket_rows, settings.max_padded_bytes);
@@ -438,7 +384,7 @@ void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_sta
   }
   for (const std::vector<Pending*>& run : runs) {
     RunGroup(s, run);
-    ObserveRun(s, run);
+    CostOf(run, costs);
   }
   uint64_t start = 0, end = 0;
   int64_t computed = 0;

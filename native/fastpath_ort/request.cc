@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <string_view>
 
+#include "admission.h"
 #include "checks.h"
 #include "tensor_ops.h"
 
@@ -166,6 +169,37 @@ void ReadRequest(const ModelSettings& settings, Pending* p) {
       return;
     }
   }
+}
+
+// The request's `fastpath_priority` parameter (INT, or a STRING holding an integer); 0 (the
+// lowest level) when absent, of another type, or not a number.
+int64_t RequestPriority(TRITONBACKEND_Request* request) {
+  uint32_t count = 0;
+  TRITONSERVER_Error* err = TRITONBACKEND_RequestParameterCount(request, &count);
+  if (err != nullptr) {
+    TRITONSERVER_ErrorDelete(err);
+    return 0;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    err = TRITONBACKEND_RequestParameter(request, i, &key, &type, &value);
+    if (err != nullptr) {
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    if (key == nullptr || value == nullptr || std::strcmp(key, kPriorityParameter) != 0) continue;
+    if (type == TRITONSERVER_PARAMETER_INT) return std::max<int64_t>(0, *static_cast<const int64_t*>(value));
+    if (type == TRITONSERVER_PARAMETER_STRING) {
+      const char* text = static_cast<const char*>(value);
+      char* end = nullptr;
+      const long long parsed = std::strtoll(text, &end, 10);  // saturates; never undefined like atoll
+      return end != text && *end == '\0' ? std::max<int64_t>(0, parsed) : 0;
+    }
+    return 0;
+  }
+  return 0;
 }
 
 }  // namespace fastpath

@@ -49,4 +49,8 @@ struct Pending {
 // Reads and checks every input of `p`'s request; on a problem, `p` holds the error.
 void ReadRequest(const ModelSettings& settings, Pending* p);
 
+// The request's `fastpath_priority` parameter (INT, or a STRING holding an integer); 0 (the
+// lowest level) when absent, of another type, or not a number.
+int64_t RequestPriority(TRITONBACKEND_Request* request);
+
 }  // namespace fastpath

@@ -1,18 +1,35 @@
-// What the backend keeps per model (its settings, read once at load) and per instance (its
-// onnxruntime session and admission control).
+// What the backend keeps per model (its settings, read once at load, and its own request queue
+// when it has admission budgets) and per instance (its onnxruntime session and queue worker).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admission.h"
 #include "config.h"
+#include "request.h"
+#include "request_queue.h"
 #include "runtime.h"
 #include "triton_api.h"
 
 namespace fastpath {
+
+// A model's queue and what its workers share (dispatcher.h), guarded by `mutex`.
+struct Dispatcher {
+  std::mutex mutex;
+  std::condition_variable wake;  // a request was queued, or a worker is asked to stop
+  RequestQueue<std::unique_ptr<Pending>> queue;
+  Admission admission;
+  int workers = 0;    // running
+  uint64_t shed = 0;  // requests refused as overloaded
+
+  Dispatcher(std::map<int, double> budgets_s, int64_t min_rows) : admission(std::move(budgets_s), min_rows) {}
+};
 
 struct ModelState {
   std::string name;
@@ -22,6 +39,7 @@ struct ModelState {
   std::string onnx_path;
   std::string custom_op_path;
   const Runtime* runtime = nullptr;  // the process's; never released
+  std::unique_ptr<Dispatcher> dispatcher;  // with admission budgets only; else Execute runs inline
 };
 
 struct InstanceState {
@@ -34,8 +52,8 @@ struct InstanceState {
   OrtAllocator* allocator = nullptr;
   std::vector<const char*> input_names;
   std::vector<const char*> output_names;
-  std::unique_ptr<Admission> admission;  // sheds at dispatch what does not fit the service level
-  uint64_t shed = 0;
+  std::thread worker;  // takes batches from the model's queue (dispatcher.h), with a dispatcher
+  bool stop = false;   // guarded by the dispatcher's mutex
 
   ~InstanceState() {
     if (session != nullptr) ort->ReleaseSession(session);

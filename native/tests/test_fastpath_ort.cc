@@ -20,6 +20,7 @@
 #include "checks.h"
 #include "config.h"
 #include "json.h"
+#include "request_queue.h"
 #include "tensor_ops.h"
 
 using namespace fastpath;  // NOLINT
@@ -247,6 +248,55 @@ void TestSharedCases(const Json& cases) {
   }
 }
 
+// --- request_queue.h, and admission on arrival and at take time (C++ only: the Python models
+// shed per batch) ---
+
+void TestRequestQueue() {
+  current = "request queue";
+  RequestQueue<int> queue;
+  Check(queue.empty() && queue.RowsAhead(2) == 0, "an empty queue has nothing ahead");
+  queue.Push({1, 4, 2, 2, 100});
+  queue.Push({2, 3, 1, 1, 200});
+  queue.Push({3, 5, 2, 2, 300});
+  Check(queue.size() == 3, "three queued");
+  Check(queue.RowsAhead(1) == 3, "level 1 waits only behind level 1");
+  Check(queue.RowsAhead(2) == 12, "level 2 waits behind every queued row");
+  std::vector<RequestQueue<int>::Entry> taken = queue.Take(8);
+  Check(taken.size() == 2 && taken[0].item == 2 && taken[1].item == 1, "level 1 first, then arrival, whole requests");
+  Check(queue.computing_rows() == 7 && queue.RowsAhead(1) == 7, "taken rows count as computing until done");
+  taken = queue.Take(2);
+  Check(taken.size() == 1 && taken[0].item == 3, "the first always comes, even past max_rows");
+  queue.Done(7);
+  queue.Done(5);
+  Check(queue.empty() && queue.computing_rows() == 0, "done: nothing ahead");
+  queue.Push({4, 1, 3, 9, 400});
+  queue.Push({5, 1, 1, 1, 500});
+  std::vector<RequestQueue<int>::Entry> all = queue.TakeAll();
+  Check(all.size() == 2 && all[0].item == 5 && queue.empty(), "TakeAll empties the queue in order");
+}
+
+void TestAdmissionOnArrival() {
+  current = "admission on arrival";
+  Admission admission({{1, 0.040}, {2, 0.020}}, 4);
+  Check(admission.AdmitArrival(1000, 1, 2, 1), "nothing learned yet: admitted");
+  admission.Observe(10, 0.010);  // 1 ms a row
+  Check(admission.AdmitArrival(2, 2, 2, 1), "within min_rows: admitted whatever the estimate");
+  Check(admission.AdmitArrival(18, 1, 2, 1), "19 ms <= 20 ms: admitted");
+  Check(!admission.AdmitArrival(20, 1, 2, 1), "21 ms > 20 ms: refused");
+  Check(admission.AdmitArrival(38, 1, 2, 2), "two workers share the rows ahead: 19 + 1 ms");
+  Check(admission.AdmitArrival(30, 1, 1, 1), "level 1's budget is 40 ms");
+  Check(!admission.AdmitArrival(30, 1, 7, 1), "an unknown priority is the lowest level");
+  Check(admission.Level(int64_t{1} << 32 | 1) == 2, "a priority past int is the lowest level, never truncated to 1");
+  Check(admission.Level(-5) == 2 && admission.Level(1) == 1, "negative: lowest; 1: its own");
+  Admission one_row({{1, 0.040}, {2, 0.020}}, 1);
+  one_row.Observe(10, 0.010);
+  Check(one_row.Admit({1, 1, 1}, {2, 2, 1}, {0.0185, 0.0, 0.039}) == std::vector<bool>({false, true, true}),
+        "at take, the time waited counts: 18.5 + 2 ms > 20 ms is shed; level 1 goes first whatever it waited");
+  const std::vector<bool> waited = admission.Admit({1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}, {0.1, 0.1, 0.1, 0.1, 0.1, 0.0});
+  Check(waited == std::vector<bool>({true, true, true, true, false, true}),
+        "min_rows are computed whatever they waited; past them, who waited beyond the budget is shed");
+}
+
 // --- config.cc ---
 
 std::string ParseConfig(const std::string& json, ModelSettings* settings) {
@@ -351,6 +401,8 @@ int main(int argc, char** argv) {
   TestCopyBlock();
   TestNonFinite();
   TestSharedCases(cases);
+  TestRequestQueue();
+  TestAdmissionOnArrival();
   TestConfig();
   TestJson();
   std::printf("%d passed, %d failed\n", passed, failed);

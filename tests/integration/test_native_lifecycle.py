@@ -1,7 +1,9 @@
 """The native backend's lifecycle in explicit model control: fifty unload/load cycles of a native
 model answer right every time and keep tritonserver's RSS flat.
 
-Each cycle unloads `dense` (tests/integration/tiny_native.py: 2 instances, a 4 MiB weight), waits
+Each cycle unloads `dense` (tests/integration/tiny_native.py: 2 instances, a 4 MiB weight; with an
+admission budget, so each load starts its own queue's two worker threads and each unload stops
+them), waits
 until Triton reports it unloaded, loads it again and checks an answer exactly. RSS (VmRSS of
 /proc/<pid>/status) is read after cycle 5 (allocators and onnxruntime's one-time state settled) and
 after cycle 50. tritonserver runs with a fixed glibc mmap threshold (128 KiB): with glibc's default,
@@ -63,7 +65,7 @@ def test_fifty_unload_load_cycles_answer_right_and_keep_rss_flat(tmp_path: Path)
 
     from triton_fastpath.reliability.servers import triton
 
-    repository = tiny_native.write_repository(tmp_path)
+    repository = tiny_native.write_repository(tmp_path, {"admission_budget_ms_1": "10000"})
     with (
         triton(
             repository, tmp_path / "logs", model_control_mode="explicit", exit_timeout_s=5, extra_env=ALLOCATOR_ENV

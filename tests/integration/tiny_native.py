@@ -29,8 +29,9 @@ def weights() -> np.ndarray:
     return np.random.default_rng(32).integers(-1, 2, size=(IN_FEATURES, OUT_FEATURES)).astype(np.float32)
 
 
-def write_repository(root: Path) -> Path:
-    """`<root>/repository/dense/{config.pbtxt, 1/model.onnx}`; returns the repository."""
+def write_repository(root: Path, parameters: dict[str, str] | None = None) -> Path:
+    """`<root>/repository/dense/{config.pbtxt, 1/model.onnx}`, with `parameters` added to the
+    configuration's; returns the repository."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -46,7 +47,10 @@ def write_repository(root: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(repository / MODEL / "1" / "model.onnx"))
-    (repository / MODEL / "config.pbtxt").write_text(CONFIG)
+    extra = "".join(
+        f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n' for key, value in (parameters or {}).items()
+    )
+    (repository / MODEL / "config.pbtxt").write_text(CONFIG + extra)
     return repository
 
 

@@ -23,9 +23,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def overload_server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The served defaults without caches, on the Python renderings whose admission control sheds
-    (`overload.overload_settings` says why not the native backend), on half the cores; the other
-    half is the generator's."""
+    """The served defaults without caches (`overload.overload_settings`), on half the cores; the
+    other half is the generator's."""
     work = tmp_path_factory.mktemp("overload")
     repo = variant_repository(overload.overload_settings(), work / "repo")
     cores = split_cores()

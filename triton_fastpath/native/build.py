@@ -44,6 +44,7 @@ BACKEND_SOURCES = (
     "batch.cc",
     "checks.cc",
     "config.cc",
+    "dispatcher.cc",
     "json.cc",
     "ort_api.cc",
     "request.cc",
@@ -59,7 +60,7 @@ TEST_CASES = paths.ROOT / "native" / "tests" / "cases.json"
 # AddressSanitizer + UndefinedBehaviorSanitizer; any finding aborts the process.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1")
 COMPILERS = ("g++", "c++", "clang++")
-CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden")
+CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-fvisibility=hidden")
 # The TRITON* symbols stay undefined: the server that loads the library resolves them.
 LINK_LIBS = ("-ldl",)
 COMPILE_TIMEOUT_S = 600

@@ -1,0 +1,71 @@
+"""The native backend's own queue sheds a burst on arrival, by priority, and loses nothing.
+
+`dense` (tests/integration/tiny_native.py: 2 instances, max_batch_size 8) with admission budgets:
+priority 1 may take 10 s from arrival to answer, priority 2 only 2 ms. After a few requests (the
+backend learns what a row costs), 240 requests of 8 rows each are sent at once, priorities 1 and 2
+alternating. Each takes about a millisecond of compute, so the queue holds far more than 2 ms of
+work for priority 2: some of it must be refused as overloaded (UNAVAILABLE) on arrival, while
+every priority-1 request is answered, exactly, and every priority-2 request is either answered
+exactly or refused with that error, nothing else. The counts are asserted, never a time.
+"""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import infer
+from tests.integration import tiny_native
+
+pytestmark = pytest.mark.integration
+
+BURST = 240
+ROWS = 8  # the model's max_batch_size: one request is a whole batch
+BUDGETS = {"admission_budget_ms_1": "10000", "admission_budget_ms_2": "2", "admission_min_rows": "1"}
+
+
+def test_a_burst_is_shed_on_arrival_by_priority_and_every_answer_is_exact(tmp_path: Path) -> None:
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from triton_fastpath.reliability.servers import triton
+
+    repository = tiny_native.write_repository(tmp_path, BUDGETS)
+    x, want = tiny_native.sample(ROWS, seed=7)
+    with (
+        triton(repository, tmp_path / "logs", exit_timeout_s=5) as server,
+        grpcclient.InferenceServerClient(server.grpc_url) as client,
+    ):
+        for _ in range(4):  # the backend learns a row's cost from computed Runs
+            assert np.array_equal(infer(server.grpc_url, tiny_native.MODEL, {"x": x}, ["y"])["y"], want)
+        done: queue.Queue = queue.Queue()
+        tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        for number in range(BURST):
+            priority = 1 + number % 2
+            client.async_infer(
+                tiny_native.MODEL,
+                [tensor],
+                callback=lambda result, error, priority=priority: done.put((priority, result, error)),
+                parameters={"fastpath_priority": priority},
+                client_timeout=60,
+            )
+        outcomes = [done.get(timeout=120) for _ in range(BURST)]
+        assert server.is_running()
+    answered = {1: 0, 2: 0}
+    refused = {1: [], 2: []}
+    for priority, result, error in outcomes:
+        if error is None:
+            assert np.array_equal(result.as_numpy("y"), want), f"a wrong answer at priority {priority}"
+            answered[priority] += 1
+        else:
+            assert isinstance(error, InferenceServerException)
+            refused[priority].append(f"{error.status()}: {error.message()}")
+    print(f"answered {answered}, refused {({k: len(v) for k, v in refused.items()})} of {BURST // 2} each")
+    assert not refused[1], f"priority 1 has a 10 s budget and was refused: {refused[1][:3]}"
+    assert refused[2], "240 requests of ~1 ms each against a 2 ms budget: priority 2 must be shed"
+    others = [e for e in refused[2] if "StatusCode.UNAVAILABLE" not in e or "overloaded" not in e]
+    assert not others, f"priority 2 failed other than as overloaded: {others[:3]}"
