@@ -26,7 +26,8 @@
 namespace fastpath {
 
 constexpr char kPriorityParameter[] = "fastpath_priority";
-constexpr char kOverloaded[] = "overloaded: the batch holds more work than fits the service level; retry with backoff";
+constexpr char kOverloaded[] =
+    "overloaded: more work is queued ahead of this request than fits its service level; retry with backoff";
 
 class Admission {
  public:

@@ -50,7 +50,7 @@ def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_s
         answered = []  # (factor, high's answered share, low's) per flood
         for factor in FLOOD_FACTORS:
             high = OpenLoopClass("high", 0.2 * capacity, priority=1)
-            low = OpenLoopClass("low", factor * capacity, priority=2)
+            low = OpenLoopClass("low", factor * capacity, priority=2, raw=True)  # as the scenario sends it
             generator.open_loop([high, low], seconds=4.0)
             assert server.is_running(), f"tritonserver died under the flood: see {server.log_path}"
             print(f"{factor}x: low {low.tally.failed}/{low.tally.requests} shed, high {high.tally.ok} answered")
@@ -61,7 +61,7 @@ def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_s
         assert cls.tally.lost == 0, cls.tally.error_summary()
         assert set(cls.tally.errors) <= {"Overloaded", "Timeout"}, cls.tally.error_summary()
     assert low.tally.failed > 0, f"{factor}x capacity {capacity:.0f} req/s was not shed: no rejection at all"
-    assert low.attempts / low.requests <= 1.15, "retries amplified the overload beyond the retry budget"
+    assert high.attempts / high.requests <= 1.15, "the SDK's retries went beyond its retry budget"
     # Priority is admission control's: it sheds the low class first. A flood big enough that requests
     # time out in Triton's gRPC front end before any model sees them times out both classes alike
     # (docs/known-issues.md: 6x on digits). One CI run shed 2.8% at 3x, so the flood went to 6x and

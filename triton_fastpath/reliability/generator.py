@@ -6,7 +6,12 @@
   shared 2-core machine a Python generator offering 3x capacity takes a core; unpinned it starves
   the server it measures: goodput 0.37x unpinned, 0.90x pinned).
 - `measure_capacity`: the load engine's asyncio closed loop (32 in flight, best of 3 windows).
-- `open_loop`: Poisson arrivals per priority class at fixed rates, whatever the server does.
+- `open_loop`: Poisson arrivals per priority class at fixed rates, whatever the server does. A
+  class sent `raw` goes out as pre-serialized `ModelInferRequest` bytes on a plain gRPC channel
+  (no SDK, no retries, no client-side throttling: a fleet of clients that never back off, the
+  harshest flood). The SDK costs ~313 us of client CPU per digits request, so one core cannot
+  offer 3x a native model's capacity through it (measured: a "3x" SDK flood of digits took 19 s
+  to send 4 s of arrivals, with tritonserver at 0.22 cores); raw, a request costs ~90 us.
 - `LoadProcess`: both, in a spawned process of its own.
 """
 
@@ -40,6 +45,10 @@ __all__ = [
 ]
 
 ROWS_PER_REQUEST = 64  # digits: images per request
+RAW_POOL = 256  # distinct raw requests per workload and priority
+PRIORITY_PARAMETER = "fastpath_priority"
+MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+_RAW_MESSAGES: dict[tuple[str, int], list[bytes]] = {}  # (model, priority) -> serialized requests
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,22 @@ class Workload:
     client_class: type
     payload: Callable[[int], Any]
     unit: str
+    raw_input: Callable[[int], tuple[str, str, tuple[int, ...], bytes]] | None = None  # name, type, shape, bytes
+
+    def raw_message(self, i: int, priority: int) -> bytes:
+        """Request `i` as serialized `ModelInferRequest` bytes (one of 256, made once each)."""
+        if self.raw_input is None:
+            raise ValueError(f"{self.model}: no raw form of its requests")
+        pool = _RAW_MESSAGES.setdefault((self.model, priority), [])
+        if not pool:
+            from triton_fastpath.reliability.wire import WireRequest, WireTensor, grpc_message
+
+            parameters = {PRIORITY_PARAMETER: priority} if priority else {}
+            for n in range(RAW_POOL):
+                name, datatype, shape, data = self.raw_input(n)
+                request = WireRequest(self.model, (WireTensor(name, datatype, shape, data),), parameters)
+                pool.append(grpc_message(request).SerializeToString())
+        return pool[i % RAW_POOL]
 
 
 @functools.cache
@@ -65,14 +90,31 @@ def _text_pool() -> tuple[str, ...]:
     return tuple(load_sentiment(BUILD_DIR / "data").test.x[:512])
 
 
+def _length_prefixed(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(4, "little") + data
+
+
 def workload(model: str) -> Workload:
     """The overload workload of `digits` (64 images a request) or `sentiment` (one held-out text)."""
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
     if model == "digits":
-        return Workload("digits", AsyncDigitsClient, lambda i: _digit_pool()[i % 256], f"{ROWS_PER_REQUEST} images")
+        return Workload(
+            "digits",
+            AsyncDigitsClient,
+            lambda i: _digit_pool()[i % 256],
+            f"{ROWS_PER_REQUEST} images",
+            lambda i: ("pixels", "FP32", (ROWS_PER_REQUEST, 8, 8), _digit_pool()[i % 256].tobytes()),
+        )
     if model == "sentiment":
-        return Workload("sentiment", AsyncSentimentClient, lambda i: [_text_pool()[i % len(_text_pool())]], "1 text")
+        return Workload(
+            "sentiment",
+            AsyncSentimentClient,
+            lambda i: [_text_pool()[i % len(_text_pool())]],
+            "1 text",
+            lambda i: ("text", "BYTES", (1, 1), _length_prefixed(_text_pool()[i % len(_text_pool())])),
+        )
     raise ValueError(f"model: got {model!r}; expected 'digits' or 'sentiment'")
 
 
@@ -189,6 +231,7 @@ class OpenLoopClass:
     priority: int = 0
     timeout_s: float = OPEN_LOOP_DEADLINE_S
     retries: bool = True
+    raw: bool = False  # pre-serialized requests on a plain gRPC channel (module docstring)
     tally: Tally = field(default_factory=Tally, init=False)
     failure_latencies_s: list[float] = field(default_factory=list, init=False)
     attempts: int = field(default=0, init=False)
@@ -206,15 +249,30 @@ class OpenLoopClass:
 
 
 def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: float) -> None:
-    """Send each class's Poisson arrivals (the load engine's `run_arrivals`) for `seconds` through one
-    SDK client; wait for the answers."""
+    """Send each class's Poisson arrivals (the load engine's `run_arrivals`) for `seconds`, the SDK
+    classes through one SDK client, the raw ones on one plain gRPC channel; wait for the answers."""
 
     async def run() -> None:
-        budget = RetryBudget()  # shared by every request: retries add at most ~10% in all
-        policy = RetryPolicy() if all(c.retries for c in classes) else RetryPolicy(max_attempts=1)
-        async with load.client_class(url, timeout_s=5, retry_budget=budget, retry_policy=policy) as client:
+        import grpc
+
+        sdk = [c for c in classes if not c.raw]
+        budget = RetryBudget()  # shared by every SDK request: retries add at most ~10% in all
+        policy = RetryPolicy() if all(c.retries for c in sdk) else RetryPolicy(max_attempts=1)
+        async with (
+            load.client_class(url, timeout_s=5, retry_budget=budget, retry_policy=policy) as client,
+            grpc.aio.insecure_channel(url) as channel,
+        ):
+            infer = channel.unary_unary(MODEL_INFER)
+
+            async def send_raw(message: bytes, timeout_s: float) -> None:
+                try:
+                    await infer(message, timeout=timeout_s)
+                except grpc.aio.AioRpcError as error:
+                    raise _client_error(error, load.model) from None
 
             def sender(cls: OpenLoopClass) -> Callable[[int], Awaitable[Any]]:
+                if cls.raw:
+                    return lambda i: send_raw(load.raw_message(i, cls.priority), cls.timeout_s)
                 return lambda i: client.classify(load.payload(i), timeout_s=cls.timeout_s, priority=cls.priority)
 
             before = (client.stats.requests, client.stats.attempts)
@@ -223,11 +281,24 @@ def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: f
                 seconds=seconds,
                 drain_timeout_s=max(c.timeout_s for c in classes) + 10,
             )
-            for cls in classes:  # one shared client: attempts are reported for all classes together
-                cls.requests = client.stats.requests - before[0]
-                cls.attempts = client.stats.attempts - before[1]
+            for cls in classes:  # SDK classes share one client: their attempts are reported together
+                if cls.raw:
+                    cls.requests = cls.attempts = cls.tally.requests
+                else:
+                    cls.requests = client.stats.requests - before[0]
+                    cls.attempts = client.stats.attempts - before[1]
 
     asyncio.run(run())
+
+
+def _client_error(error: Any, model: str) -> Exception:
+    """A raw call's gRPC error as the SDK would raise it (`fastpath_client.errors`)."""
+    from tritonclient.utils import InferenceServerException
+
+    from fastpath_client.errors import map_exception
+
+    status = f"StatusCode.{error.code().name}" if error.code() is not None else None
+    return map_exception(InferenceServerException(error.details() or "", status=status), model)
 
 
 def _load_process_open_loop(
@@ -293,6 +364,7 @@ class LoadProcess:
                 "priority": c.priority,
                 "timeout_s": c.timeout_s,
                 "retries": c.retries,
+                "raw": c.raw,
             }
             for c in classes
         ]
