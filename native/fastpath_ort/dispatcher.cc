@@ -87,13 +87,11 @@ void WorkerLoop(InstanceState* s) {
 }  // namespace
 
 void Answer(InstanceState* s, Pending* p, uint64_t exec_start_ns, uint64_t exec_end_ns) {
-  if (p->response != nullptr) {
-    FASTPATH_LOG_IF_ERROR(TRITONBACKEND_ResponseSend(p->response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, p->error.get()),
-                          s->name + ": sending a response");
-    p->response = nullptr;
-  } else {
-    FASTPATH_LOG(ERROR, s->name + ": " + ErrorMessage(p->error.get()));
-  }
+  // Statistics, then the request's release, then its response: the request is no longer touched
+  // once its response is out. Sending first let a worker thread still be releasing a request while
+  // Triton 2.51's gRPC front end, which had the response, deleted the request (SIGSEGV in
+  // TRITONSERVER_InferenceRequestDelete under a 3x sentiment flood, reproduced twice). Triton
+  // allows a response after its request's release (decoupled backends rely on it).
   const uint64_t compute_start = p->compute_start_ns ? p->compute_start_ns : exec_end_ns;
   const uint64_t compute_end = p->compute_end_ns ? p->compute_end_ns : exec_end_ns;
   FASTPATH_LOG_IF_ERROR(TRITONBACKEND_ModelInstanceReportStatistics(s->triton, p->request, p->good(), exec_start_ns,
@@ -102,6 +100,13 @@ void Answer(InstanceState* s, Pending* p, uint64_t exec_start_ns, uint64_t exec_
   FASTPATH_LOG_IF_ERROR(TRITONBACKEND_RequestRelease(p->request, TRITONSERVER_REQUEST_RELEASE_ALL),
                         "releasing a request");
   p->request = nullptr;
+  if (p->response != nullptr) {
+    FASTPATH_LOG_IF_ERROR(TRITONBACKEND_ResponseSend(p->response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, p->error.get()),
+                          s->name + ": sending a response");
+    p->response = nullptr;
+  } else {
+    FASTPATH_LOG(ERROR, s->name + ": " + ErrorMessage(p->error.get()));
+  }
 }
 
 void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>> requests, uint64_t arrival_ns) {

@@ -48,7 +48,8 @@ def write_repository(root: Path, parameters: dict[str, str] | None = None) -> Pa
     model.ir_version = 8
     onnx.save(model, str(repository / MODEL / "1" / "model.onnx"))
     extra = "".join(
-        f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n' for key, value in (parameters or {}).items()
+        f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
+        for key, value in (parameters or {}).items()
     )
     (repository / MODEL / "config.pbtxt").write_text(CONFIG + extra)
     return repository

@@ -18,9 +18,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import os
+import random
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,13 +44,14 @@ __all__ = [
     "open_loop",
     "pin_process_tree",
     "split_cores",
+    "stream_flood",
     "workload",
 ]
 
 ROWS_PER_REQUEST = 64  # digits: images per request
 RAW_POOL = 256  # distinct raw requests per workload and priority
 PRIORITY_PARAMETER = "fastpath_priority"
-MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 _RAW_MESSAGES: dict[tuple[str, int], list[bytes]] = {}  # (model, priority) -> serialized requests
 
 
@@ -231,11 +235,13 @@ class OpenLoopClass:
     priority: int = 0
     timeout_s: float = OPEN_LOOP_DEADLINE_S
     retries: bool = True
-    raw: bool = False  # pre-serialized requests on a plain gRPC channel (module docstring)
+    raw: bool = False  # sent by `stream_flood`, not the SDK (module docstring)
+    throttle: bool = True  # raw classes: the SDK's adaptive throttling, as the SDK's clients have it
     tally: Tally = field(default_factory=Tally, init=False)
     failure_latencies_s: list[float] = field(default_factory=list, init=False)
     attempts: int = field(default=0, init=False)
     requests: int = field(default=0, init=False)
+    send_lag_s: float = field(default=0.0, init=False)  # raw classes: how far the sender fell behind
 
     def sent(self, n: int = 1) -> None:
         """Count `n` requests as sent."""
@@ -253,52 +259,123 @@ def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: f
     classes through one SDK client, the raw ones on one plain gRPC channel; wait for the answers."""
 
     async def run() -> None:
-        import grpc
-
         sdk = [c for c in classes if not c.raw]
         budget = RetryBudget()  # shared by every SDK request: retries add at most ~10% in all
         policy = RetryPolicy() if all(c.retries for c in sdk) else RetryPolicy(max_attempts=1)
-        async with (
-            load.client_class(url, timeout_s=5, retry_budget=budget, retry_policy=policy) as client,
-            grpc.aio.insecure_channel(url) as channel,
-        ):
-            infer = channel.unary_unary(MODEL_INFER)
-
-            async def send_raw(message: bytes, timeout_s: float) -> None:
-                try:
-                    await infer(message, timeout=timeout_s)
-                except grpc.aio.AioRpcError as error:
-                    raise _client_error(error, load.model) from None
+        async with load.client_class(url, timeout_s=5, retry_budget=budget, retry_policy=policy) as client:
 
             def sender(cls: OpenLoopClass) -> Callable[[int], Awaitable[Any]]:
-                if cls.raw:
-                    return lambda i: send_raw(load.raw_message(i, cls.priority), cls.timeout_s)
                 return lambda i: client.classify(load.payload(i), timeout_s=cls.timeout_s, priority=cls.priority)
 
             before = (client.stats.requests, client.stats.attempts)
-            await run_arrivals(
-                [Arrivals(c.rate_rps, sender(c), c, seed=c.name) for c in classes],
+            sdk_arrivals = run_arrivals(
+                [Arrivals(c.rate_rps, sender(c), c, seed=c.name) for c in sdk],
                 seconds=seconds,
-                drain_timeout_s=max(c.timeout_s for c in classes) + 10,
+                drain_timeout_s=max((c.timeout_s for c in sdk), default=0) + 10,
             )
-            for cls in classes:  # SDK classes share one client: their attempts are reported together
-                if cls.raw:
-                    cls.requests = cls.attempts = cls.tally.requests
-                else:
-                    cls.requests = client.stats.requests - before[0]
-                    cls.attempts = client.stats.attempts - before[1]
+            await asyncio.gather(sdk_arrivals, *(stream_flood(url, load, c, seconds) for c in classes if c.raw))
+            for cls in sdk:  # SDK classes share one client: their attempts are reported together
+                cls.requests = client.stats.requests - before[0]
+                cls.attempts = client.stats.attempts - before[1]
 
     asyncio.run(run())
 
 
-def _client_error(error: Any, model: str) -> Exception:
-    """A raw call's gRPC error as the SDK would raise it (`fastpath_client.errors`)."""
+def _with_id(request_id: str, message: bytes) -> bytes:
+    """`message` (a serialized ModelInferRequest) with its `id` (field 3) set: protobuf takes fields
+    in any order, so the id is prefixed instead of re-serializing the request."""
+    data = request_id.encode()
+    if len(data) > 127:
+        raise ValueError(f"request id {request_id!r}: over 127 bytes (one varint byte)")
+    return b"\x1a" + bytes([len(data)]) + data + message
+
+
+def _stream_error(message: str, model: str) -> Exception:
+    """A streamed response's error as the SDK would raise it (`fastpath_client.errors`)."""
     from tritonclient.utils import InferenceServerException
 
     from fastpath_client.errors import map_exception
 
-    status = f"StatusCode.{error.code().name}" if error.code() is not None else None
-    return map_exception(InferenceServerException(error.details() or "", status=status), model)
+    return map_exception(InferenceServerException(message), model)
+
+
+async def stream_flood(url: str, load: Workload, cls: OpenLoopClass, seconds: float) -> None:
+    """`cls`'s Poisson arrivals for `seconds`, written as pre-serialized requests on one gRPC
+    `ModelStreamInfer` stream, with the SDK's adaptive throttling (`fastpath_client.throttle`, on
+    by default in the SDK) unless `cls.throttle` is off; then the answers, up to `cls.timeout_s`.
+
+    Lean on purpose: no task or future per request, one writer and one reader, so that one core
+    offers 3x a native model's capacity (~60 us of client CPU a request, against the SDK's ~313).
+    Latency runs from the write; how far the writer fell behind its schedule is kept
+    (`cls.send_lag_s`, the largest lag), so a generator that could not keep up shows. A request
+    unanswered after `cls.timeout_s` counts as a Timeout, as an SDK deadline would.
+    """
+    import grpc
+    from tritonclient.grpc import service_pb2
+
+    from fastpath_client.errors import ModelUnavailable, Overloaded, Timeout
+    from fastpath_client.throttle import AdaptiveThrottle
+
+    throttle = AdaptiveThrottle() if cls.throttle else None
+    sent_at: dict[str, float] = {}
+    broken: list[Exception] = []  # why the stream broke, if it did
+    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", -1)]
+    async with grpc.aio.insecure_channel(url, options=options) as channel:
+        call = channel.stream_stream(
+            MODEL_STREAM_INFER,
+            request_serializer=None,
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+        )()
+
+        async def read() -> None:
+            try:
+                async for response in call:
+                    started = sent_at.pop(response.infer_response.id, None)
+                    if started is None:
+                        continue
+                    error = _stream_error(response.error_message, load.model) if response.error_message else None
+                    if throttle is not None:
+                        throttle.record(cls.priority, accepted=not isinstance(error, Overloaded | Timeout))
+                    cls.done(time.perf_counter() - started, error)
+            except grpc.aio.AioRpcError as error:  # the stream broke (the server went away): the rest fail
+                broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error.details()}"))
+
+        reader = asyncio.create_task(read())
+        rng = random.Random(cls.name)
+        now = time.perf_counter()
+        next_at, end, i = now, now + seconds, 0
+        while next_at < end and not broken:
+            if next_at > now:
+                await asyncio.sleep(next_at - now)
+            now = time.perf_counter()
+            while next_at <= now and next_at < end:  # every arrival that is due, late ones at once
+                i += 1
+                cls.send_lag_s = max(cls.send_lag_s, now - next_at)
+                cls.sent()
+                refused = throttle.admit(cls.priority) if throttle is not None else None
+                if refused is not None:
+                    cls.done(0.0, Overloaded(f"{load.model}: refused by the client, not sent (adaptive throttling)"))
+                else:
+                    request_id = str(i)
+                    sent_at[request_id] = time.perf_counter()
+                    try:
+                        await call.write(_with_id(request_id, load.raw_message(i, cls.priority)))
+                    except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+                        broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error!r}"))
+                        break
+                next_at += rng.expovariate(cls.rate_rps)
+                now = time.perf_counter()
+        if not broken:
+            await call.done_writing()
+        # The server ends the stream once every answer is out. Cancelling a stream with answers
+        # still due is a gRPC cancellation, which can crash Triton 2.51 (DESIGN.md): only a stream
+        # still open after the deadline is cancelled.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(reader, timeout=cls.timeout_s)
+        late = broken[0] if broken else Timeout(f"{load.model}: no answer within {cls.timeout_s:g} s")
+        for started in list(sent_at.values()):
+            cls.done(time.perf_counter() - started, late)
+    cls.requests = cls.attempts = cls.tally.requests
 
 
 def _load_process_open_loop(
@@ -319,6 +396,7 @@ def _load_process_open_loop(
             "failure_latencies_s": c.failure_latencies_s,
             "attempts": c.attempts,
             "client_requests": c.requests,
+            "send_lag_s": c.send_lag_s,
         }
         for c in classes
     ]
@@ -365,6 +443,7 @@ class LoadProcess:
                 "timeout_s": c.timeout_s,
                 "retries": c.retries,
                 "raw": c.raw,
+                "throttle": c.throttle,
             }
             for c in classes
         ]
@@ -376,3 +455,4 @@ class LoadProcess:
             cls.tally.latencies_s.extend(outcome["latencies_s"])
             cls.failure_latencies_s.extend(outcome["failure_latencies_s"])
             cls.attempts, cls.requests = outcome["attempts"], outcome["client_requests"]
+            cls.send_lag_s = outcome["send_lag_s"]

@@ -52,6 +52,9 @@ Progress = Callable[[str], None]
 MODELS = ("digits", "sentiment")
 GOODPUT_SHARE = 0.8  # answers/s at 3x offered load, as a share of capacity (at least)
 PRIORITY_KEPT = 0.99  # share of priority-1 requests answered beside the flood (at least)
+# A flood whose sender fell further behind its schedule than this was not the flood it claims
+# (`generator.stream_flood`): its row fails rather than judge the server on it.
+MAX_SEND_LAG_MS = 250.0
 # tritonserver's drain on stop for a flooded server. A flood's requests whose client deadline expires
 # are cancelled gRPC calls, and in Triton 2.51 a cancelled call keeps its model referenced: the
 # model never unloads and every stop waits out the whole exit timeout (30 s by default; measured on
@@ -83,6 +86,7 @@ class Trial:
     low_kept: float
     amplification: float
     server_up: bool
+    send_lag_ms: float  # how far the floods' sender fell behind its schedule, at most
 
     @property
     def goodput_share(self) -> float:
@@ -159,6 +163,7 @@ def _trial(
         low_kept=low.tally.ok / max(1, low.tally.requests),
         amplification=high.attempts / max(1, high.requests),  # the SDK's class: its retries
         server_up=server_up(),
+        send_lag_ms=1000 * max(flood.send_lag_s, low.send_lag_s),
     )
 
 
@@ -187,6 +192,8 @@ def _verdicts(
             worst_rejection <= queue_timeout_ms + 20
         ),
         "server up throughout": all(t.server_up for t in results),
+        f"the generator kept its schedule (largest lag {max(t.send_lag_ms for t in results):.0f} ms <= "
+        f"{MAX_SEND_LAG_MS:g} ms)": all(t.send_lag_ms <= MAX_SEND_LAG_MS for t in results),
     }
     high_checks = {
         f"priority 1 answered >= {PRIORITY_KEPT:.0%} in {sum(k >= PRIORITY_KEPT for k in kept)}/{trials} trials "
