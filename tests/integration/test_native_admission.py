@@ -64,7 +64,8 @@ def test_a_burst_is_shed_on_arrival_by_priority_and_every_answer_is_exact(tmp_pa
         else:
             assert isinstance(error, InferenceServerException)
             refused[priority].append(f"{error.status()}: {error.message()}")
-    print(f"answered {answered}, refused {({k: len(v) for k, v in refused.items()})} of {BURST // 2} each")
+    counts = {k: len(v) for k, v in refused.items()}
+    print(f"answered {answered}, refused {counts} of {BURST // 2} each")
     assert not refused[1], f"priority 1 has a 10 s budget and was refused: {refused[1][:3]}"
     assert refused[2], "240 requests of ~1 ms each against a 2 ms budget: priority 2 must be shed"
     others = [e for e in refused[2] if "StatusCode.UNAVAILABLE" not in e or "overloaded" not in e]
