@@ -177,6 +177,7 @@ def _verdicts(
     totals: tuple[Tally, Tally, Tally],
 ) -> list[ScenarioResult]:
     flood_tally, high_tally, low_tally = totals
+    p99_bound_ms = ServiceLevels.profile("default").p99_of(load.model) or math.inf  # what overload_settings serves
     shares = [t.goodput_share for t in results]
     kept = [t.high_kept for t in results]
     worst_rejection = max((t.rejected_p50_ms for t in results if not math.isnan(t.rejected_p50_ms)), default=0.0)
@@ -191,6 +192,8 @@ def _verdicts(
         f"rejected before compute: p50 {worst_rejection:.0f} ms <= queue timeout {queue_timeout_ms:g} + 20 ms": (
             worst_rejection <= queue_timeout_ms + 20
         ),
+        f"accepted p99 <= the {p99_bound_ms:g} ms service level in every trial (max "
+        f"{max(t.accepted_p99_ms for t in results):.0f} ms)": all(t.accepted_p99_ms <= p99_bound_ms for t in results),
         "server up throughout": all(t.server_up for t in results),
         f"the generator kept its schedule (largest lag {max(t.send_lag_ms for t in results):.0f} ms <= "
         f"{MAX_SEND_LAG_MS:g} ms)": all(t.send_lag_ms <= MAX_SEND_LAG_MS for t in results),

@@ -55,17 +55,29 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
         if cores:
             generator.pin_process_tree(pid, cores.server)
         rows = []
-        for model in overload.MODELS:
-            timeouts_us = queue_timeouts_us(settings, model)  # the flood is the lowest priority level
-            rows += overload.run_overload(
-                server.grpc_url,
-                generator.workload(model),
-                queue_timeout_ms=timeouts_us[max(timeouts_us)] / 1000,
-                cores=cores,
-                server_up=lambda: server.is_running() and server.pid == pid,
-                progress=progress,
-            )
+        try:
+            for model in overload.MODELS:
+                timeouts_us = queue_timeouts_us(settings, model)  # the flood is the lowest priority level
+                rows += overload.run_overload(
+                    server.grpc_url,
+                    generator.workload(model),
+                    queue_timeout_ms=timeouts_us[max(timeouts_us)] / 1000,
+                    cores=cores,
+                    server_up=lambda: server.is_running() and server.pid == pid,
+                    progress=progress,
+                )
+        finally:
+            if not (server.is_running() and server.pid == pid):  # say how it died, before its log is gone
+                progress(f"overload: tritonserver (pid {pid}) died; its log ends: {_death_lines(server.log_path)}")
         return rows
+
+
+def _death_lines(log: Path | None, keep: int = 12) -> str:
+    """The lines from a server log's last "Signal (N) received." on (its stack), else its last lines."""
+    lines = log.read_text(errors="replace").splitlines() if log is not None and log.exists() else []
+    signals = [i for i, line in enumerate(lines) if line.startswith("Signal (")]
+    tail = lines[signals[-1] :][:keep] if signals else lines[-keep:]
+    return " | ".join(line.strip() for line in tail) or "(no log)"
 
 
 def _stopping(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
