@@ -16,6 +16,7 @@ import pytest
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.reliability import overload
 from triton_fastpath.reliability.generator import LoadProcess, OpenLoopClass, pin_process_tree, split_cores, workload
+from triton_fastpath.reliability.runner import death_lines
 from triton_fastpath.reliability.servers import triton
 
 pytestmark = pytest.mark.integration
@@ -41,9 +42,26 @@ FLOOD_FACTORS = (3, 6, 12)
 SHED_AT_LEAST = 0.05
 
 
+# Triton 2.51 itself crashes now and then under these floods: a SIGSEGV in its gRPC front end, in
+# TRITONSERVER_InferenceRequestDelete (once in about five full `make reliability` overload runs here,
+# with the native backend answering from its workers in either order of release and send; docs/known-issues.md).
+# That death, with that stack, is an explicit expected failure naming it; any other death fails.
+FRONT_END_CRASH = ("Signal (11) received", "TRITONSERVER_InferenceRequestDelete")
+
+
+def xfail_if_triton_crashed(server) -> None:
+    if server.is_running():
+        return
+    how = death_lines(server.log_path)
+    if all(part in how for part in FRONT_END_CRASH):
+        pytest.xfail(f"Triton 2.51 crashed in its gRPC front end under the flood (docs/known-issues.md): {how[:300]}")
+    raise AssertionError(f"tritonserver died under the flood: {how}")
+
+
 @pytest.mark.parametrize("model", overload.MODELS)
 def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_server, model: str) -> None:
     server, load_cores = overload_server
+    xfail_if_triton_crashed(server)  # an earlier flood of this module's server
     with LoadProcess(server.grpc_url, model, load_cores) as generator:  # as `make reliability` runs it
         capacity = generator.capacity()
         print(f"{model}: capacity {capacity:.0f} req/s of {workload(model).unit}")
@@ -52,7 +70,7 @@ def test_overload_is_shed_with_counted_rejections_and_bounded_retries(overload_s
             high = OpenLoopClass("high", 0.2 * capacity, priority=1)
             low = OpenLoopClass("low", factor * capacity, priority=2, raw=True)  # as the scenario sends it
             generator.open_loop([high, low], seconds=4.0)
-            assert server.is_running(), f"tritonserver died under the flood: see {server.log_path}"
+            xfail_if_triton_crashed(server)
             print(f"{factor}x: low {low.tally.failed}/{low.tally.requests} shed, high {high.tally.ok} answered")
             answered.append((factor, high.tally.ok / high.tally.requests, low.tally.ok / low.tally.requests))
             if low.tally.failed >= SHED_AT_LEAST * low.tally.requests:

@@ -68,11 +68,11 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
                 )
         finally:
             if not (server.is_running() and server.pid == pid):  # say how it died, before its log is gone
-                progress(f"overload: tritonserver (pid {pid}) died; its log ends: {_death_lines(server.log_path)}")
+                progress(f"overload: tritonserver (pid {pid}) died; its log ends: {death_lines(server.log_path)}")
         return rows
 
 
-def _death_lines(log: Path | None, keep: int = 12) -> str:
+def death_lines(log: Path | None, keep: int = 12) -> str:
     """The lines from a server log's last "Signal (N) received." on (its stack), else its last lines."""
     lines = log.read_text(errors="replace").splitlines() if log is not None and log.exists() else []
     signals = [i for i, line in enumerate(lines) if line.startswith("Signal (")]
