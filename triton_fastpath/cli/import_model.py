@@ -41,7 +41,7 @@ from triton_fastpath.config.settings import Precision, RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf, import_onnx
-from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         "--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)"
     )
     parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=BUILD_DIR,
+        help="where the import keeps what it made: <work-dir>/imported/<name>/ (the exported and quantized "
+        "files, samples, report.json); nothing else is written but --repository. Default: %(default)s",
+    )
+    parser.add_argument(
         "--rendering",
         type=Rendering,
         choices=list(Rendering),
@@ -98,7 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         settings, note = with_response_cache_here(settings, args.target)
         for line in [*notes, *([note] if note else [])]:
             print(line)
-        common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
+        common = {
+            "name": args.name,
+            "repository": args.repository,
+            "target": args.target,
+            "labels": args.labels,
+            "work_dir": args.work_dir,
+        }
         if args.kind == "hf":
             report = import_hf(
                 args.path,

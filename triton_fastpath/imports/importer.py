@@ -55,6 +55,7 @@ def import_hf(
     labels: Path | None = None,
     trust_pickle: bool = False,
     precision: str = "int8",
+    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """`fastpath import hf`: detect the folder's kind (`imports.folder_kind`), say it, and import it.
@@ -76,6 +77,7 @@ def import_hf(
             eval_csv=eval_csv,
             target=target,
             labels=labels,
+            work_dir=work_dir,
             progress=progress,
         )
     from triton_fastpath.imports.sentence_import import import_sentence_model
@@ -90,8 +92,14 @@ def import_hf(
         trust_pickle=trust_pickle,
         precision=precision,
         target=target,
+        work_dir=work_dir,
         progress=progress,
     )
+
+
+def imported_dir(work_dir: Path, name: str) -> Path:
+    """Where an import keeps the files it made for `name` and its report: `<work_dir>/imported/<name>`."""
+    return Path(work_dir) / "imported" / name
 
 
 def import_hf_classifier(
@@ -105,6 +113,7 @@ def import_hf_classifier(
     thresholds: Thresholds | None = None,
     labels: Path | None = None,
     serve_check: bool = True,
+    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`.
@@ -113,6 +122,7 @@ def import_hf_classifier(
     built-in probe texts without it, and the report says so). `labels`: label names, one a line,
     replacing the config's id2label. `serve_check`: the pipeline through a real tritonserver, on
     the same texts, against onnxruntime on the same tokenization, before the repository is touched.
+    Writes only `repository` and `imported_dir(work_dir, name)` (its files and its report.json).
     """
     from triton_fastpath.build.steps import hf_labels
 
@@ -130,7 +140,7 @@ def import_hf_classifier(
         eval_texts=texts,
         eval_labels=eval_labels,
         settings=settings,
-        out_dir=BUILD_DIR / "imported" / name,
+        out_dir=imported_dir(work_dir, name),
         thresholds=thresholds or Thresholds(),
         progress=progress,
         force=True,
@@ -147,6 +157,7 @@ def import_hf_classifier(
         served = _check_served_text(
             name,
             specs,
+            out_dir=imported_dir(work_dir, name),
             files=files,
             warmups=warmups,
             texts=texts,
@@ -157,17 +168,18 @@ def import_hf_classifier(
         )
         _record_served(name, served, verdict)
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
-    write_report([report], BUILD_DIR / "report.json")
+    write_report([report], imported_dir(work_dir, name) / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
     return report
 
 
-def _check_served_text(name, specs, *, files, warmups, texts, labels, settings, target, progress) -> list[Check]:
+def _check_served_text(
+    name, specs, *, out_dir, files, warmups, texts, labels, settings, target, progress
+) -> list[Check]:
     """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same tokenization)."""
     from fastpath_backends.text import TextEncoder
     from triton_fastpath.export.onnx_run import run_onnx_batched
 
-    out_dir = BUILD_DIR / "imported" / name
     # Natural length, as every rendering serves it (a batch padded to its longest text).
     encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
     feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
@@ -230,6 +242,7 @@ def import_onnx(
     input_range: tuple[float, float] | None = None,
     thresholds: ImportThresholds | None = None,
     serve_check: bool = True,
+    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """Add an ONNX file (first dimension = batch) as model `name`, every served file checked with a bound.
@@ -239,7 +252,8 @@ def import_onnx(
     vs batched (is axis 0 the batch?); INT8 vs FP32 (max|diff|, label agreement, accuracy drop with
     labels), served when `precision="int8"` only if they pass, refused with the figures otherwise;
     and, after assembly, the served model through a real tritonserver against onnxruntime.
-    `labels` (names, one a line) become the class-score output's `label_filename`.
+    `labels` (names, one a line) become the class-score output's `label_filename`. Writes only
+    `repository` and `imported_dir(work_dir, name)` (its files and its report.json).
 
     Raises:
         DataError: bad samples, labels or range (named). ExportError: the graph cannot be served
@@ -265,7 +279,7 @@ def import_onnx(
     progress(f"{name}: checking on {rows.describe()}")
     if rows.generated:
         progress(f"{name}: NOTE: the checks below use generated data, not yours; pass --samples FILE.npz for real rows")
-    out_dir = BUILD_DIR / "imported" / name
+    out_dir = imported_dir(work_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     fp32 = out_dir / PRECISIONS["fp32"]
     shutil.copy2(onnx_file, fp32)
@@ -346,7 +360,7 @@ def import_onnx(
         _record_served(name, served, verdict)
     assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
     progress(f"{name}: added to {repository} (serving {precision.upper()}, warmup from the first sample row)")
-    write_report([report], BUILD_DIR / "report.json")
+    write_report([report], out_dir / "report.json")
     return report
 
 

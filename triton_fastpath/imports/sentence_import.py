@@ -92,6 +92,7 @@ def import_sentence_model(
     target: Target | str = Target.EMBEDDED,
     serve_check: bool = True,
     gate: Int8Gate | None = None,
+    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, check and add a sentence-transformers encoder (`<name>` returns `embedding`) or a
@@ -100,6 +101,7 @@ def import_sentence_model(
     `precision="int8"` serves INT8 only when a variant passes the gate, FP32 otherwise (and says
     why); `"fp32"` skips the INT8 trials. `eval_csv` (text[,label] rows): the evaluation texts
     (built-in probe texts without it, and the output says so); with labels, held-out accuracy.
+    Writes only `repository` and `<work_dir>/imported/<name>` (its files and its report.json).
 
     Raises:
         ExportError: the folder cannot be served (named: weights, modules, head, tokenizer).
@@ -146,8 +148,9 @@ def import_sentence_model(
             )
         return check
 
-    BUILD_DIR.joinpath("imported").mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=BUILD_DIR / "imported"))
+    out_dir = Path(work_dir) / "imported" / name
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir.parent))
     try:
         from triton_fastpath.imports.sentence_models import (
             EXPORTED_EMBEDDING,
@@ -282,7 +285,6 @@ def import_sentence_model(
                 progress(f"{name}: no text graph, so rendering 'fused' instead of '{settings.rendering}'")
                 settings = replace(settings, rendering=Rendering.FUSED)
         specs = pipeline_specs(name, sentence.dimension, head, settings, target)
-        out_dir = BUILD_DIR / "imported" / name
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(name, stage, fixed, chosen)
         _add_graph(name, graph, files, warmups)
@@ -327,7 +329,7 @@ def import_sentence_model(
     _add_graph(name, [out_dir / g.name for g in graph], files, warmups)
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
     report.seconds = time.monotonic() - started
-    write_report([report], BUILD_DIR / "report.json")
+    write_report([report], out_dir / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository} (serving {chosen.upper()}) in {report.seconds:.0f}s")
     return report
 
