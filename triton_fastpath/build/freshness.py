@@ -1,28 +1,75 @@
-"""When a build step's outputs are up to date: file times and a stamp of the step's parameters.
+"""When a build step may be skipped: its outputs exist and were made from the same inputs, by
+content (a SHA-256 of every input file's bytes and of the step's parameters, kept in a stamp file
+written only once the step succeeded), as the native build already decides; never by file times.
+
+    step = Freshness("export fp32", stamp, outputs=[fp32], inputs=[weights, code], params={"opset": 17})
+    if force or not step.fresh():
+        export(...)
+        step.record()                 # only after the outputs were made
+    report.steps.append(step.status)  # "export fp32: done" / "skipped, up to date" / why it ran
 
 Used by every step (`steps`, `text_graph`, `repository`), so none of them imports another for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def up_to_date(outputs: Sequence[Path], inputs: Sequence[Path]) -> bool:
-    """True when every output exists and is newer than every input."""
-    if not all(p.exists() for p in outputs):
-        return False
-    newest_input = max((p.stat().st_mtime for p in inputs if p.exists()), default=0.0)
-    return min(p.stat().st_mtime for p in outputs) >= newest_input
+CHUNK = 1 << 20
 
 
-def params_changed(stamp: Path, params: dict) -> bool:
-    """True (and `stamp` rewritten) when `params` differ from those `stamp` recorded."""
-    text = json.dumps(params, sort_keys=True)
-    if stamp.exists() and stamp.read_text() == text:
-        return False
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(text)
-    return True
+def digest(inputs: Sequence[Path], params: Mapping[str, object]) -> str:
+    """SHA-256 over the parameters (as sorted JSON) and each input's name and bytes, in order; a
+    missing input counts as missing (so its appearance changes the digest)."""
+    sha = hashlib.sha256(json.dumps(dict(params), sort_keys=True, default=str).encode())
+    for path in map(Path, inputs):
+        sha.update(b"\0" + path.name.encode() + b"\0")
+        if not path.is_file():
+            sha.update(b"<missing>")
+            continue
+        with path.open("rb") as handle:
+            while block := handle.read(CHUNK):
+                sha.update(block)
+    return sha.hexdigest()
+
+
+@dataclass
+class Freshness:
+    """One step's freshness: `fresh()` says whether it may be skipped, `record()` stamps it done.
+
+    `status` is what happened, for the model's report: "<name>: done (<why it ran>)" or
+    "<name>: skipped, up to date".
+    """
+
+    name: str
+    stamp: Path
+    outputs: Sequence[Path]
+    inputs: Sequence[Path]
+    params: Mapping[str, object] = field(default_factory=dict)
+    status: str = ""
+
+    def why_stale(self) -> str | None:
+        """Why the step must run (outputs missing, inputs or parameters changed, no stamp); None if fresh."""
+        missing = [p.name for p in self.outputs if not Path(p).exists()]
+        if missing:
+            return f"missing {', '.join(missing)}"
+        if not self.stamp.exists():
+            return "never recorded"
+        if self.stamp.read_text().strip() != digest(self.inputs, self.params):
+            return "inputs or parameters changed"
+        return None
+
+    def fresh(self, force: bool = False) -> bool:
+        """True when the step may be skipped (never with `force`); sets `status` either way."""
+        why = "forced" if force else self.why_stale()
+        self.status = f"{self.name}: skipped, up to date" if why is None else f"{self.name}: done ({why})"
+        return why is None
+
+    def record(self) -> None:
+        """Stamp the step done, once its outputs were made from the current inputs."""
+        self.stamp.parent.mkdir(parents=True, exist_ok=True)
+        self.stamp.write_text(digest(self.inputs, self.params) + "\n")

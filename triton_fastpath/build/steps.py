@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.freshness import params_changed, up_to_date  # noqa: F401 (repository reads them here)
+from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers
@@ -70,6 +70,7 @@ class ModelReport:
     seconds: float = 0.0
     data: str = ""  # what the checks ran on (imports: the user's samples, or generated rows)
     checks: list[str] = field(default_factory=list)  # every verdict printed, with its bound
+    steps: list[str] = field(default_factory=list)  # each step's status: done (why) / skipped, up to date
 
 
 @dataclass
@@ -89,15 +90,6 @@ class ModelArtifact:
     specs: list[ModelSpec]
     files: dict[str, list]
     warmups: dict[str, dict[str, np.ndarray]]
-
-
-def _graph_outputs(path: Path) -> list[str]:
-    """The output names of an ONNX file ([] when absent): an export made for other outputs is redone."""
-    if not path.exists():
-        return []
-    import onnx
-
-    return [output.name for output in onnx.load(str(path), load_external_data=False).graph.output]
 
 
 def _accuracy(scores: np.ndarray, labels: np.ndarray | None) -> float | None:
@@ -144,7 +136,14 @@ def export_and_verify(
 
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
-    if force or not up_to_date([fp32], source_files) or _graph_outputs(fp32) != list(output_names):
+    export_step = Freshness(
+        "export FP32 ONNX",
+        out_dir / f".{fp32.name}.sha256",
+        outputs=[fp32],
+        inputs=[*source_files, Path(torch2onnx.__file__)],
+        params={"outputs": list(output_names), "dynamic_axes": dynamic_axes},
+    )
+    if not export_step.fresh(force):
         progress(f"{name}: exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}")
         torch2onnx.export(
             model=model,
@@ -153,13 +152,18 @@ def export_and_verify(
             output_names=output_names,
             dynamic_axes=dynamic_axes,
         )
+        export_step.record()
     else:
-        progress(f"{name}: FP32 ONNX is up to date, skipping the export")
-    if force or not up_to_date([int8], [fp32]):
+        progress(f"{name}: FP32 ONNX is up to date (same sources, by content), skipping the export")
+    quantize_step = Freshness(
+        "quantize INT8", out_dir / f".{int8.name}.sha256", outputs=[int8], inputs=[fp32, Path(onnx2int8.__file__)]
+    )
+    if not quantize_step.fresh(force):
         progress(f"{name}: quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}")
         onnx2int8.quantize(source_path=fp32, output_path=int8)
+        quantize_step.record()
     else:
-        progress(f"{name}: INT8 ONNX is up to date, skipping quantization")
+        progress(f"{name}: INT8 ONNX is up to date (same FP32 graph, by content), skipping quantization")
     progress(f"{name}: verifying FP32 and INT8 against torch on {len(next(iter(eval_inputs.values())))} samples")
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names
@@ -167,7 +171,11 @@ def export_and_verify(
     quantized = run_onnx_batched(int8, eval_inputs)
     torch_accuracy = _accuracy(reference[score_output], eval_labels)
     report = ModelReport(
-        name=name, source=str(source_files[0]), n_eval=len(reference[score_output]), torch_accuracy=torch_accuracy
+        name=name,
+        source=str(source_files[0]),
+        n_eval=len(reference[score_output]),
+        torch_accuracy=torch_accuracy,
+        steps=[export_step.status, quantize_step.status],
     )
     scored = {k: v for k, v in reference.items() if k == score_output}
     for precision, outputs, path in (("fp32", candidate, fp32), ("int8", quantized, int8)):
@@ -303,7 +311,9 @@ def export_text_classifier(
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
-    graph = text_graph_files(name, out_dir, settings, eval_texts, labels, progress=progress, force=force)
+    graph = text_graph_files(
+        name, out_dir, settings, eval_texts, labels, progress=progress, force=force, steps=report.steps
+    )
     if graph:
         files[PipelineMembers(name).graph] = graph
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
@@ -323,10 +333,12 @@ def text_graph_files(
     *,
     progress: Progress,
     force: bool,
+    steps: list[str] | None = None,
 ) -> list[Path]:
     """The text graph (tokenizer inside ONNX) of the served precision, built and verified against
     `tokenizers` + the encoder on `texts` (`triton_fastpath.build.text_graph`); [] when it is
-    refused (the reason is printed; the Python renderings serve the model)."""
+    refused (the reason is printed; the Python renderings serve the model). Its status goes to
+    `steps` (a model report's) when given."""
     from triton_fastpath.build.text_graph import text_graph_step
 
     result = text_graph_step(
@@ -340,6 +352,8 @@ def text_graph_files(
         progress=progress,
         force=force,
     )
+    if steps is not None:
+        steps.append(result.status)
     return [] if result.path is None else [result.path]  # a refusal was printed with its reason
 
 
@@ -397,6 +411,9 @@ def format_report(reports: Sequence[ModelReport]) -> str:
                 f"{report.name:<11}{v.precision:<10}{v.size_bytes / 1e6:>9.2f}{v.max_abs_diff:>11.2e}"
                 f"{agree:>13}{acc:>10}{torch_acc:>11}{ms:>12}"
             )
+    stepped = [f"{report.name}: {'; '.join(report.steps)}" for report in reports if report.steps]
+    if stepped:
+        lines += ["", "steps (up to date = same inputs and parameters, by content):", *stepped]
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.build.freshness import params_changed, up_to_date
+from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.config.settings import TEXT_GRAPHS
 from triton_fastpath.errors import ExportError
 
@@ -32,11 +32,13 @@ class TextGraphResult:
         reason: why it was refused (the verifier's message: first differing text and both id
             lists), or "" when built.
         summary: the verification's one-line summary, or "reused" when up to date.
+        status: the step's line for the model's report (`freshness.Freshness.status`).
     """
 
     path: Path | None
     reason: str = ""
     summary: str = ""
+    status: str = ""  # the step's line for the model's report (built, reused, refused)
 
 
 def text_graph_step(
@@ -69,11 +71,16 @@ def text_graph_step(
 
     tokenizer, encoder = out_dir / "tokenizer.json", out_dir / encoder_file
     output = out_dir / TEXT_GRAPHS[precision]
-    params = {"max_length": max_length, "labels": list(labels or []), "texts": len(texts), "encoder": encoder_file}
-    changed = params_changed(out_dir / f".{output.name}.params.json", params)
-    sources = [tokenizer, encoder, Path(text_graph.__file__)]
-    if not force and not changed and up_to_date([output], sources):
-        return TextGraphResult(output, summary="reused")
+    params = {"max_length": max_length, "labels": list(labels or []), "texts": list(texts), "encoder": encoder_file}
+    step = Freshness(
+        f"text graph {output.name}",
+        out_dir / f".{output.name}.sha256",
+        outputs=[output],
+        inputs=[tokenizer, encoder, Path(text_graph.__file__)],
+        params=params,
+    )
+    if step.fresh(force):
+        return TextGraphResult(output, summary="reused", status=step.status)
     progress(f"{name}: text graph (tokenizer inside ONNX) -> {output.name}, checked on {len(texts)} texts")
     try:
         text_graph.build_text_graph(
@@ -90,9 +97,10 @@ def text_graph_step(
         )
     except ExportError as error:
         output.unlink(missing_ok=True)
-        (out_dir / f".{output.name}.params.json").unlink(missing_ok=True)
+        step.stamp.unlink(missing_ok=True)
         LOGGER.warning("%s: text graph refused, the Python tokenizer stays: %s", name, error)
         progress(f"{name}: text graph refused; the Python tokenizer serves this model ({str(error).splitlines()[0]})")
-        return TextGraphResult(None, reason=str(error))
+        return TextGraphResult(None, reason=str(error), status=f"{step.name}: refused ({str(error).splitlines()[0]})")
+    step.record()
     progress(f"{name}: {report.describe()}")
-    return TextGraphResult(output, summary=report.describe())
+    return TextGraphResult(output, summary=report.describe(), status=step.status)

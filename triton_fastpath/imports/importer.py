@@ -167,7 +167,9 @@ def import_hf_classifier(
             progress=progress,
         )
         _record_served(name, served, verdict)
+    report.steps.append(served_status(serve_check, served if serve_check else []))
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+    report.steps.append(f"assemble: done ({repository})")
     write_report([report], imported_dir(work_dir, name) / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
     return report
@@ -299,6 +301,7 @@ def import_onnx(
     )
     if not batch.passed:
         raise ExportError(f"{onnx_file}: batch 1 and batched runs disagree ({batch.describe()}); is axis 0 the batch?")
+    report.steps.append("batch axis check: passed")
     fp32_accuracy = accuracy(reference[label_output], rows.labels) if rows.labels is not None else None
     if fp32_accuracy is not None:
         progress(f"{name}: FP32 accuracy on the samples' labels: {fp32_accuracy:.2%} ({rows.n} rows)")
@@ -317,6 +320,11 @@ def import_onnx(
         progress=progress,
     )
     failed = [c.describe() for c in int8_checks if not c.passed]
+    report.steps.append(
+        "quantize INT8: " + ("passed its checks" if int8_checks and not failed else f"refused ({'; '.join(failed)})")
+        if int8_checks
+        else "quantize INT8: failed (quantization itself)"
+    )
     if precision == "int8" and (failed or not int8_checks):
         raise VerificationError(
             f"{name}: INT8 refused: {'; '.join(failed) or 'quantization failed'}. Serve FP32 (--precision fp32)"
@@ -358,7 +366,9 @@ def import_onnx(
             progress=progress,
         )
         _record_served(name, served, verdict)
+    report.steps.append(served_status(serve_check, served if serve_check else []))
     assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
+    report.steps.append(f"assemble: done ({repository}, serving {precision.upper()})")
     progress(f"{name}: added to {repository} (serving {precision.upper()}, warmup from the first sample row)")
     write_report([report], out_dir / "report.json")
     return report
@@ -377,6 +387,13 @@ def _verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[C
         return check
 
     return verdict
+
+
+def served_status(ran: bool, checks: list[Check]) -> str:
+    """The served check's line for the model's report."""
+    if not ran:
+        return "served check: skipped (--no-serve-check)"
+    return f"served check: passed ({len(checks)} checks through a real tritonserver)"
 
 
 def _record_served(name: str, checks: list[Check], verdict: Callable[[Check], Check]) -> None:

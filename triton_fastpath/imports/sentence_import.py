@@ -305,6 +305,9 @@ def import_sentence_model(
                 verdict=verdict,
                 progress=progress,
             )
+        report.steps.append(
+            "served check: passed (through a real tritonserver)" if serve_check else "served check: skipped"
+        )
         # the texts the load-test scenario (`--scenario imported`) sends, as for ONNX imports
         np.savez(stage / "samples.npz", text=np.array([[t] for t in texts[:256]], dtype=str))
         if head is None:  # an encoder can also be the semantic cache's embedder (`--semantic-embedder NAME`)
@@ -328,6 +331,7 @@ def import_sentence_model(
     files, warmups = text_pipeline_files(name, out_dir, fixed, chosen)
     _add_graph(name, [out_dir / g.name for g in graph], files, warmups)
     assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+    report.steps.append(f"assemble: done ({repository}, serving {chosen.upper()})")
     report.seconds = time.monotonic() - started
     write_report([report], out_dir / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository} (serving {chosen.upper()}) in {report.seconds:.0f}s")
