@@ -54,10 +54,14 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
         pid = server.pid
         if cores:
             generator.pin_process_tree(pid, cores.server)
-        rows = []
-        try:
-            for model in overload.MODELS:
-                timeouts_us = queue_timeouts_us(settings, model)  # the flood is the lowest priority level
+        rows: list[ScenarioResult] = []
+        for model in overload.MODELS:
+            alive = server.is_running() and server.pid == pid
+            if not alive:  # an earlier model's flood killed it: this model gets a row that says so
+                rows.append(_died_row(f"overload {model}", pid, server.log_path, "before its flood"))
+                continue
+            timeouts_us = queue_timeouts_us(settings, model)  # the flood is the lowest priority level
+            try:
                 rows += overload.run_overload(
                     server.grpc_url,
                     generator.workload(model),
@@ -66,10 +70,17 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
                     server_up=lambda: server.is_running() and server.pid == pid,
                     progress=progress,
                 )
-        finally:
-            if not (server.is_running() and server.pid == pid):  # say how it died, before its log is gone
-                progress(f"overload: tritonserver (pid {pid}) died; its log ends: {death_lines(server.log_path)}")
+            except Exception as error:  # one model's failure must not hide the other's rows
+                rows.append(_died_row(f"overload {model}", pid, server.log_path, f"raised {error!r}"))
+        if not (server.is_running() and server.pid == pid):  # say how it died, before its log is gone
+            progress(f"overload: tritonserver (pid {pid}) died; its log ends: {death_lines(server.log_path)}")
         return rows
+
+
+def _died_row(scenario: str, pid: int, log: Path | None, what: str) -> ScenarioResult:
+    return ScenarioResult(
+        scenario, 0, 0, 0, 0, float("nan"), False, f"{what}; tritonserver (pid {pid}) ended: {death_lines(log)}"
+    )
 
 
 def death_lines(log: Path | None, keep: int = 12) -> str:
