@@ -306,8 +306,12 @@ PROBE_TEXTS = [
 ]
 
 
-def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str], np.ndarray | None]:
-    """Read `text,label` rows (label as an index or a label name) for held-out evaluation."""
+def read_eval_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of an `--eval-csv` file: a header with a `text` column (and optionally `label`).
+
+    Raises:
+        DataError: the file cannot be read, or has no rows or no `text` column (named).
+    """
     try:
         with Path(path).open(newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
@@ -315,6 +319,12 @@ def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str
         raise DataError(f"--eval-csv {path}: {error}") from error
     if not rows or "text" not in rows[0]:
         raise DataError(f"--eval-csv {path}: expected a header with a 'text' column (and optionally 'label')")
+    return rows
+
+
+def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str], np.ndarray | None]:
+    """Read `text,label` rows (label as an index or a label name) for held-out evaluation."""
+    rows = read_eval_rows(path)
     texts = [row["text"] for row in rows]
     if "label" not in rows[0]:
         return texts, None

@@ -28,7 +28,7 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import VerificationError
-from triton_fastpath.imports.checks import PROBE_TEXTS, Check, ImportThresholds, Samples, read_eval_csv
+from triton_fastpath.imports.checks import PROBE_TEXTS, Check, ImportThresholds, Samples, read_eval_csv, read_eval_rows
 from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
@@ -365,18 +365,7 @@ def _add_graph(name: str, graph: list[Path], files: dict, warmups: dict) -> None
 
 
 def _read_texts(path: Path) -> list[str]:
-    import csv
-
-    from triton_fastpath.errors import DataError
-
-    try:
-        with Path(path).open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as error:
-        raise DataError(f"--eval-csv {path}: {error}") from error
-    if not rows or "text" not in rows[0]:
-        raise DataError(f"--eval-csv {path}: expected a header with a 'text' column")
-    return [row["text"] for row in rows]
+    return [row["text"] for row in read_eval_rows(path)]
 
 
 def _ms_batch(run, encoder, texts: Sequence[str]) -> float:

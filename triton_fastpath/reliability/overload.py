@@ -177,7 +177,7 @@ def _verdicts(
     totals: tuple[Tally, Tally, Tally],
 ) -> list[ScenarioResult]:
     flood_tally, high_tally, low_tally = totals
-    p99_bound_ms = ServiceLevels.profile("default").p99_of(load.model) or math.inf  # what overload_settings serves
+    p99_bound_ms = overload_settings().service_levels.p99_of(load.model) or math.inf  # what the flood was served with
     shares = [t.goodput_share for t in results]
     kept = [t.high_kept for t in results]
     worst_rejection = max((t.rejected_p50_ms for t in results if not math.isnan(t.rejected_p50_ms)), default=0.0)
