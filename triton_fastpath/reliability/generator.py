@@ -7,11 +7,11 @@
   the server it measures: goodput 0.37x unpinned, 0.90x pinned).
 - `measure_capacity`: the load engine's asyncio closed loop (32 in flight, best of 3 windows).
 - `open_loop`: Poisson arrivals per priority class at fixed rates, whatever the server does. A
-  class sent `raw` goes out as pre-serialized `ModelInferRequest` bytes on a plain gRPC channel
-  (no SDK, no retries, no client-side throttling: a fleet of clients that never back off, the
-  harshest flood). The SDK costs ~313 us of client CPU per digits request, so one core cannot
-  offer 3x a native model's capacity through it (measured: a "3x" SDK flood of digits took 19 s
-  to send 4 s of arrivals, with tritonserver at 0.22 cores); raw, a request costs ~90 us.
+  class sent `raw` goes out through `stream_flood`: pre-serialized requests on one gRPC stream, no
+  retries, with the SDK's adaptive throttling. The SDK costs ~313 us of client CPU per digits
+  request, so one core cannot offer 3x a native model's capacity through it (measured: a "3x" SDK
+  flood of digits took 19 s to send 4 s of arrivals, with tritonserver at 0.22 cores; unary raw
+  calls, ~90 us each, still fell behind); streamed, a request costs ~60 us.
 - `LoadProcess`: both, in a spawned process of its own.
 """
 
@@ -31,8 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from fastpath_backends.admission import PRIORITY_PARAMETER
 from fastpath_client.retry import RetryBudget, RetryPolicy
 from triton_fastpath.load import Arrivals, LoadResult, closed_loop, run_arrivals
+from triton_fastpath.reliability.fuzz_models import bytes_elements
 from triton_fastpath.reliability.report import Tally
 
 __all__ = [
@@ -50,7 +52,6 @@ __all__ = [
 
 ROWS_PER_REQUEST = 64  # digits: images per request
 RAW_POOL = 256  # distinct raw requests per workload and priority
-PRIORITY_PARAMETER = "fastpath_priority"
 MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 _RAW_MESSAGES: dict[tuple[str, int], list[bytes]] = {}  # (model, priority) -> serialized requests
 
@@ -94,11 +95,6 @@ def _text_pool() -> tuple[str, ...]:
     return tuple(load_sentiment(BUILD_DIR / "data").test.x[:512])
 
 
-def _length_prefixed(text: str) -> bytes:
-    data = text.encode()
-    return len(data).to_bytes(4, "little") + data
-
-
 def workload(model: str) -> Workload:
     """The overload workload of `digits` (64 images a request) or `sentiment` (one held-out text)."""
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
@@ -117,7 +113,7 @@ def workload(model: str) -> Workload:
             AsyncSentimentClient,
             lambda i: [_text_pool()[i % len(_text_pool())]],
             "1 text",
-            lambda i: ("text", "BYTES", (1, 1), _length_prefixed(_text_pool()[i % len(_text_pool())])),
+            lambda i: ("text", "BYTES", (1, 1), bytes_elements([_text_pool()[i % len(_text_pool())].encode()])),
         )
     raise ValueError(f"model: got {model!r}; expected 'digits' or 'sentiment'")
 
@@ -255,8 +251,9 @@ class OpenLoopClass:
 
 
 def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: float) -> None:
-    """Send each class's Poisson arrivals (the load engine's `run_arrivals`) for `seconds`, the SDK
-    classes through one SDK client, the raw ones on one plain gRPC channel; wait for the answers."""
+    """Send each class's Poisson arrivals for `seconds`: the SDK classes through one SDK client (the
+    load engine's `run_arrivals`), each raw class on a gRPC stream of its own (`stream_flood`);
+    wait for the answers."""
 
     async def run() -> None:
         sdk = [c for c in classes if not c.raw]
