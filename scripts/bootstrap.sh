@@ -10,10 +10,11 @@ cd "$(dirname "$0")/.."
 PYTHON=/usr/bin/python3.11
 # System packages: that Python, libpython3.11 (linked by the stub; loaded by the native backend for
 # custom ops), g++ (builds the native backend, native/fastpath_ort), libhiredis-dev (the Redis
-# client the C++ response cache, native/fastpath_cache, links statically), redis-server (the L2
-# cache) and prometheus (+ promtool; load-test reports and rule checks). Tests and scripts start
+# client the C++ response cache, native/fastpath_cache, links statically), binutils (nm and
+# addr2line name tritonserver's frames in a crash stack: triton_fastpath/serve/crash.py), redis-server
+# (the L2 cache) and prometheus (+ promtool; load-test reports and rule checks). Tests and scripts start
 # their own servers on free ports; nothing here starts a daemon.
-APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 g++ libhiredis-dev redis-server prometheus)
+APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 g++ binutils libhiredis-dev redis-server prometheus)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -283,7 +283,6 @@ void TestAdmissionOnArrival() {
   Check(admission.AdmitArrival(2, 2, 2, 1), "within min_rows: admitted whatever the estimate");
   Check(admission.AdmitArrival(18, 1, 2, 1), "19 ms <= 20 ms: admitted");
   Check(!admission.AdmitArrival(20, 1, 2, 1), "21 ms > 20 ms: refused");
-  Check(admission.AdmitArrival(38, 1, 2, 2), "two workers share the rows ahead: 19 + 1 ms");
   Check(admission.AdmitArrival(30, 1, 1, 1), "level 1's budget is 40 ms");
   Check(!admission.AdmitArrival(30, 1, 7, 1), "an unknown priority is the lowest level");
   Check(admission.Level(int64_t{1} << 32 | 1) == 2, "a priority past int is the lowest level, never truncated to 1");
@@ -295,6 +294,38 @@ void TestAdmissionOnArrival() {
   const std::vector<bool> waited = admission.Admit({1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}, {0.1, 0.1, 0.1, 0.1, 0.1, 0.0});
   Check(waited == std::vector<bool>({true, true, true, true, false, true}),
         "min_rows are computed whatever they waited; past them, who waited beyond the budget is shed");
+}
+
+void TestAdmissionDrainRate() {
+  current = "admission drain rate";
+  Admission admission({{1, 0.040}, {2, 0.020}}, 4);
+  admission.Observe(10, 0.010);  // a Run takes 1 ms a row
+  Check(admission.AdmitArrival(38, 1, 2, 2), "no drain measured yet: two workers at a Run's pace (19 + 1 ms)");
+  Check(!admission.AdmitArrival(40, 1, 2, 2), "... 20 + 1 ms > 20 ms");
+  admission.ObserveDrain(2, 0.004);
+  Check(admission.drain_row_seconds() == 0, "under 5 ms of wall time is pooled, not learned");
+  admission.ObserveDrain(1, 0.002);  // 3 rows in 6 ms: the workers together finish a row per 2 ms
+  Check(std::abs(admission.drain_row_seconds() - 0.002) < 1e-12, "a window's rows over its wall time");
+  Check(!admission.AdmitArrival(18, 1, 2, 2), "the measured drain (2 ms a row) wins over a Run's 1 ms");
+  Check(admission.AdmitArrival(9, 1, 2, 2), "9 rows at 2 ms + 1 ms of its own = 19 ms <= 20 ms");
+  Check(!admission.AdmitArrival(10, 1, 2, 2), "10 rows at 2 ms + 1 ms = 21 ms > 20 ms");
+  admission.ObserveDrain(10, 0.005);  // 0.5 ms a row: faster, learned slowly
+  const double faster = 0.9 * 0.002 + 0.1 * 0.0005;
+  Check(std::abs(admission.drain_row_seconds() - faster) < 1e-12, "a faster drain is averaged in with weight 0.1");
+  admission.ObserveDrain(1, 0.010);  // 10 ms a row: slower, learned fast
+  const double slower = 0.5 * faster + 0.5 * 0.010;
+  Check(std::abs(admission.drain_row_seconds() - slower) < 1e-12, "a slower drain is averaged in with weight 0.5");
+  admission.ObserveDrain(0, 1.0);
+  admission.ObserveDrain(5, -1.0);
+  Check(std::abs(admission.drain_row_seconds() - slower) < 1e-12, "no rows or a negative interval teaches nothing");
+  Admission bounded({{1, 0.040}, {2, 0.020}}, 4);
+  bounded.Observe(10, 0.001);    // a Run takes 0.1 ms a row
+  bounded.ObserveDrain(200, 0.005);  // 0.025 ms a row: 2x faster than two workers could, noise
+  Check(bounded.AdmitArrival(380, 1, 2, 2) && !bounded.AdmitArrival(400, 1, 2, 2),
+        "never faster than every worker at a Run's pace: 0.05 ms a row ahead");
+  bounded.ObserveDrain(1, 10.0);  // a paused process: 10 s for a row
+  Check(bounded.AdmitArrival(48, 1, 2, 2) && !bounded.AdmitArrival(50, 1, 2, 2),
+        "never slower than 8x that (0.4 ms a row ahead): a backlog can still form and teach it");
 }
 
 // --- config.cc ---
@@ -403,6 +434,7 @@ int main(int argc, char** argv) {
   TestSharedCases(cases);
   TestRequestQueue();
   TestAdmissionOnArrival();
+  TestAdmissionDrainRate();
   TestConfig();
   TestJson();
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -106,7 +106,8 @@ def test_serve_restarts_a_crashed_tritonserver_and_counts_it(built_repository, t
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=120)
         assert process.returncode == 0, out
-        assert "watchdog: tritonserver exited; restarting tritonserver in 1 s (restart 1)" in out
+        assert "watchdog: tritonserver exited; its log ends: " in out, out
+        assert "; restarting tritonserver in 1 s (restart 1)" in out, out
     finally:
         if process.poll() is None:
             process.kill()

@@ -7,11 +7,12 @@
   the server it measures: goodput 0.37x unpinned, 0.90x pinned).
 - `measure_capacity`: the load engine's asyncio closed loop (32 in flight, best of 3 windows).
 - `open_loop`: Poisson arrivals per priority class at fixed rates, whatever the server does. A
-  class sent `raw` goes out through `stream_flood`: pre-serialized requests on one gRPC stream, no
-  retries, with the SDK's adaptive throttling. The SDK costs ~313 us of client CPU per digits
-  request, so one core cannot offer 3x a native model's capacity through it (measured: a "3x" SDK
-  flood of digits took 19 s to send 4 s of arrivals, with tritonserver at 0.22 cores; unary raw
-  calls, ~90 us each, still fell behind); streamed, a request costs ~60 us.
+  class sent `raw` goes out through `raw_flood`: pre-serialized requests, no retries, the SDK's
+  adaptive throttling, as one `ModelInfer` call each (`RawTransport.UNARY`, as the SDK sends them)
+  or spread over `FLOOD_STREAMS` gRPC streams (`RawTransport.STREAMS`, as streaming clients send
+  them). The SDK costs ~313 us of client CPU per digits request, so one core cannot offer 3x a
+  native model's capacity through it (measured: a "3x" SDK flood of digits took 19 s to send 4 s
+  of arrivals, with tritonserver at 0.22 cores); raw, a request costs ~60-70 us.
 - `LoadProcess`: both, in a spawned process of its own.
 """
 
@@ -26,6 +27,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +43,34 @@ __all__ = [
     "CoreSplit",
     "LoadProcess",
     "OpenLoopClass",
+    "RawTransport",
     "Workload",
     "measure_capacity",
     "open_loop",
     "pin_process_tree",
+    "raw_flood",
     "split_cores",
-    "stream_flood",
     "workload",
 ]
 
 ROWS_PER_REQUEST = 64  # digits: images per request
 RAW_POOL = 256  # distinct raw requests per workload and priority
+# A flood is a fleet of clients: its requests go out round-robin on this many gRPC streams. Triton
+# answers a stream's requests in the order they came (a non-decoupled model's responses wait for the
+# ones ahead: WriteResponseIfReady in its grpc/infer_handler.h), so on one stream a refusal taken in
+# 0.8 ms waits behind every accepted request sent before it. Measured on a 3x digits flood, same
+# server: refusals' client p50 17.9 ms on 1 stream, 10.4 on 16, 2.7 on 64 (server-side 0.7-0.9 ms).
+FLOOD_STREAMS = 64
+MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 _RAW_MESSAGES: dict[tuple[str, int], list[bytes]] = {}  # (model, priority) -> serialized requests
+
+
+class RawTransport(Enum):
+    """How a raw class's requests travel (`raw_flood`)."""
+
+    UNARY = "unary"  # one ModelInfer call each, as the SDK sends them
+    STREAMS = "streams"  # round-robin on FLOOD_STREAMS ModelStreamInfer streams, as streaming clients send them
 
 
 @dataclass(frozen=True)
@@ -231,7 +248,7 @@ class OpenLoopClass:
     priority: int = 0
     timeout_s: float = OPEN_LOOP_DEADLINE_S
     retries: bool = True
-    raw: bool = False  # sent by `stream_flood`, not the SDK (module docstring)
+    raw: RawTransport | None = None  # sent by `raw_flood` this way, not by the SDK (module docstring)
     throttle: bool = True  # raw classes: the SDK's adaptive throttling, as the SDK's clients have it
     tally: Tally = field(default_factory=Tally, init=False)
     failure_latencies_s: list[float] = field(default_factory=list, init=False)
@@ -249,11 +266,16 @@ class OpenLoopClass:
         if error is not None:
             self.failure_latencies_s.append(latency_s)
 
+    def refused_by_client(self, error: BaseException) -> None:
+        """Count one request the client's own throttling refused: failed, never sent, so no
+        rejection latency is kept for it (a rejection's latency is the server's)."""
+        self.tally.done(0.0, error)
+
 
 def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: float) -> None:
     """Send each class's Poisson arrivals for `seconds`: the SDK classes through one SDK client (the
-    load engine's `run_arrivals`), each raw class on a gRPC stream of its own (`stream_flood`);
-    wait for the answers."""
+    load engine's `run_arrivals`), each raw class on a channel of its own (`raw_flood`); wait for
+    the answers."""
 
     async def run() -> None:
         sdk = [c for c in classes if not c.raw]
@@ -270,7 +292,7 @@ def open_loop(url: str, load: Workload, classes: list[OpenLoopClass], seconds: f
                 seconds=seconds,
                 drain_timeout_s=max((c.timeout_s for c in sdk), default=0) + 10,
             )
-            await asyncio.gather(sdk_arrivals, *(stream_flood(url, load, c, seconds) for c in classes if c.raw))
+            await asyncio.gather(sdk_arrivals, *(raw_flood(url, load, c, seconds) for c in classes if c.raw))
             for cls in sdk:  # SDK classes share one client: their attempts are reported together
                 cls.requests = client.stats.requests - before[0]
                 cls.attempts = client.stats.attempts - before[1]
@@ -287,92 +309,157 @@ def _with_id(request_id: str, message: bytes) -> bytes:
     return b"\x1a" + bytes([len(data)]) + data + message
 
 
-def _stream_error(message: str, model: str) -> Exception:
-    """A streamed response's error as the SDK would raise it (`fastpath_client.errors`)."""
+def _sdk_error(message: str, model: str, status: str | None = None) -> Exception:
+    """A raw answer's error as the SDK would raise it (`fastpath_client.errors`)."""
     from tritonclient.utils import InferenceServerException
 
     from fastpath_client.errors import map_exception
 
-    return map_exception(InferenceServerException(message), model)
+    return map_exception(InferenceServerException(message, status=status), model)
 
 
-async def stream_flood(url: str, load: Workload, cls: OpenLoopClass, seconds: float) -> None:
-    """`cls`'s Poisson arrivals for `seconds`, written as pre-serialized requests on one gRPC
-    `ModelStreamInfer` stream, with the SDK's adaptive throttling (`fastpath_client.throttle`, on
-    by default in the SDK) unless `cls.throttle` is off; then the answers, up to `cls.timeout_s`.
+class _RawSender:
+    """What both raw transports share: the Poisson schedule, the SDK's adaptive throttling, and
+    each answer recorded on the class (latency from the send; an error as the SDK would map it)."""
 
-    Lean on purpose: no task or future per request, one writer and one reader, so that one core
-    offers 3x a native model's capacity (~60 us of client CPU a request, against the SDK's ~313).
-    Latency runs from the write; how far the writer fell behind its schedule is kept
-    (`cls.send_lag_s`, the largest lag), so a generator that could not keep up shows. A request
-    unanswered after `cls.timeout_s` counts as a Timeout, as an SDK deadline would.
+    def __init__(self, load: Workload, cls: OpenLoopClass) -> None:
+        from fastpath_client.throttle import AdaptiveThrottle
+
+        self.load, self.cls = load, cls
+        self.throttle = AdaptiveThrottle() if cls.throttle else None
+        self.broken: list[Exception] = []  # why the connection broke, if it did
+
+    async def schedule(self, seconds: float, send: Callable[[int], Awaitable[None]]) -> None:
+        """Send arrival `i` (`send(i)`) at its Poisson time for `seconds`; late arrivals go at once,
+        and the largest lag is kept (`cls.send_lag_s`). An arrival the throttle refuses is not sent."""
+        from fastpath_client.errors import Overloaded
+
+        cls = self.cls
+        rng = random.Random(cls.name)
+        now = time.perf_counter()
+        next_at, end, i = now, now + seconds, 0
+        while next_at < end and not self.broken:
+            if next_at > now:
+                await asyncio.sleep(next_at - now)
+            now = time.perf_counter()
+            while next_at <= now and next_at < end and not self.broken:  # every arrival that is due
+                i += 1
+                cls.send_lag_s = max(cls.send_lag_s, now - next_at)
+                cls.sent()
+                if self.throttle is not None and self.throttle.admit(cls.priority) is not None:
+                    refused = f"{self.load.model}: refused by the client, not sent (adaptive throttling)"
+                    cls.refused_by_client(Overloaded(refused))
+                else:
+                    await send(i)
+                next_at += rng.expovariate(cls.rate_rps)
+                now = time.perf_counter()
+
+    def answered(self, started: float, error: Exception | None) -> None:
+        from fastpath_client.errors import Overloaded, Timeout
+
+        if self.throttle is not None:
+            self.throttle.record(self.cls.priority, accepted=not isinstance(error, Overloaded | Timeout))
+        self.cls.done(time.perf_counter() - started, error)
+
+
+async def raw_flood(url: str, load: Workload, cls: OpenLoopClass, seconds: float) -> None:
+    """`cls`'s Poisson arrivals for `seconds` as pre-serialized requests over `cls.raw` (a
+    `RawTransport`), with the SDK's adaptive throttling (`fastpath_client.throttle`, on by default
+    in the SDK) unless `cls.throttle` is off; then the answers, up to `cls.timeout_s`.
+
+    Lean on purpose, so that one core offers 3x a native model's capacity: no SDK, no retries, the
+    requests serialized once (~60-70 us of client CPU a request, against the SDK's ~313). Latency
+    runs from the send. A request unanswered after `cls.timeout_s` counts as a Timeout, as an SDK
+    deadline would.
     """
+    import grpc
+
+    sender = _RawSender(load, cls)
+    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", -1)]
+    async with grpc.aio.insecure_channel(url, options=options) as channel:
+        if cls.raw is RawTransport.STREAMS:
+            await _over_streams(channel, sender, seconds)
+        else:
+            await _unary_calls(channel, sender, seconds)
+    cls.requests = cls.attempts = cls.tally.requests
+
+
+async def _unary_calls(channel: Any, sender: _RawSender, seconds: float) -> None:
+    """One `ModelInfer` call per request, as the SDK sends them (each ends by its deadline)."""
+    import grpc
+
+    load, cls = sender.load, sender.cls
+    call = channel.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None)
+    pending: set[asyncio.Task[None]] = set()
+
+    async def one(message: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            await call(message, timeout=cls.timeout_s)
+        except grpc.aio.AioRpcError as error:
+            sender.answered(started, _sdk_error(error.details() or "", load.model, str(error.code())))
+        else:
+            sender.answered(started, None)
+
+    async def send(i: int) -> None:
+        task = asyncio.create_task(one(load.raw_message(i, cls.priority)))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    await sender.schedule(seconds, send)
+    await asyncio.gather(*pending)
+
+
+async def _over_streams(channel: Any, sender: _RawSender, seconds: float) -> None:
+    """Requests round-robin on `FLOOD_STREAMS` `ModelStreamInfer` streams, one reader each; a
+    request unanswered after the deadline (its stream is then cancelled) is a Timeout."""
     import grpc
     from tritonclient.grpc import service_pb2
 
-    from fastpath_client.errors import ModelUnavailable, Overloaded, Timeout
-    from fastpath_client.throttle import AdaptiveThrottle
+    from fastpath_client.errors import ModelUnavailable, Timeout
 
-    throttle = AdaptiveThrottle() if cls.throttle else None
+    load, cls = sender.load, sender.cls
     sent_at: dict[str, float] = {}
-    broken: list[Exception] = []  # why the stream broke, if it did
-    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", -1)]
-    async with grpc.aio.insecure_channel(url, options=options) as channel:
-        call = channel.stream_stream(
+    calls = [
+        channel.stream_stream(
             MODEL_STREAM_INFER,
             request_serializer=None,
             response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
         )()
+        for _ in range(FLOOD_STREAMS)
+    ]
 
-        async def read() -> None:
-            try:
-                async for response in call:
-                    started = sent_at.pop(response.infer_response.id, None)
-                    if started is None:
-                        continue
-                    error = _stream_error(response.error_message, load.model) if response.error_message else None
-                    if throttle is not None:
-                        throttle.record(cls.priority, accepted=not isinstance(error, Overloaded | Timeout))
-                    cls.done(time.perf_counter() - started, error)
-            except grpc.aio.AioRpcError as error:  # the stream broke (the server went away): the rest fail
-                broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error.details()}"))
+    async def read(call: Any) -> None:
+        try:
+            async for response in call:
+                started = sent_at.pop(response.infer_response.id, None)
+                if started is not None:
+                    message = response.error_message
+                    sender.answered(started, _sdk_error(message, load.model) if message else None)
+        except grpc.aio.AioRpcError as error:  # the stream broke (the server went away): the rest fail
+            sender.broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error.details()}"))
 
-        reader = asyncio.create_task(read())
-        rng = random.Random(cls.name)
-        now = time.perf_counter()
-        next_at, end, i = now, now + seconds, 0
-        while next_at < end and not broken:
-            if next_at > now:
-                await asyncio.sleep(next_at - now)
-            now = time.perf_counter()
-            while next_at <= now and next_at < end:  # every arrival that is due, late ones at once
-                i += 1
-                cls.send_lag_s = max(cls.send_lag_s, now - next_at)
-                cls.sent()
-                refused = throttle.admit(cls.priority) if throttle is not None else None
-                if refused is not None:
-                    cls.done(0.0, Overloaded(f"{load.model}: refused by the client, not sent (adaptive throttling)"))
-                else:
-                    request_id = str(i)
-                    sent_at[request_id] = time.perf_counter()
-                    try:
-                        await call.write(_with_id(request_id, load.raw_message(i, cls.priority)))
-                    except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
-                        broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error!r}"))
-                        break
-                next_at += rng.expovariate(cls.rate_rps)
-                now = time.perf_counter()
-        if not broken:
+    async def send(i: int) -> None:
+        request_id = str(i)
+        sent_at[request_id] = time.perf_counter()
+        try:
+            await calls[i % FLOOD_STREAMS].write(_with_id(request_id, load.raw_message(i, cls.priority)))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+            sender.broken.append(ModelUnavailable(f"{load.model}: the stream broke: {error!r}"))
+
+    readers = [asyncio.create_task(read(call)) for call in calls]
+    await sender.schedule(seconds, send)
+    if not sender.broken:
+        for call in calls:
             await call.done_writing()
-        # The server ends the stream once every answer is out. Cancelling a stream with answers
-        # still due is a gRPC cancellation, which can crash Triton 2.51 (DESIGN.md): only a stream
-        # still open after the deadline is cancelled.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(reader, timeout=cls.timeout_s)
-        late = broken[0] if broken else Timeout(f"{load.model}: no answer within {cls.timeout_s:g} s")
-        for started in list(sent_at.values()):
-            cls.done(time.perf_counter() - started, late)
-    cls.requests = cls.attempts = cls.tally.requests
+    # The server ends each stream once its answers are out. Cancelling a stream with answers still
+    # due is a gRPC cancellation, which can crash Triton 2.51 (DESIGN.md): only streams still open
+    # after the deadline are cancelled.
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*readers), timeout=cls.timeout_s)
+    late = sender.broken[0] if sender.broken else Timeout(f"{load.model}: no answer within {cls.timeout_s:g} s")
+    for started in list(sent_at.values()):
+        cls.done(time.perf_counter() - started, late)
 
 
 def _load_process_open_loop(

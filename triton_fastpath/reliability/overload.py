@@ -37,15 +37,26 @@ import numpy as np
 from triton_fastpath.config.settings import RepoSettings, ServiceLevels
 from triton_fastpath.load import percentiles_ms
 from triton_fastpath.reliability.generator import (
+    FLOOD_STREAMS,
     OPEN_LOOP_DEADLINE_S,
     CoreSplit,
     LoadProcess,
     OpenLoopClass,
+    RawTransport,
     Workload,
 )
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 
-__all__ = ["GOODPUT_SHARE", "MODELS", "PRIORITY_KEPT", "Trial", "overload_settings", "run_overload"]
+__all__ = [
+    "GOODPUT_SHARE",
+    "MODELS",
+    "PRIORITY_KEPT",
+    "STREAM_FLOODS",
+    "Trial",
+    "overload_settings",
+    "run_overload",
+    "run_stream_floods",
+]
 
 Progress = Callable[[str], None]
 
@@ -61,6 +72,11 @@ MAX_SEND_LAG_MS = 250.0
 # the digits flood, native and Python backend alike; docs/known-issues.md). Nothing is in flight by
 # then: the flood has been answered or timed out.
 FLOOD_EXIT_TIMEOUT_S = 5
+# The trials' floods are unary calls, as the SDK sends them. Streaming clients are a flood of their
+# own: Triton 2.51's gRPC stream handler can tear a stream's state down while a response callback
+# still uses it (docs/known-issues.md), so `run_stream_floods` floods over streams this many times
+# and its row says whether the server lived.
+STREAM_FLOODS = 3
 
 
 def overload_settings() -> RepoSettings:
@@ -146,10 +162,10 @@ def _trial(
 ) -> Trial:
     """One trial: capacity, a `factor`x flood, priority 1 at 0.2x beside a `factor`x priority-2 flood."""
     capacity = generator.capacity()
-    flood = OpenLoopClass("flood", factor * capacity, retries=False, raw=True)
+    flood = OpenLoopClass("flood", factor * capacity, retries=False, raw=RawTransport.UNARY)
     generator.open_loop([flood], seconds)
     high = OpenLoopClass("high", 0.2 * capacity, priority=1)
-    low = OpenLoopClass("low", factor * capacity, priority=2, raw=True)
+    low = OpenLoopClass("low", factor * capacity, priority=2, raw=RawTransport.UNARY)
     generator.open_loop([high, low], seconds)
     for total, cls in zip(totals, (flood, high, low), strict=True):
         total.absorb(cls.tally)
@@ -189,7 +205,8 @@ def _verdicts(
         f"offered >= {0.9 * factor:.1f}x capacity in every trial": all(
             t.offered_rps >= 0.9 * factor * t.capacity_rps for t in results
         ),
-        f"rejected before compute: p50 {worst_rejection:.0f} ms <= queue timeout {queue_timeout_ms:g} + 20 ms": (
+        f"refused by the server before compute: p50 {worst_rejection:.1f} ms <= queue timeout "
+        f"{queue_timeout_ms:g} + 20 ms (the client's own throttling refusals are not timed)": (
             worst_rejection <= queue_timeout_ms + 20
         ),
         f"accepted p99 <= the {p99_bound_ms:g} ms service level in every trial (max "
@@ -232,3 +249,43 @@ def _verdicts(
             note=f"sent raw, no retries (a fleet that never backs off); client deadline {OPEN_LOOP_DEADLINE_S:g} s",
         ),
     ]
+
+
+def run_stream_floods(
+    url: str,
+    load: Workload,
+    *,
+    floods: int = STREAM_FLOODS,
+    factor: float = 3.0,
+    seconds: float = 8.0,
+    cores: CoreSplit | None = None,
+    server_up: Callable[[], bool] = lambda: True,
+    ended: Callable[[], str] = lambda: "",
+    progress: Progress = print,
+) -> ScenarioResult:
+    """`floods` floods at `factor`x capacity sent over `FLOOD_STREAMS` gRPC streams (as streaming
+    clients send them), with the SDK's throttling; PASS when the server is up after each one.
+
+    `ended` says how the server ended (its log's stack) when it did not survive.
+    """
+    tally, up, sent = Tally(), True, 0
+    with LoadProcess(url, load.model, cores.load if cores else None) as generator:
+        capacity = generator.capacity()
+        for number in range(1, floods + 1):
+            flood = OpenLoopClass("streams", factor * capacity, retries=False, raw=RawTransport.STREAMS)
+            generator.open_loop([flood], seconds)
+            tally.absorb(flood.tally)
+            sent, up = number, server_up()
+            progress(
+                f"overload {load.model} stream flood {number}/{floods}: {factor:.0f}x capacity on {FLOOD_STREAMS} "
+                f"streams, answered {flood.tally.ok}/{flood.tally.requests}; server {'up' if up else 'DIED'}"
+            )
+            if not up:
+                break
+    how = "server up after each" if up else f"tritonserver died in flood {sent}: {ended()}"
+    return tally.result(
+        f"{load.model}: {factor:.0f}x capacity on {FLOOD_STREAMS} gRPC streams, {floods} floods of {seconds:g} s",
+        passed=up,
+        note=f"{how}; Triton 2.51's stream handler race: docs/known-issues.md",
+        figures={"floods": float(sent), "server_deaths": float(not up)},
+    )

@@ -25,6 +25,7 @@ from triton_fastpath.models.pipelines import queue_timeouts_us
 from triton_fastpath.reliability import faults, fuzz, generator, healing, matrix, overload, security, stopping
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
+from triton_fastpath.serve.crash import death_lines
 
 __all__ = ["MATRIX_BATCH_WINDOW_US", "QUICK_ONLY", "SCENARIOS", "run_all"]
 
@@ -72,6 +73,20 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
                 )
             except Exception as error:  # one model's failure must not hide the other's rows
                 rows.append(_died_row(f"overload {model}", pid, server.log_path, f"raised {error!r}"))
+        if server.is_running() and server.pid == pid:  # last: Triton 2.51 may not survive it
+            try:
+                rows.append(
+                    overload.run_stream_floods(
+                        server.grpc_url,
+                        generator.workload("digits"),
+                        cores=cores,
+                        server_up=lambda: server.is_running() and server.pid == pid,
+                        ended=lambda: death_lines(server.log_path, keep=16),
+                        progress=progress,
+                    )
+                )
+            except Exception as error:
+                rows.append(_died_row("overload digits on streams", pid, server.log_path, f"raised {error!r}"))
         if not (server.is_running() and server.pid == pid):  # say how it died, before its log is gone
             progress(f"overload: tritonserver (pid {pid}) died; its log ends: {death_lines(server.log_path)}")
         return rows
@@ -81,14 +96,6 @@ def _died_row(scenario: str, pid: int, log: Path | None, what: str) -> ScenarioR
     return ScenarioResult(
         scenario, 0, 0, 0, 0, float("nan"), False, f"{what}; tritonserver (pid {pid}) ended: {death_lines(log)}"
     )
-
-
-def death_lines(log: Path | None, keep: int = 12) -> str:
-    """The lines from a server log's last "Signal (N) received." on (its stack), else its last lines."""
-    lines = log.read_text(errors="replace").splitlines() if log is not None and log.exists() else []
-    signals = [i for i, line in enumerate(lines) if line.startswith("Signal (")]
-    tail = lines[signals[-1] :][:keep] if signals else lines[-keep:]
-    return " | ".join(line.strip() for line in tail) or "(no log)"
 
 
 def _stopping(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:

@@ -4,6 +4,7 @@
 - `server`: the embedded server (the wheel's tritonserver tree, the native backend installed in
   it) and `EmbeddedTritonServer`;
 - `watchdog`: restarts a dead, wedged or unhealthy server; `health`: health proven by inference;
+- `crash`: how a server died, from its log: the stack, with tritonserver's own frames named;
 - `redis_server` / `prometheus`: the Redis L2 cache and Prometheus, started on free ports.
 
 May import: `errors`, `paths`, `processes`, `native` (the backend it installs), `config` (the

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.errors import ProcessError
+from triton_fastpath.serve.crash import death_lines
 from triton_fastpath.serve.server import EmbeddedTritonServer
 from triton_fastpath.serve.server_config import admin_headers
 
@@ -220,7 +221,9 @@ class Watchdog:
     def check(self) -> list[str]:
         """One look: restart or reload what is dead or wedged; returns what was done (empty when all is well)."""
         if not self.server.is_running():
-            return [self._restart_server("tritonserver exited")]
+            # How it died (its stack, named: serve.crash) goes into the log line that says so.
+            ended = death_lines(self.server.log_path, keep=16, last=2)
+            return [self._restart_server(f"tritonserver exited; its log ends: {ended}")]
         if not self._answers_live():
             if not self._misses.wedged:
                 return []  # not answering, not (yet) wedged: the next look probes again
