@@ -39,6 +39,33 @@ constexpr char kPriorityParameter[] = "fastpath_priority";
 constexpr char kOverloaded[] =
     "overloaded: more work is queued ahead of this request than fits its service level; retry with backoff";
 
+// Seconds per row learned from (rows, seconds) samples: pooled until the pool is full (`full` of the
+// pooled rows and seconds says when), then averaged in with weight `up` when the pooled sample is
+// larger than the average, `down` when it is not; the first sample is taken as it is. 0 until then.
+class PerRowAverage {
+ public:
+  PerRowAverage(double up, double down) : up_(up), down_(down) {}
+  double value() const { return value_; }
+
+  template <typename Full>
+  void Add(int64_t rows, double seconds, Full full) {
+    rows_ += rows;
+    seconds_ += seconds;
+    if (!full(rows_, seconds_)) return;
+    const double sample = seconds_ / static_cast<double>(rows_);
+    rows_ = 0;
+    seconds_ = 0;
+    const double weight = value_ == 0 ? 1.0 : (sample > value_ ? up_ : down_);
+    value_ = (1 - weight) * value_ + weight * sample;
+  }
+
+ private:
+  double up_, down_;
+  double value_ = 0;
+  int64_t rows_ = 0;  // pooled, not yet learned from
+  double seconds_ = 0;
+};
+
 class Admission {
  public:
   static constexpr int64_t kLearnFromRows = 4;
@@ -53,18 +80,20 @@ class Admission {
   }
 
   bool enabled() const { return !budgets_s_.empty(); }
-  double row_seconds() const { return row_s_; }
-  double drain_row_seconds() const { return drain_row_s_; }
+  double row_seconds() const { return row_s_.value(); }
+  double drain_row_seconds() const { return drain_row_s_.value(); }
 
   // Whether a request of `rows` rows and `priority` may join the queue, with `rows_ahead` rows to
   // run before it (queued at its level or higher, and computing) on `workers` workers.
   bool AdmitArrival(int64_t rows_ahead, int64_t rows, int64_t priority, int workers) const {
-    if (!enabled() || row_s_ == 0 || rows_ahead + rows <= min_rows_) return true;
-    const double fastest = row_s_ / std::max(1, workers);
+    const double row_s = row_s_.value();
+    const double drain_row_s = drain_row_s_.value();
+    if (!enabled() || row_s == 0 || rows_ahead + rows <= min_rows_) return true;
+    const double fastest = row_s / std::max(1, workers);
     const double per_row_ahead_s =
-        drain_row_s_ > 0 ? std::clamp(drain_row_s_, fastest, kMaxSlowdown * fastest) : fastest;
+        drain_row_s > 0 ? std::clamp(drain_row_s, fastest, kMaxSlowdown * fastest) : fastest;
     const double ahead_s = static_cast<double>(rows_ahead) * per_row_ahead_s;
-    return ahead_s + static_cast<double>(rows) * row_s_ <= budgets_s_.at(Level(priority));
+    return ahead_s + static_cast<double>(rows) * row_s <= budgets_s_.at(Level(priority));
   }
 
   // Which requests (rows per request, their priorities: 0 or unknown = the lowest level, seconds
@@ -82,7 +111,8 @@ class Admission {
       const size_t i = order[position];
       spent += rows[i];
       const double waited = waited_s.empty() ? 0.0 : waited_s[i];
-      const bool within = waited + static_cast<double>(spent) * row_s_ <= budgets_s_.at(Level(priorities[i]));
+      const double compute_s = static_cast<double>(spent) * row_s_.value();
+      const bool within = waited + compute_s <= budgets_s_.at(Level(priorities[i]));
       keep[i] = position == 0 || spent <= min_rows_ || within;
       if (!keep[i]) spent -= rows[i];  // a shed request costs nothing: later (smaller) ones may still fit
     }
@@ -93,18 +123,7 @@ class Admission {
   // are pooled until they add up to that many (a lone row's time is mostly fixed per-call cost).
   void Observe(int64_t rows, double seconds) {
     if (rows <= 0 || seconds <= 0) return;
-    pooled_rows_ += rows;
-    pooled_s_ += seconds;
-    if (pooled_rows_ < kLearnFromRows) return;
-    const double sample = pooled_s_ / static_cast<double>(pooled_rows_);
-    pooled_rows_ = 0;
-    pooled_s_ = 0;
-    if (row_s_ == 0) {
-      row_s_ = sample;
-      return;
-    }
-    const double weight = sample < row_s_ ? 0.5 : 0.05;
-    row_s_ = (1 - weight) * row_s_ + weight * sample;
+    row_s_.Add(rows, seconds, [](int64_t pooled_rows, double) { return pooled_rows >= kLearnFromRows; });
   }
 
   // Folds in `rows` finished over `seconds` of wall time during which a backlog waited (every
@@ -114,14 +133,7 @@ class Admission {
   // flood (one server core): queue wait p99 16 -> 14 ms, client p50 10.6 -> 7.6 ms, same goodput.
   void ObserveDrain(int64_t rows, double seconds) {
     if (rows <= 0 || seconds < 0) return;
-    drain_rows_ += rows;
-    drain_s_ += seconds;
-    if (drain_s_ < kDrainWindowS) return;
-    const double sample = drain_s_ / static_cast<double>(drain_rows_);
-    drain_rows_ = 0;
-    drain_s_ = 0;
-    const double weight = drain_row_s_ == 0 ? 1.0 : (sample > drain_row_s_ ? 0.5 : 0.1);
-    drain_row_s_ = (1 - weight) * drain_row_s_ + weight * sample;
+    drain_row_s_.Add(rows, seconds, [](int64_t, double pooled_s) { return pooled_s >= kDrainWindowS; });
   }
 
   // The level a priority is served at: its own when it has a budget, else the lowest.
@@ -134,12 +146,8 @@ class Admission {
   std::map<int, double> budgets_s_;
   int64_t min_rows_;
   int lowest_ = 0;
-  double row_s_ = 0;  // measured seconds per row (0 until kLearnFromRows rows were timed)
-  int64_t pooled_rows_ = 0;  // rows of Runs not yet learned from
-  double pooled_s_ = 0;
-  double drain_row_s_ = 0;  // measured wall seconds per row finished while backlogged (0: not yet)
-  int64_t drain_rows_ = 0;  // rows of the drain window being pooled
-  double drain_s_ = 0;
+  PerRowAverage row_s_{0.05, 0.5};       // a Run's seconds per row: rising slowly, falling fast
+  PerRowAverage drain_row_s_{0.5, 0.1};  // wall seconds per row drained while backlogged
 };
 
 }  // namespace fastpath
