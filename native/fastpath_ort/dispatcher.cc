@@ -80,11 +80,10 @@ void WorkerLoop(InstanceState* s) {
     d.shed += shed;
     for (const RunCost& cost : costs) d.admission.Observe(cost.rows, cost.seconds);
     // The drain rate: rows finished since the last batch ended, if a backlog waited all along.
-    const uint64_t done_ns = NowNs();
-    if (d.backlogged && done_ns > d.last_done_ns) {
-      d.admission.ObserveDrain(taken_rows, static_cast<double>(done_ns - d.last_done_ns) / 1e9);
+    if (d.backlogged && end > d.last_done_ns) {
+      d.admission.ObserveDrain(taken_rows, static_cast<double>(end - d.last_done_ns) / 1e9);
     }
-    d.last_done_ns = done_ns;
+    d.last_done_ns = end;
     d.backlogged = !d.queue.empty();
     lock.unlock();
     for (Entry& entry : taken) Answer(s, entry.item.get(), start, end);

@@ -355,6 +355,8 @@ class _RawSender:
                 now = time.perf_counter()
 
     def answered(self, started: float, error: Exception | None) -> None:
+        """Record the answer to a request sent at `started` (`error` None: answered), and tell the
+        throttle whether the server accepted it."""
         from fastpath_client.errors import Overloaded, Timeout
 
         if self.throttle is not None:
