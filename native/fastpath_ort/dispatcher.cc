@@ -7,6 +7,9 @@
 #include <utility>
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "batch.h"
 #include "common.h"
@@ -42,8 +45,20 @@ void ComputeTaken(InstanceState* s, std::vector<Entry>* taken, std::vector<bool>
   }
 }
 
+// The worker computes at `worker_nice` (config.h): Triton's own threads (reading requests, refusing
+// them, writing answers) go first where they share a core with it.
+void LowerWorkerPriority(const InstanceState* s) {
+  const int nice = s->model->settings.worker_nice;
+  if (nice == 0) return;
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice) != 0) {
+    FASTPATH_LOG(WARN, s->name + ": worker_nice " + std::to_string(nice) + " not applied (setpriority failed); " +
+                           "the worker computes at Triton's priority");
+  }
+}
+
 void WorkerLoop(InstanceState* s) {
   pthread_setname_np(pthread_self(), "fastpath_ort");  // `top -H` tells the workers from Triton's threads
+  LowerWorkerPriority(s);
   Dispatcher& d = *s->model->dispatcher;
   const int64_t max_rows = MaxRows(s->model->settings);
   std::unique_lock<std::mutex> lock(d.mutex);
@@ -61,7 +76,11 @@ void WorkerLoop(InstanceState* s) {
       waited_s.push_back(static_cast<double>(start - std::min(start, entry.arrival_ns)) / 1e9);
       taken_rows += entry.rows;
     }
-    std::vector<bool> keep = d.admission.Admit(rows, priorities, waited_s);
+    // Overloaded: arrivals are being refused and more rows wait behind this batch. Not at a warmup
+    // or a slow start, where a lone request may wait past its budget with no one to make room for.
+    if (d.queue.empty()) d.refusing = false;
+    const bool overloaded = d.refusing;
+    std::vector<bool> keep = d.admission.Admit(rows, priorities, waited_s, overloaded);
     lock.unlock();
     std::vector<RunCost> costs;
     uint64_t shed = 0;
@@ -144,6 +163,7 @@ void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>> requests, u
       if (!d.admission.AdmitArrival(d.queue.RowsAhead(level), p->rows, priorities[i], d.workers)) {
         p->Fail(NewError(TRITONSERVER_ERROR_UNAVAILABLE, kOverloaded));
         ++d.shed;
+        d.refusing = true;
         answer_now.push_back(std::move(p));
         continue;
       }

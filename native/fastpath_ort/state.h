@@ -29,6 +29,7 @@ struct Dispatcher {
   uint64_t shed = 0;  // requests refused as overloaded
   uint64_t last_done_ns = 0;  // when a worker last finished a batch
   bool backlogged = false;    // whether requests were still queued then (every worker busy since)
+  bool refusing = false;      // an arrival was refused since the queue was last emptied: it is over budget
 
   Dispatcher(std::map<int, double> budgets_s, int64_t min_rows) : admission(std::move(budgets_s), min_rows) {}
 };

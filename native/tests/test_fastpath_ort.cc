@@ -294,6 +294,12 @@ void TestAdmissionOnArrival() {
   const std::vector<bool> waited = admission.Admit({1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}, {0.1, 0.1, 0.1, 0.1, 0.1, 0.0});
   Check(waited == std::vector<bool>({true, true, true, true, false, true}),
         "min_rows are computed whatever they waited; past them, who waited beyond the budget is shed");
+  const std::vector<bool> behind = admission.Admit({1, 1, 1, 1}, {2, 2, 1, 2}, {0.021, 0.0, 0.05, 0.0}, true);
+  Check(behind == std::vector<bool>({false, true, true, true}),
+        "overloaded (refusing, rows behind the batch), a lowest-level request that waited past its budget is shed even "
+        "first and within min_rows; level 1 is kept whatever it waited");
+  Check(admission.Admit({1}, {2}, {0.5}, false) == std::vector<bool>({true}),
+        "not overloaded: a late request (a warmup on a slow start) is still computed");
 }
 
 void TestAdmissionDrainRate() {
