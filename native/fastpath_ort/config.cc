@@ -144,9 +144,6 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
   } else if (key == "admission_min_rows") {
     if (!ParseInt(value, 1, INT32_MAX, &number)) return bad + "expected an integer >= 1";
     s->admission_min_rows = number;
-  } else if (key == "worker_nice") {
-    if (!ParseInt(value, 0, 19, &number)) return bad + "expected an integer 0..19 (0: Triton's own priority)";
-    s->worker_nice = static_cast<int>(number);
   } else if (key == "max_padded_bytes") {
     if (!ParseInt(value, 0, INT64_MAX, &number)) return bad + "expected an integer >= 0 (0: no cap)";
     s->max_padded_bytes = number;
@@ -233,7 +230,7 @@ const char* const kBackendParameters[] = {
     "python_library",     "validate_utf8",      "reject_blank_strings", "max_string_bytes",
     "cut_string_chars",   "cut_flag_output",    "admission_budget_ms_", "admission_min_rows",
     "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs",
-    "value_bounds",       "worker_nice"};
+    "value_bounds"};
 const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
 
 bool ModelSettings::pads() const {

@@ -26,9 +26,6 @@
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
-//   worker_nice               the nice value (0..19) the queue's workers compute at, so that Triton's
-//                             threads that read requests, refuse them and write answers go first
-//                             on a shared core (default 10; 0: Triton's own priority)
 //   ragged_lengths_agree      true: every ragged input of a request must have the same length
 //                             along its -1 axes (token ids and their mask), or the request fails
 //                             alone; padding in a batch would otherwise hide the mismatch (default false)
@@ -92,7 +89,6 @@ struct ModelSettings {
   std::string cut_flag_output;
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
-  int worker_nice = 10;
   int64_t length_bucket_rows = 0;
   bool ragged_lengths_agree = false;
   int64_t max_padded_bytes = int64_t{64} << 20;

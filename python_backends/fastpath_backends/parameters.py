@@ -233,7 +233,6 @@ class FastpathOrtParameters(AdmissionParameters):
     length_bucket_rows: int | None = param(int, 0)
     max_padded_bytes: int | None = param(int, 64 << 20)
     ragged_outputs: str | None = param(str, "")
-    worker_nice: int | None = param(int, 10)
     value_bounds: str | None = param(str, "")
     # informational: written for people and tools, accepted and not used by the backend
     max_length: int | None = param(int, None)

@@ -70,29 +70,3 @@ def test_a_burst_is_shed_on_arrival_by_priority_and_every_answer_is_exact(tmp_pa
     assert refused[2], "240 requests of ~1 ms each against a 2 ms budget: priority 2 must be shed"
     others = [e for e in refused[2] if "StatusCode.UNAVAILABLE" not in e or "overloaded" not in e]
     assert not others, f"priority 2 failed other than as overloaded: {others[:3]}"
-
-
-def _thread_nice(pid: int) -> dict[str, set[int]]:
-    """Thread name -> the nice values of the threads of `pid` so named (/proc/<pid>/task/*/stat)."""
-    found: dict[str, set[int]] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        found.setdefault(name, set()).add(int(stat.rpartition(")")[2].split()[16]))  # field 19: nice
-    return found
-
-
-def test_the_workers_compute_at_worker_nice_below_tritons_threads(tmp_path: Path) -> None:
-    """A model with budgets gets one worker per instance, at nice 10 by default (`worker_nice`), so
-    Triton's threads that read, refuse and answer requests go first on a shared core; the server's
-    other threads keep their own priority."""
-    from triton_fastpath.reliability.servers import triton
-
-    repository = tiny_native.write_repository(tmp_path, BUDGETS)
-    with triton(repository, tmp_path / "logs", exit_timeout_s=5) as server:
-        nice = _thread_nice(server.pid)
-    assert nice.get("fastpath_ort") == {10}, f"worker threads' nice values: {nice}"
-    assert 0 in nice.get("tritonserver", set()), f"Triton's own threads: {nice}"
