@@ -174,6 +174,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
   auto state = std::make_unique<InstanceState>();
   state->model = static_cast<ModelState*>(model_state);
+  state->warmup_left = state->model->settings.warmup_executes;
   state->triton = instance;
   state->ort = &state->model->runtime->ort;
   const char* name = nullptr;
@@ -233,7 +234,12 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
       p.Fail(NewError(TRITONSERVER_ERROR_INTERNAL, std::string("fastpath_ort: reading the request: ") + e.what()));
     }
   }
-  if (s->model->dispatcher) {
+  // Warmup runs inline, never shed: Triton hands a warmup sample's requests to one Execute
+  // and fails the model's load if any is refused, and a load on a busy host learns a cold Run's
+  // cost (seen: a batch_64 sample refused as overloaded past admission_min_rows).
+  const bool warmup = s->warmup_left > 0;
+  if (warmup) --s->warmup_left;
+  if (s->model->dispatcher && !warmup) {
     Enqueue(s, std::move(pending), exec_start);
     return nullptr;
   }

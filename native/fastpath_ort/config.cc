@@ -288,6 +288,17 @@ std::string ParseModelSettings(const Json& config, ModelSettings* out) {
   if (!error.empty()) return error;
   if (out->inputs.empty()) return "the configuration declares no input";
   if (out->outputs.empty()) return "the configuration declares no output";
+  const Json* warmups = config.Find("model_warmup");
+  if (warmups != nullptr && warmups->kind == Json::Kind::kArray) {
+    for (const Json& warmup : warmups->items) {  // Triton skips batch_size 0; count 0 runs once
+      int64_t batch_size = 0, count = 0;
+      const Json* field = warmup.Find("batch_size");
+      if (field == nullptr || !field->AsInt64(&batch_size) || batch_size <= 0) continue;
+      field = warmup.Find("count");
+      if (field != nullptr && !field->AsInt64(&count)) return "model_warmup count is not an integer";
+      out->warmup_executes += std::max<int64_t>(1, count);
+    }
+  }
   const Json* parameters = config.Find("parameters");
   if (parameters != nullptr && parameters->kind == Json::Kind::kObject) {
     for (const auto& member : parameters->members) {

@@ -71,6 +71,9 @@ struct TensorSpec {
 
 struct ModelSettings {
   int64_t max_batch_size = 0;  // 0: requests carry no batch dimension and run one by one
+  // Execute calls each instance gets for its warmup before it serves (model_warmup: one per sample
+  // with batch_size > 0, `count` times, at least once), run inline and never shed.
+  int64_t warmup_executes = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::string onnx_file = "model.onnx";

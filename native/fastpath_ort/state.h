@@ -56,6 +56,7 @@ struct InstanceState {
   std::vector<const char*> input_names;
   std::vector<const char*> output_names;
   std::thread worker;  // takes batches from the model's queue (dispatcher.h), with a dispatcher
+  int64_t warmup_left = 0;  // warmup Execute calls still to come (ModelSettings::warmup_executes)
   bool stop = false;   // guarded by the dispatcher's mutex
 
   ~InstanceState() {

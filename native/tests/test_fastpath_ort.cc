@@ -384,6 +384,13 @@ void TestConfig() {
              "dims must be positive or -1");
   CheckError(ParseConfig(R"({"max_batch_size":"8","input":[{"name":"x","data_type":"TYPE_BF16","dims":["2"]}]})", &s),
              "is not served by fastpath_ort");
+  Check(ParseConfig(Config(Param("onnx_file", "m.onnx")), &s).empty() && s.warmup_executes == 0, "no warmup: none");
+  const std::string warmups = R"(,"model_warmup":[{"name":"b1","batch_size":1},{"name":"b0","batch_size":0},)"
+                              R"({"name":"b64","batch_size":"64","count":"3"},{"name":"c0","batch_size":2,"count":0}]})";
+  std::string config = Config(Param("onnx_file", "m.onnx"));
+  config.insert(config.size() - 1, warmups.substr(0, warmups.size() - 1));
+  Check(ParseConfig(config, &s).empty() && s.warmup_executes == 5,
+        "warmup Executes per instance: 1 + (batch_size 0 skipped) + 3 + (count 0 runs once) 1");
 }
 
 // --- json.cc ---

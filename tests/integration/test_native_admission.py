@@ -70,3 +70,29 @@ def test_a_burst_is_shed_on_arrival_by_priority_and_every_answer_is_exact(tmp_pa
     assert refused[2], "240 requests of ~1 ms each against a 2 ms budget: priority 2 must be shed"
     others = [e for e in refused[2] if "StatusCode.UNAVAILABLE" not in e or "overloaded" not in e]
     assert not others, f"priority 2 failed other than as overloaded: {others[:3]}"
+
+
+def test_warmup_is_never_shed_even_when_its_budget_cannot_hold_it(tmp_path: Path) -> None:
+    """Triton hands a warmup sample's requests to one Execute and fails the model's load if any is
+    refused. Four one-row samples teach the backend a row's cost, then eight one-row requests arrive
+    together against a 1 us budget for every level: through the queue, all but the first would be
+    refused as overloaded (seen on a busy host with the digits model's batch_64 sample). The backend
+    runs its warmup Execute calls inline, so the model loads, and afterwards still sheds."""
+    from fastpath_client.errors import Overloaded
+    from triton_fastpath.reliability.servers import triton
+
+    tight = {"admission_budget_ms_1": "0.001", "admission_budget_ms_2": "0.001", "admission_min_rows": "1"}
+    repository = tiny_native.write_repository(tmp_path, tight)
+    config = repository / tiny_native.MODEL / "config.pbtxt"
+    x = f'inputs {{ key: "x" value {{ data_type: TYPE_FP32 dims: [{tiny_native.IN_FEATURES}] zero_data: true }} }}'
+    config.write_text(
+        config.read_text()
+        + f'model_warmup {{ name: "one_row" batch_size: 1 count: 4 {x} }}\n'
+        + f'model_warmup {{ name: "eight_rows" batch_size: 8 {x} }}\n'
+    )
+    x1, want = tiny_native.sample(1, seed=3)
+    with triton(repository, tmp_path / "logs", exit_timeout_s=5) as server:  # raises if the load failed
+        for _ in range(6):  # alone in the queue (admission_min_rows 1): computed; the cost is learned
+            assert np.array_equal(infer(server.grpc_url, tiny_native.MODEL, {"x": x1}, ["y"])["y"], want)
+        with pytest.raises(Overloaded, match="overloaded"):  # 8 rows past min_rows against 1 us
+            infer(server.grpc_url, tiny_native.MODEL, {"x": np.repeat(x1, 8, axis=0)}, ["y"])
