@@ -27,7 +27,14 @@ from triton_fastpath.bench.tuner import (
     write_tuning,
 )
 from triton_fastpath.cli import tune as tune_cli
-from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings, load_tuning, validate_tuning
+from triton_fastpath.config.settings import (
+    FACTORY_TUNABLES,
+    Batching,
+    NativeBackend,
+    RepoSettings,
+    load_tuning,
+    validate_tuning,
+)
 from triton_fastpath.errors import ConfigError
 
 CPUINFO = """processor\t: 0
@@ -394,7 +401,7 @@ def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
     found = load_tuning(path)
     assert found["max_queue_delay_us"] == 250
     assert found["preferred_batch_sizes"] == (4, 8)
-    assert RepoSettings(**found).dynamic_batching.preferred_batch_sizes == (4, 8)
+    assert RepoSettings().with_tunables(found).batching.dynamic_batching.preferred_batch_sizes == (4, 8)
     container = json.loads(path.read_text())["other_targets"]["container"]
     assert container["measured"] is None and container["rendering"] == "fused"  # said, not measured
 
@@ -411,7 +418,7 @@ def test_tuning_file_with_an_unknown_setting_is_rejected_by_name(tmp_path: Path)
 
 def test_preferred_batch_sizes_above_the_max_batch_are_rejected() -> None:
     with pytest.raises(ConfigError, match="preferred_batch_sizes"):
-        RepoSettings(max_batch_size=8, preferred_batch_sizes=(4, 16))
+        RepoSettings(batching=Batching(max_batch_size=8, preferred_batch_sizes=(4, 16)))
 
 
 def test_headline_gives_no_ratio_when_a_baseline_never_met_the_bound() -> None:
@@ -540,7 +547,7 @@ def _fake_measurement(monkeypatch: pytest.MonkeyPatch, figures: dict) -> list[tu
 
     def evaluate(settings, config, work_dir, inputs, progress, *, model="sentiment", redis=None):
         calls.append((model, tuner.tunables(settings)))
-        found = figures[(model, settings.rendering if model == "sentiment" else settings.native)]
+        found = figures[(model, settings.rendering if model == "sentiment" else settings.native.enabled)]
         rps, p50, *mix = found.pop(0) if isinstance(found, list) else found
         repeats = {"ratio": 0.3, "throughput_rps": mix[0], "p99_ms": 20.0, "concurrency": 32} if mix else None
         return {
@@ -733,7 +740,7 @@ def test_a_tuned_graph_rendering_is_served_as_the_graph_with_its_caches_and_fuse
     python, notes = RepoSettings.tuned_with_notes(path, cache=True)  # e.g. `fastpath build --semantic`
     assert (python.rendering, python.cache) == ("fused", True)
     assert len(notes) == 1 and "rendering 'graph'" in notes[0] and "cache=True" in notes[0] and "'fused'" in notes[0]
-    no_native, notes = RepoSettings.tuned_with_notes(path, native=False)
+    no_native, notes = RepoSettings.tuned_with_notes(path, native=NativeBackend(enabled=False))
     assert no_native.rendering == "fused" and "native=False" in notes[0]
     explicit, notes = RepoSettings.tuned_with_notes(path, rendering="graph", cache=False)
     assert explicit.rendering == "graph" and notes == ()  # an explicit rendering is the caller's
@@ -774,7 +781,7 @@ def test_native_round_trips_through_the_tuning_file_and_counts_still_refuse_bool
     }
     path = write_tuning(result, tmp_path / "embedded.json")
     assert load_tuning(path)["native"] is False
-    assert RepoSettings.tuned(path).native is False
+    assert RepoSettings.tuned(path).native.enabled is False
     assert validate_tuning({"native": True}) == {"native": True}
     with pytest.raises(ConfigError, match=r"^tuning: native=1; expected true or false$"):
         validate_tuning({"native": 1})

@@ -107,7 +107,7 @@ def test_smoke_tuner_writes_a_tuning_file_that_repo_settings_reads(built_reposit
     assert "winner" in found.stdout
     settings = load_tuning(output)
     assert set(settings) == set(FACTORY_TUNABLES)
-    RepoSettings(**settings)  # valid settings
+    RepoSettings().with_tunables(settings)  # valid settings
     measured = json.loads(output.read_text())["measured"]
     assert measured["candidates"] == 2
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.tensorrt import ParityCase, as_tensorrt, write_engine_plan
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ROOT
@@ -39,7 +39,8 @@ if "--exportOutput" in args:
 
 def container_encoder():
     """`sentiment_encoder` as the container target serves it (the fused model's BLS target)."""
-    specs = {s.name: s for s in default_specs(RepoSettings(max_length=16, max_batch_size=8), "container")}
+    settings = RepoSettings(max_length=16, batching=Batching(max_batch_size=8))
+    specs = {s.name: s for s in default_specs(settings, "container")}
     return specs["sentiment_encoder"]
 
 

@@ -18,7 +18,7 @@ import pytest
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
 from triton_fastpath.config.render import python_adapter
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import RepoSettings, SemanticCache
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, to_args_list
@@ -250,7 +250,8 @@ def test_the_default_container_repository_never_opens_onnxruntime_in_python() ->
 def test_the_fused_semantic_layer_on_the_container_needs_no_onnxruntime_for_python() -> None:
     """The image's Python has no onnxruntime (no wheel for its Python 3.10 at our pin): on the
     container the fused model embeds texts for the semantic layer by BLS to the native embed_encoder."""
-    specs = {s.name: s for s in default_specs(RepoSettings(rendering="fused", semantic_threshold=0.99), "container")}
+    settings = RepoSettings(rendering="fused", semantic=SemanticCache(threshold=0.99))
+    specs = {s.name: s for s in default_specs(settings, "container")}
     parameters = specs["sentiment_fused"].parameters
     assert "semantic_onnx_file" not in parameters
     assert parameters["semantic_encoder_model"] in specs

@@ -12,7 +12,7 @@ import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild, container_specs
 from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
 from triton_fastpath.config.tensorrt import (
     OptimizationProfile,
@@ -30,7 +30,7 @@ from triton_fastpath.config.tensorrt import (
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 
-SETTINGS = RepoSettings(max_length=48, max_batch_size=32)
+SETTINGS = RepoSettings(max_length=48, batching=Batching(max_batch_size=32))
 # The container target: the fused models call the native encoders (`sentiment_encoder`, ...) by BLS.
 SPECS = {s.name: s for s in default_specs(SETTINGS, "container")}
 

@@ -303,19 +303,23 @@ def test_the_unicode_probe_measures_what_the_held_out_check_cannot_see(files, gr
 def test_the_build_step_builds_reuses_and_refuses_without_failing_the_build(files, tmp_path) -> None:
     import shutil
 
+    from triton_fastpath.build.pipeline import Pipeline, StepState
     from triton_fastpath.build.text_graph import text_graph_step
 
     shutil.copy(files["tokenizer"], tmp_path / "tokenizer.json")
     shutil.copy(files["encoder"], tmp_path / "model.int8.onnx")
-    step = dict(name="tiny", out_dir=tmp_path, encoder_file="model.int8.onnx", precision="int8", labels=None)
-    built = text_graph_step(**step, max_length=12, texts=TEXTS, progress=lambda line: None)
+    pipeline = Pipeline("tiny", lambda line: None)
+    step = dict(out_dir=tmp_path, encoder_file="model.int8.onnx", precision="int8", labels=None, max_length=12)
+    built = text_graph_step(pipeline, **step, texts=TEXTS)
     assert built.path == tmp_path / "text.int8.onnx" and built.path.is_file() and "ids equal on 12/12" in built.summary
-    again = text_graph_step(**step, max_length=12, texts=TEXTS, progress=lambda line: None)
+    again = text_graph_step(pipeline, **step, texts=TEXTS)
     assert again.summary == "reused"
     # An unknown character inside a word: the op keeps "a" and adds [UNK]; tokenizers gives one [UNK].
-    refused = text_graph_step(**step, max_length=12, texts=[*TEXTS, "a¢b word"], progress=lambda line: None)
+    refused = text_graph_step(pipeline, **step, texts=[*TEXTS, "a¢b word"])
     assert refused.path is None and not (tmp_path / "text.int8.onnx").exists()
     assert "differs" in refused.reason and "a¢b word" in refused.reason
+    assert [s.state for s in pipeline.statuses] == [StepState.DONE, StepState.SKIPPED, StepState.REFUSED]
+    assert "a¢b word" in pipeline.statuses[-1].why
 
 
 SENTIMENT = BUILD_DIR / "sentiment" / "onnx"

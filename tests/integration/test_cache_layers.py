@@ -26,7 +26,7 @@ from tests.conftest import (
     start_server,
 )
 from triton_fastpath.build.repository import variant_repository
-from triton_fastpath.config.settings import CacheTiers, RepoSettings
+from triton_fastpath.config.settings import CacheTiers, RepoSettings, SemanticCache
 from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.serve.redis_server import RedisServer
@@ -209,7 +209,11 @@ def test_embed_serves_the_same_vectors_as_the_in_process_pooling(served):
 @pytest.mark.parametrize("rendering", sorted(CACHE_MODEL))
 def test_semantic_layer_answers_a_near_duplicate_with_the_cached_answer(built_repository, tmp_path, rendering):
     settings = served_settings(
-        rendering=rendering, response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=0.995
+        rendering=rendering,
+        response_cache=False,
+        cache_instances=1,
+        encoder_instances=1,
+        semantic=SemanticCache(threshold=0.995),
     )
     repository = variant_repository(settings, tmp_path / "repository")
     check_semantic_near_duplicate(repository, tmp_path)

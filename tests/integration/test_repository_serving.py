@@ -11,6 +11,7 @@ from fastpath_client.errors import InvalidInput, ModelUnavailable
 from fastpath_models import SentimentClient
 from tests.conftest import assert_int8_rows_agree, infer, metric, served_settings, start_server
 from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import Batching
 from triton_fastpath.load import measuring_client
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
@@ -170,7 +171,7 @@ def test_unknown_model_is_model_unavailable(served):
 def slow_batching_server(request, built_repository, tmp_path_factory):
     """The same models with a 300 ms batching window, so concurrent requests surely share a batch."""
 
-    settings = served_settings(rendering=request.param, max_queue_delay_us=300_000)
+    settings = served_settings(rendering=request.param, batching=Batching(max_queue_delay_us=300_000))
     repository = variant_repository(settings, tmp_path_factory.mktemp("slow") / "repository")
     server = start_server(repository, tmp_path_factory.mktemp("slow-logs"))
     server.first_step = {"fused": "sentiment_fused", "ensemble": "sentiment_tokenizer"}[request.param]

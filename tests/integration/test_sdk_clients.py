@@ -23,6 +23,7 @@ from fastpath_models import (
 )
 from tests.conftest import assert_int8_rows_agree, infer, served_settings, start_server
 from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.config.settings import Batching
 from triton_fastpath.models import data as datasets
 from triton_fastpath.processes import free_port
 
@@ -172,7 +173,7 @@ def slow_server(built_repository, tmp_path_factory):
     """The repository with a 3 s batching window: a lone request waits 3 s for batch-mates."""
 
     target = tmp_path_factory.mktemp("sdk-slow") / "repository"
-    repository = variant_repository(served_settings(max_queue_delay_us=3_000_000), target)
+    repository = variant_repository(served_settings(batching=Batching(max_queue_delay_us=3_000_000)), target)
     server = start_server(repository, tmp_path_factory.mktemp("sdk-slow-logs"))
     try:
         yield server

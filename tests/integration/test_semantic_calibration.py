@@ -29,15 +29,15 @@ def test_the_build_ships_a_setting_only_when_it_kept_the_bound_on_queries_it_was
     assert any("semantic cache:" in line for line in lines)
     assert report["queries"]["heldout"] == 1920 and report["queries"]["negate"] > 0
     if report["chosen"] is None or report["rejected"]:
-        assert settings.semantic_threshold == 0.0  # off, and the progress line says why
+        assert settings.semantic.threshold == 0.0  # off, and the progress line says why
         assert any("stays off" in line for line in lines)
         return
     chosen, checked = report["chosen"], report["checked"]
     assert chosen["wrong_rate"] < 0.005 and checked["wrong_rate"] < 0.005
-    assert settings.semantic_threshold == chosen["threshold"]
-    assert settings.semantic_min_margin == chosen["min_margin"]
-    assert settings.semantic_guard == chosen["guarded"]
-    assert dict(settings.semantic_measured)["wrong_rate"] == f"{checked['wrong_rate']:.4f}"
+    assert settings.semantic.threshold == chosen["threshold"]
+    assert settings.semantic.min_margin == chosen["min_margin"]
+    assert settings.semantic.guard == chosen["guarded"]
+    assert dict(settings.semantic.measured)["wrong_rate"] == f"{checked['wrong_rate']:.4f}"
 
 
 @pytest.mark.parametrize("rendering", ["fused", "ensemble"])
@@ -47,10 +47,10 @@ def test_the_calibrated_setting_and_its_figures_are_in_the_config_of_either_rend
     specs = {s.name: s for s in default_specs(settings)}
     step = specs["sentiment_fused" if rendering == "fused" else "sentiment_cache"]
     parameters = {k: v["string_value"] for k, v in render(step, "embedded")["parameters"].items()}
-    if not settings.semantic_threshold:  # this build's calibration left the layer off: nothing ships
+    if not settings.semantic.threshold:  # this build's calibration left the layer off: nothing ships
         assert not any(name.startswith("semantic_") for name in parameters)
         return
-    assert float(parameters["semantic_threshold"]) == settings.semantic_threshold
-    assert float(parameters["semantic_min_margin"]) == settings.semantic_min_margin
-    assert parameters["semantic_guard"] == ("true" if settings.semantic_guard else "false")
+    assert float(parameters["semantic_threshold"]) == settings.semantic.threshold
+    assert float(parameters["semantic_min_margin"]) == settings.semantic.min_margin
+    assert parameters["semantic_guard"] == ("true" if settings.semantic.guard else "false")
     assert "semantic_measured_wrong_rate" in parameters

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import check_semantic_near_duplicate, served_settings, start_server
+from triton_fastpath.config.settings import SemanticCache
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 st = pytest.importorskip("sentence_transformers")
@@ -227,8 +228,7 @@ def test_minilm_is_the_semantic_caches_embedder_calibrated_with_and_served_in_pr
         response_cache=False,
         cache_instances=1,
         encoder_instances=1,
-        semantic_threshold=0.9,
-        semantic_embedder=embedder.choice,
+        semantic=SemanticCache(threshold=0.9, embedder=embedder.choice),
     )
     repository = variant_repository(settings, tmp_path / "repository")
     fused = repository / "sentiment_fused"

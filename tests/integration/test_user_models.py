@@ -44,7 +44,7 @@ def save_tiny_hf_classifier(folder: Path) -> Path:
 
 
 def test_hf_folder_is_exported_verified_and_served(tmp_path):
-    from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.config.settings import Batching, RepoSettings
     from triton_fastpath.imports.importer import import_hf_classifier
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
@@ -55,7 +55,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
         hf_dir,
         name="tiny_mood",
         repository=repository,
-        settings=RepoSettings(max_length=16, max_batch_size=8),
+        settings=RepoSettings(max_length=16, batching=Batching(max_batch_size=8)),
         eval_csv=eval_csv,
     )
     assert {v.precision for v in report.variants} == {"fp32", "int8"}

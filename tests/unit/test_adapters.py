@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from fastpath_backends.pipeline import TextPipeline
 from fastpath_backends.text import TextEncoder, vocabulary_size
 from triton_fastpath.config.render import render, to_model_config
-from triton_fastpath.config.settings import SAMPLE_TEXT, RepoSettings
+from triton_fastpath.config.settings import SAMPLE_TEXT, Batching, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
 from triton_fastpath.models.bundled import SENTIMENT_LABELS, default_specs
 
@@ -66,7 +66,7 @@ def assert_invalid(response: Any, pb_utils: types.ModuleType, pattern: str) -> N
 
 
 def settings(rendering: str) -> RepoSettings:
-    return RepoSettings(rendering=rendering, max_length=MAX_LENGTH, max_batch_size=8)
+    return RepoSettings(rendering=rendering, max_length=MAX_LENGTH, batching=Batching(max_batch_size=8))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from fastpath_backends.text import TextEncoder
 from triton_fastpath.build import repository as build
 from triton_fastpath.build import steps
 from triton_fastpath.config.render import parse_pbtxt, render
-from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings
+from triton_fastpath.config.settings import FACTORY_TUNABLES, Batching, NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.models.pipelines import python_hops
@@ -107,7 +107,7 @@ def fake_build(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyP
 def test_a_variant_repository_holds_exactly_the_models_of_its_rendering_with_their_files(
     fake_build: Path, tmp_path: Path, rendering: str
 ) -> None:
-    settings = RepoSettings(rendering=rendering, max_queue_delay_us=500)
+    settings = RepoSettings(rendering=rendering, batching=Batching(max_queue_delay_us=500))
     repository = build.variant_repository(settings, tmp_path / "variant")
     names = sorted(p.name for p in repository.iterdir())
     assert names == sorted(s.name for s in default_specs(settings))
@@ -134,7 +134,8 @@ def test_a_variant_repository_holds_exactly_the_models_of_its_rendering_with_the
 def test_a_variant_repository_replaces_what_was_in_its_folder(fake_build: Path, tmp_path: Path) -> None:
     target = tmp_path / "variant"
     build.variant_repository(RepoSettings(rendering="ensemble"), target)
-    build.variant_repository(RepoSettings(rendering="fused", ids_lane=False), target, only=("sentiment",))
+    no_lane = RepoSettings(rendering="fused", native=NativeBackend(ids_lane=False))
+    build.variant_repository(no_lane, target, only=("sentiment",))
     assert sorted(p.name for p in target.iterdir()) == ["sentiment", "sentiment_fused"]
 
 
@@ -160,19 +161,41 @@ def test_tuning_is_read_only_when_asked(tmp_path: Path) -> None:
     assert RepoSettings.tuned(tmp_path / "absent.json") == RepoSettings()
 
 
+ALL = ("embed", "sentiment", "digits")  # every bundled pipeline, as a build without --only
+
+
 def test_removing_the_other_rendering_keeps_the_selected_and_user_models(tmp_path: Path) -> None:
     for name in ("sentiment_tokenizer", "sentiment_cache", "embed_encoder", "sentiment_fused", "my_model"):
         (tmp_path / name / "1").mkdir(parents=True)
-    settings = RepoSettings(rendering="fused", ids_lane=False)
-    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings)
+    settings = RepoSettings(rendering="fused", native=NativeBackend(ids_lane=False))
+    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings, ALL)
     assert removed == ["embed_encoder", "sentiment_cache", "sentiment_tokenizer"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_model", "sentiment_fused"]
     (tmp_path / "embed_encoder" / "1").mkdir(parents=True)
     with_lane = RepoSettings(rendering="fused")  # the ids lane keeps the encoders
-    assert build.remove_other_renderings(tmp_path, default_specs(with_lane), with_lane) == []
+    assert build.remove_other_renderings(tmp_path, default_specs(with_lane), with_lane, ALL) == []
     container = default_specs(settings, "container")  # the fused container target serves the encoders
-    assert build.remove_other_renderings(tmp_path, container, settings) == []
+    assert build.remove_other_renderings(tmp_path, container, settings, ALL) == []
     assert (tmp_path / "embed_encoder" / "1").is_dir()
+
+
+def test_an_only_build_leaves_the_other_bundled_pipelines_as_they_were(tmp_path: Path) -> None:
+    """`fastpath build --only digits` writes digits alone: sentiment's and embed's models stay."""
+    for name in ("sentiment", "sentiment_encoder", "embed", "embed_fused", "digits"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    settings = RepoSettings(rendering="graph", cache=False)
+    digits = [s for s in default_specs(settings) if s.name == "digits"]
+    assert build.remove_other_renderings(tmp_path, digits, settings, ["digits"]) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "digits",
+        "embed",
+        "embed_fused",
+        "sentiment",
+        "sentiment_encoder",
+    ]
+    fused = RepoSettings(rendering="fused", native=NativeBackend(ids_lane=False))
+    sentiment = [s for s in default_specs(fused) if s.name.startswith("sentiment")]
+    assert build.remove_other_renderings(tmp_path, sentiment, fused, ["sentiment"]) == ["sentiment_encoder"]
 
 
 @pytest.mark.parametrize("rendering", ["graph", "fused", "ensemble"])
@@ -215,5 +238,5 @@ def test_a_stale_wrapped_graph_is_removed_when_the_graph_is_rendered_without_its
     for name in ("sentiment_graph", "sentiment_fused", "sentiment"):
         (tmp_path / name / "1").mkdir(parents=True)
     settings = RepoSettings(rendering="graph", cache=False)  # the two-tier cache: no wrapper
-    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings)
+    removed = build.remove_other_renderings(tmp_path, default_specs(settings), settings, ALL)
     assert removed == ["sentiment_fused", "sentiment_graph"]

@@ -13,7 +13,7 @@ import pytest
 from fastpath_client.errors import ClientError, InvalidInput
 from fastpath_client.ids_lane import LocalTokenizer, check_texts, chunks_by_length
 from triton_fastpath.config.render import parse_pbtxt
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.sdk.codegen import ids_lane_of, load_tokenizers, plan_models
 from triton_fastpath.sdk.package import stale_files, write_files, write_tokenizers
@@ -132,7 +132,7 @@ def test_the_repository_serves_the_ids_lane_with_the_native_backend_unless_turne
     assert encoder.labels == ("negative", "positive")  # a direct caller gets label names
     graph = {s.name for s in default_specs(RepoSettings(rendering="graph", cache=False))}
     assert "sentiment_encoder" in graph
-    for off in (RepoSettings(ids_lane=False), RepoSettings(native=False)):
+    for off in (RepoSettings(native=NativeBackend(ids_lane=False)), RepoSettings(native=NativeBackend(enabled=False))):
         assert not {"sentiment_encoder", "embed_encoder"} & {s.name for s in default_specs(off)}
 
 

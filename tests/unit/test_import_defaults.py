@@ -55,5 +55,5 @@ def test_an_explicit_rendering_wins_and_keeps_the_python_lookup_where_it_has_one
 def test_an_onnx_import_gets_the_tuned_backend_and_response_cache(recorded, tmp_path: Path) -> None:
     assert import_model.main(["onnx", str(tmp_path / "m.onnx"), "--name", "m", "--repository", str(tmp_path)]) == 0
     kind, found = recorded[0]
-    assert kind == "onnx" and found["settings"].native and found["settings"].response_cache_kind == "fastpath"
+    assert kind == "onnx" and found["settings"].native.enabled and found["settings"].response_cache_kind == "fastpath"
     assert found["settings"].precision == "fp32"  # an ONNX file is served as given unless --precision int8

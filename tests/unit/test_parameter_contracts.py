@@ -19,7 +19,7 @@ from fastpath_backends.parameters import (
     TokenizerParameters,
 )
 from triton_fastpath.config.render import Target, native_backend, python_adapter, render
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.native import build as native
@@ -54,7 +54,8 @@ def _rendered():
     for rendering in RENDERINGS:
         for use_native in (True, False):
             try:
-                specs = default_specs(RepoSettings.tuned(rendering=rendering, native=use_native))
+                settings = RepoSettings.tuned(rendering=rendering, native=NativeBackend(enabled=use_native))
+                specs = default_specs(settings)
             except ConfigError:  # a rendering these settings cannot build (said by the rendering)
                 continue
             for spec in specs:

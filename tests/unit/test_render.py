@@ -26,7 +26,7 @@ from triton_fastpath.config.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+from triton_fastpath.config.settings import NativeBackend, RepoSettings, ServiceLevels
 from triton_fastpath.config.spec import (
     DynamicBatching,
     EnsembleStep,
@@ -580,7 +580,8 @@ def test_a_native_encoder_requires_its_ids_and_mask_equally_long_and_buckets_by_
     from triton_fastpath.config.settings import RepoSettings
     from triton_fastpath.models.bundled import default_specs
 
-    encoder = {s.name: s for s in default_specs(RepoSettings(native=True), "embedded")}["sentiment_encoder"]
+    native = RepoSettings(native=NativeBackend(enabled=True))
+    encoder = {s.name: s for s in default_specs(native, "embedded")}["sentiment_encoder"]
     embedded = {k: v["string_value"] for k, v in render(encoder, "embedded")["parameters"].items()}
     assert embedded["ragged_lengths_agree"] == "true" and embedded["length_bucket_rows"] == "4"
     container = render(encoder, "container").get("parameters", {})

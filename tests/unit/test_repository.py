@@ -16,7 +16,11 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     SERVICE_LEVEL_PROFILES,
+    TUNABLE_FIELDS,
+    Batching,
+    NativeBackend,
     RepoSettings,
+    SemanticCache,
     ServiceLevels,
     load_tuning,
     service_levels,
@@ -83,7 +87,7 @@ def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
 
 @pytest.mark.parametrize("rendering", sorted(HOPS_WITHOUT_NATIVE))
 def test_without_the_native_backend_each_onnx_model_is_a_python_hop(rendering: str) -> None:
-    specs = specs_by_name(rendering, "embedded", native=False)
+    specs = specs_by_name(rendering, "embedded", native=NativeBackend(enabled=False))
     hops = {name: python_hops(name, specs, "embedded") for name in TOP_LEVEL}
     assert hops == HOPS_WITHOUT_NATIVE[rendering]
 
@@ -101,9 +105,9 @@ def test_python_hops_count_the_bls_encoder_of_the_cache_step_and_not_a_skipped_c
     assert python_hops("sentiment_cache", with_cache, "embedded") == 1  # itself; its encoder is native
     assert python_hops("sentiment_encoder", with_cache, "embedded") == 0  # fastpath_ort on the embedded target
     assert python_hops("sentiment_encoder", with_cache, "container") == 0
-    python_encoder = specs_by_name("ensemble", "embedded", native=False)
+    python_encoder = specs_by_name("ensemble", "embedded", native=NativeBackend(enabled=False))
     assert python_hops("sentiment_cache", python_encoder, "embedded") == 2  # itself + the encoder it calls
-    without = specs_by_name("ensemble", "embedded", cache=False, native=False)
+    without = specs_by_name("ensemble", "embedded", cache=False, native=NativeBackend(enabled=False))
     assert python_hops("sentiment", without, "embedded") == 3
 
 
@@ -150,7 +154,7 @@ def test_the_sentiment_interface_is_text_in_label_probability_probabilities_trun
 
 def test_the_graph_rendering_needs_the_native_backend_on_the_embedded_target() -> None:
     with pytest.raises(ConfigError, match=r"the graph rendering is served by the native backend.*--no-native"):
-        specs_by_name("graph", "embedded", native=False)
+        specs_by_name("graph", "embedded", native=NativeBackend(enabled=False))
 
 
 def test_the_graph_rendering_for_triton_s_cache_serves_text_to_label_in_one_native_model_behind_the_ensemble() -> None:
@@ -229,7 +233,7 @@ def test_the_fused_model_runs_as_many_instances_as_the_encoder_and_names_the_enc
     fused = {s.name: s for s in default_specs(settings)}["sentiment_fused"]
     assert fused.instance_count == 3
     assert (fused.parameters["onnx_file"], fused.parameters["intra_op_threads"]) == ("model.onnx", "2")
-    semantic = {s.name: s for s in default_specs(dataclasses.replace(settings, semantic_threshold=0.99))}
+    semantic = {s.name: s for s in default_specs(dataclasses.replace(settings, semantic=SemanticCache(threshold=0.99)))}
     params = semantic["sentiment_fused"].parameters
     assert params["semantic_threshold"] == "0.99"
     assert (params["semantic_tokenizer_file"], params["semantic_onnx_file"]) == (
@@ -273,6 +277,28 @@ def test_a_tuning_file_names_its_rendering(tmp_path: Path) -> None:
 def test_the_factory_defaults_fuse_and_do_not_wait_for_a_batch() -> None:
     assert FACTORY_TUNABLES["rendering"] == "fused"
     assert FACTORY_TUNABLES["max_queue_delay_us"] == 0
+
+
+def test_each_flat_tunable_name_finds_its_field_in_the_settings_groups() -> None:
+    assert set(TUNABLE_FIELDS) == set(FACTORY_TUNABLES)
+    assert {name: RepoSettings().tunable(name) for name in FACTORY_TUNABLES} == FACTORY_TUNABLES
+    tuned = RepoSettings(batching=Batching(max_batch_size=32)).with_tunables(
+        {"max_queue_delay_us": 250, "preferred_batch_sizes": [4, 8], "native": False, "encoder_instances": 3}
+    )
+    assert tuned.batching == Batching(max_batch_size=32, max_queue_delay_us=250, preferred_batch_sizes=(4, 8))
+    assert (tuned.native, tuned.encoder_instances) == (NativeBackend(enabled=False), 3)
+
+
+def test_a_settings_group_is_checked_where_it_is_made_and_a_flat_value_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match=r"^batching.length_bucket_rows=-1; expected >= 0"):
+        Batching(length_bucket_rows=-1)
+    with pytest.raises(ConfigError, match=r"^semantic.threshold=1.5; expected 0 \(off\) or a cosine"):
+        SemanticCache(threshold=1.5)
+    with pytest.raises(ConfigError, match=r"^semantic.threshold needs cache=True"):
+        RepoSettings(cache=False, semantic=SemanticCache(threshold=0.9))
+    with pytest.raises(ConfigError, match=r"^native=False; expected a NativeBackend$"):
+        RepoSettings(native=False)  # type: ignore[arg-type]
+    assert not SemanticCache().enabled and NativeBackend(ids_lane=True, enabled=False).serves_ids_lane is False
 
 
 # --- warmups of BLS callers -------------------------------------------------------------------
@@ -344,7 +370,7 @@ def test_models_without_a_service_level_shed_nothing_and_explicit_timeouts_keep_
 
 
 def test_a_queue_timeout_is_never_shorter_than_twice_the_batching_delay() -> None:
-    settings = RepoSettings(service_levels=STRICT, max_queue_delay_us=300_000)
+    settings = RepoSettings(service_levels=STRICT, batching=Batching(max_queue_delay_us=300_000))
     assert queue_timeouts_us(settings, "digits") == {1: 600_000, 2: 600_000}
 
 

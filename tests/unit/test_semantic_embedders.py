@@ -17,7 +17,7 @@ from triton_fastpath.cache.embedders import (
     write_embedder_record,
 )
 from triton_fastpath.config.render import render
-from triton_fastpath.config.settings import EmbedderChoice, RepoSettings
+from triton_fastpath.config.settings import EmbedderChoice, RepoSettings, SemanticCache
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 
@@ -94,35 +94,36 @@ MINILM = EmbedderChoice("minilm", 384, 256)
 
 
 def test_the_fused_config_carries_the_chosen_embedders_width_and_token_limit():
-    on = RepoSettings(rendering="fused", semantic_threshold=0.9)
+    on = RepoSettings(rendering="fused", semantic=SemanticCache(threshold=0.9))
     bundled = _fused_parameters(on)
     assert bundled["semantic_dim"] == "256"
     assert not {"semantic_max_length", "semantic_embedder", "semantic_normalize"} & set(bundled)
-    minilm = _fused_parameters(dataclasses.replace(on, semantic_embedder=MINILM))
+    minilm = _fused_parameters(dataclasses.replace(on, semantic=dataclasses.replace(on.semantic, embedder=MINILM)))
     assert (minilm["semantic_dim"], minilm["semantic_max_length"], minilm["semantic_embedder"]) == (
         "384",
         "256",
         "minilm",
     )
     assert minilm["semantic_onnx_file"] == SEMANTIC_ONNX and "semantic_normalize" not in minilm
-    raw = _fused_parameters(dataclasses.replace(on, semantic_embedder=dataclasses.replace(MINILM, normalize=True)))
+    normalized = dataclasses.replace(on.semantic, embedder=dataclasses.replace(MINILM, normalize=True))
+    raw = _fused_parameters(dataclasses.replace(on, semantic=normalized))
     assert raw["semantic_normalize"] == "true"
 
 
 def test_an_imported_embedder_is_refused_where_it_cannot_run():
     with pytest.raises(ConfigError, match="needs the 'fused' rendering"):
-        RepoSettings(rendering="ensemble", semantic_threshold=0.9, semantic_embedder=MINILM)
+        RepoSettings(rendering="ensemble", semantic=SemanticCache(threshold=0.9, embedder=MINILM))
     with pytest.raises(ConfigError, match="container target"):
         _fused_parameters(
-            RepoSettings(rendering="fused", semantic_threshold=0.9, semantic_embedder=MINILM), "container"
+            RepoSettings(rendering="fused", semantic=SemanticCache(threshold=0.9, embedder=MINILM)), "container"
         )
     with pytest.raises(ConfigError, match="'embed' has 256 dims"):
         EmbedderChoice("embed", 384)
 
 
 def test_the_graph_rendering_drops_the_semantic_layer_with_the_cache():
-    graph = RepoSettings(semantic_threshold=0.9, semantic_embedder=MINILM).with_rendering("graph")
-    assert not graph.cache and graph.semantic_threshold == 0.0
+    graph = RepoSettings(semantic=SemanticCache(threshold=0.9, embedder=MINILM)).with_rendering("graph")
+    assert not graph.cache and graph.semantic.threshold == 0.0
 
 
 def test_the_build_names_a_bad_embedder_choice_before_building_anything(tmp_path):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.spec import (
     DATA_TYPES,
     DynamicBatching,
@@ -545,7 +545,7 @@ def test_validate_repository_returns_specs_by_name_and_checks_ensembles() -> Non
 SETTINGS_CASES = {
     "defaults": {},
     "fp32-uncached": {"precision": "fp32", "response_cache": False, "cache": False},
-    "smallest": {"max_length": 8, "max_batch_size": 1},
+    "smallest": {"max_length": 8, "batching": Batching(max_batch_size=1)},
 }
 
 
@@ -572,7 +572,7 @@ def test_default_specs_in_the_fused_rendering_are_a_valid_repository(case: str, 
     expected = {"digits", "embed", "embed_fused", "sentiment", "sentiment_fused"}
     # the container's fused models call the native encoders by BLS; the embedded target serves them
     # as the ids lane where the native backend is on
-    if target == "container" or (settings.native and settings.ids_lane):
+    if target == "container" or settings.native.serves_ids_lane:
         expected |= {"embed_encoder", "sentiment_encoder"}
     assert set(by_name) == expected
     for name in ("sentiment", "embed"):

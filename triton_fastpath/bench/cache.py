@@ -20,7 +20,7 @@ from typing import Any
 
 from fastpath_models import SentimentClient
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import CacheTiers, RepoSettings, ServiceLevels
+from triton_fastpath.config.settings import CacheTiers, RepoSettings, SemanticCache, ServiceLevels
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
     LoadResult,
@@ -158,8 +158,8 @@ def semantic_variants(bases: Sequence[str]) -> Iterator[str]:
 
 
 def semantic_available() -> bool:
-    """True when RepoSettings has the semantic layer's `semantic_threshold` field."""
-    return any(f.name == "semantic_threshold" for f in dataclasses.fields(RepoSettings))
+    """True when RepoSettings has the semantic layer's `semantic` group."""
+    return any(f.name == "semantic" for f in dataclasses.fields(RepoSettings))
 
 
 def stacks(options: Options) -> list[Stack]:
@@ -192,9 +192,8 @@ def stacks(options: Options) -> list[Stack]:
         ),
     ]
     if semantic_available():
-        settings = tuned(
-            response_cache=False, cache_instances=1, encoder_instances=1, semantic_threshold=options.semantic_threshold
-        )
+        semantic = SemanticCache(threshold=options.semantic_threshold)
+        settings = tuned(response_cache=False, cache_instances=1, encoder_instances=1, semantic=semantic)
         found.append(
             Stack("semantic", settings, False, f"L1 + semantic layer (cosine >= {options.semantic_threshold})")
         )

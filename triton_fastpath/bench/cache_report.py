@@ -166,7 +166,7 @@ def markdown(
     """The whole report."""
     latency = [r for r in rows if r.table == "latency"]
     throughput = [r for r in rows if r.table == "throughput"]
-    semantic_line = "" if semantic_ok else "\nsemantic: not available (RepoSettings has no `semantic_threshold`)\n"
+    semantic_line = "" if semantic_ok else "\nsemantic: not available (RepoSettings has no `semantic` group)\n"
     unstable = [f"{r.name} ({r.stack})" for r in rows if not r.result.stable]
     semantic_rate = ""
     for row in latency:
@@ -217,7 +217,7 @@ two-tier response cache: `python -m triton_fastpath.bench.two_tier_latency`).
 Stacks: uncached = `RepoSettings(response_cache=False, cache=False)`; miss and response-cache hit = defaults +
 Redis; L1 = `response_cache=False`, one instance (each instance has its own L1), no Redis; L2 =
 `response_cache=False, cache_tiers.l1_max_entries=0` + Redis; semantic = `response_cache=False`, one instance,
-`semantic_threshold={options.semantic_threshold}`, no Redis (it also embeds every text, hit or miss). Hit rows repeat a
+`semantic.threshold={options.semantic_threshold}`, no Redis (it also embeds every text, hit or miss). Hit rows repeat a
 primed pool of {options.pool_size} held-out texts. The semantic row primes held-out texts of at most
 {SEMANTIC_MAX_WORDS} words, then tries them with punctuation appended ("!", "?", ".", then two and three marks:
 different tokens, so the exact caches miss) one request at a time, keeps those the semantic layer

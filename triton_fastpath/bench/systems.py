@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.bench import peers
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+from triton_fastpath.config.settings import NativeBackend, RepoSettings, ServiceLevels
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.native.cache_build import TwoTierCacheSettings
@@ -104,7 +104,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
     fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
     graph = RepoSettings(precision="int8", rendering="graph", **uncached)
-    python_digits = RepoSettings(precision="int8", rendering="fused", native=False, **uncached)
+    python_digits = RepoSettings(precision="int8", rendering="fused", native=NativeBackend(enabled=False), **uncached)
     shipped = RepoSettings.tuned(precision="int8", **levels)  # `fastpath build`'s repository, caches on
     ort_label = "FastAPI + tokenizers + onnxruntime INT8"
     systems = [

@@ -149,7 +149,7 @@ class TuneConfig:
 
 def tunables(settings: RepoSettings) -> dict[str, Any]:
     """The tuned fields of `settings`."""
-    return {name: getattr(settings, name) for name in FACTORY_TUNABLES}
+    return {name: settings.tunable(name) for name in FACTORY_TUNABLES}
 
 
 def restrict_space(knobs: Sequence[str], space: dict[str, tuple] | None = None) -> dict[str, tuple]:
@@ -183,7 +183,7 @@ def served_as(settings: RepoSettings, redis: bool, model: str = PIPELINE) -> str
     else:
         cache = "Triton's local response cache"
     if model != PIPELINE:  # an ONNX model served alone (digits): cached itself, where the cache refuses errors
-        backend = "native backend" if settings.native else "Python model (onnx_runner)"
+        backend = "native backend" if settings.native.enabled else "Python model (onnx_runner)"
         return f"{backend}: {cache if two_tier or not settings.response_cache else 'uncached'}"
     if settings.response_cache:
         cache += settings.rendering.response_cache_place(two_tier=two_tier)
@@ -193,7 +193,7 @@ def served_as(settings: RepoSettings, redis: bool, model: str = PIPELINE) -> str
 
 def _refusal(settings: RepoSettings) -> str | None:
     """Why `settings` cannot be built (what its rendering refuses), or None."""
-    reason = settings.rendering.refusal(lookup=settings.cache, native=settings.native)
+    reason = settings.rendering.refusal(lookup=settings.cache, native=settings.native.enabled)
     return f"not buildable with rendering '{settings.rendering}': {reason}" if reason else None
 
 
@@ -337,10 +337,10 @@ def _search(
         model = MODEL_KNOBS.get(knob, PIPELINE)
         if model not in best:
             best[model] = measured(best_settings, model)
-        start = getattr(best_settings, knob)
+        start = best_settings.tunable(knob)
         trials = {label(knob, start): {"result": best[model], "verdict": ""}}
         for value in values:
-            candidate = as_shipped(dataclasses.replace(best_settings, **{knob: value}))
+            candidate = as_shipped(best_settings.with_tunables({knob: value}))
             if candidate == best_settings:
                 continue
             refusal = _refusal(candidate)
@@ -354,7 +354,7 @@ def _search(
                 continue
             result = measured(candidate, model)
             reason = shortfall(result, best[model], config)
-            current = label(knob, getattr(best_settings, knob))
+            current = label(knob, best_settings.tunable(knob))
             trials[label(knob, value)] = {
                 "result": result,
                 "verdict": "" if reason is None else f"(vs {current}): {reason}",
@@ -363,7 +363,7 @@ def _search(
                 if current != label(knob, start):  # an earlier winner of this knob, beaten in turn
                     trials[current]["verdict"] = f"then beaten by {label(knob, value)}"
                 best_settings, best[model] = candidate, result
-        chosen = getattr(best_settings, knob)
+        chosen = best_settings.tunable(knob)
         progress(f"{knob}: keeping {label(knob, chosen)} ({model}: {best[model]['throughput_rps']:.0f} req/s)")
         if knob in MODEL_KNOBS:
             models[model] = {
@@ -381,7 +381,7 @@ def _search(
         # the starting point once more, back to back, and keep the winner only if it still wins.
         for model in list(best):
             knobs = [k for k in config.space if MODEL_KNOBS.get(k, PIPELINE) == model]
-            start_settings = as_shipped(dataclasses.replace(best_settings, **{k: getattr(base, k) for k in knobs}))
+            start_settings = as_shipped(best_settings.with_tunables({k: base.tunable(k) for k in knobs}))
             if start_settings == best_settings:
                 continue
             progress(f"confirming ({model}): the winner and the starting settings again, back to back")
@@ -399,7 +399,7 @@ def _search(
                 confirmation = pair
             # the per-model knob's record, where this confirmation is about its choice
             per_model = models.get(model)
-            start_label = label(per_model["knob"], getattr(start_settings, per_model["knob"])) if per_model else None
+            start_label = label(per_model["knob"], start_settings.tunable(per_model["knob"])) if per_model else None
             if per_model is not None and per_model["chosen"] != start_label:
                 per_model["confirmation"] = {**pair, "confirmed": kept}
             else:

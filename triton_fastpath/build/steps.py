@@ -1,5 +1,6 @@
 """The steps of building one model, verified: export to ONNX (FP32), quantize (INT8), check both
-against the source, and report; reused when the outputs are newer than their inputs.
+against the source, and report. Each runs as a step of the model's `pipeline.Pipeline`, with its
+status in the report; a file-making step is skipped when up to date by content.
 
 One path serves the bundled models and a user's own: `export_text_classifier` takes any local
 Hugging Face sequence-classification folder (the bundled `sentiment` model is trained into one).
@@ -14,13 +15,14 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.build.freshness import Freshness
+from triton_fastpath.build.pipeline import Pipeline, StepStatus
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers
@@ -30,8 +32,6 @@ from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 
 LOGGER = logging.getLogger(__name__)
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ModelReport:
     seconds: float = 0.0
     data: str = ""  # what the checks ran on (imports: the user's samples, or generated rows)
     checks: list[str] = field(default_factory=list)  # every verdict printed, with its bound
-    steps: list[str] = field(default_factory=list)  # each step's status: done (why) / skipped, up to date
+    steps: list[StepStatus] = field(default_factory=list)  # each step's status, in run order (`Pipeline`)
 
 
 @dataclass
@@ -125,58 +125,86 @@ def export_and_verify(
     out_dir: Path,
     source_files: Sequence[Path],
     thresholds: Thresholds,
-    progress: Progress,
-    force: bool = False,
+    pipeline: Pipeline,
     reproduce: str = "fastpath build --force",
 ) -> ModelReport:
-    """Export `model` to FP32 and INT8 ONNX (unless up to date) and verify both against torch."""
+    """Export `model` to FP32 and INT8 ONNX (steps of `pipeline`, skipped when up to date) and
+    verify both against torch (a step that always runs); the report holds the pipeline's statuses."""
     from triton_fastpath.export import onnx2int8, torch2onnx
-    from triton_fastpath.export.onnx_run import run_onnx_batched, run_torch_and_onnx
-    from triton_fastpath.export.verify import check, compare
 
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
-    export_step = Freshness(
-        "export FP32 ONNX",
-        out_dir / f".{fp32.name}.sha256",
-        outputs=[fp32],
-        inputs=[*source_files, Path(torch2onnx.__file__)],
-        params={"outputs": list(output_names), "dynamic_axes": dynamic_axes},
-    )
-    if not export_step.fresh(force):
-        progress(f"{name}: exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}")
-        torch2onnx.export(
+    pipeline.make(
+        Freshness(
+            "export FP32 ONNX",
+            out_dir / f".{fp32.name}.sha256",
+            outputs=[fp32],
+            inputs=[*source_files, Path(torch2onnx.__file__)],
+            params={"outputs": list(output_names), "dynamic_axes": dynamic_axes},
+        ),
+        lambda: torch2onnx.export(
             model=model,
             example_inputs=example_inputs,
             output_path=fp32,
             output_names=output_names,
             dynamic_axes=dynamic_axes,
-        )
-        export_step.record()
-    else:
-        progress(f"{name}: FP32 ONNX is up to date (same sources, by content), skipping the export")
-    quantize_step = Freshness(
-        "quantize INT8", out_dir / f".{int8.name}.sha256", outputs=[int8], inputs=[fp32, Path(onnx2int8.__file__)]
+        ),
+        doing=f"exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}",
+        reusing="FP32 ONNX is up to date (same sources, by content), skipping the export",
     )
-    if not quantize_step.fresh(force):
-        progress(f"{name}: quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}")
-        onnx2int8.quantize(source_path=fp32, output_path=int8)
-        quantize_step.record()
-    else:
-        progress(f"{name}: INT8 ONNX is up to date (same FP32 graph, by content), skipping quantization")
-    progress(f"{name}: verifying FP32 and INT8 against torch on {len(next(iter(eval_inputs.values())))} samples")
+    pipeline.make(
+        Freshness(
+            "quantize INT8", out_dir / f".{int8.name}.sha256", outputs=[int8], inputs=[fp32, Path(onnx2int8.__file__)]
+        ),
+        lambda: onnx2int8.quantize(source_path=fp32, output_path=int8),
+        doing=f"quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}",
+        reusing="INT8 ONNX is up to date (same FP32 graph, by content), skipping quantization",
+    )
+    samples = len(next(iter(eval_inputs.values())))
+    with pipeline.step("verify FP32 and INT8 vs torch") as step:
+        pipeline.say(f"verifying FP32 and INT8 against torch on {samples} samples")
+        report = _verify_exports(
+            name,
+            model,
+            fp32=fp32,
+            int8=int8,
+            eval_inputs=eval_inputs,
+            eval_labels=eval_labels,
+            output_names=output_names,
+            score_output=score_output,
+            thresholds=thresholds,
+            reproduce=reproduce,
+        )
+        step.done(f"{samples} samples, within bounds")
+    report.source, report.steps = str(source_files[0]), pipeline.statuses
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _verify_exports(
+    name: str,
+    model,
+    *,
+    fp32: Path,
+    int8: Path,
+    eval_inputs: dict[str, np.ndarray],
+    eval_labels: np.ndarray | None,
+    output_names: list[str],
+    score_output: str,
+    thresholds: Thresholds,
+    reproduce: str,
+) -> ModelReport:
+    """FP32 and INT8 against torch (max |diff|, label agreement, INT8 accuracy drop); raises
+    VerificationError at the first bound missed. The report's variants, measured."""
+    from triton_fastpath.export.onnx_run import run_onnx_batched, run_torch_and_onnx
+    from triton_fastpath.export.verify import check, compare
+
     reference, candidate = run_torch_and_onnx(
         model=model, onnx_path=fp32, inputs=eval_inputs, output_names=output_names
     )
     quantized = run_onnx_batched(int8, eval_inputs)
     torch_accuracy = _accuracy(reference[score_output], eval_labels)
-    report = ModelReport(
-        name=name,
-        source=str(source_files[0]),
-        n_eval=len(reference[score_output]),
-        torch_accuracy=torch_accuracy,
-        steps=[export_step.status, quantize_step.status],
-    )
+    report = ModelReport(name=name, source="", n_eval=len(reference[score_output]), torch_accuracy=torch_accuracy)
     scored = {k: v for k, v in reference.items() if k == score_output}
     for precision, outputs, path in (("fp32", candidate, fp32), ("int8", quantized, int8)):
         limit = thresholds.fp32_max_abs_diff if precision == "fp32" else thresholds.int8_max_abs_diff
@@ -209,7 +237,6 @@ def export_and_verify(
                 ms_per_batch32=time_batch32(path, eval_inputs),
             )
         )
-    report.seconds = time.monotonic() - started
     return report
 
 
@@ -263,12 +290,12 @@ def export_text_classifier(
     settings: RepoSettings,
     out_dir: Path,
     thresholds: Thresholds,
-    progress: Progress,
-    force: bool = False,
+    pipeline: Pipeline,
     reproduce: str,
     label_names: Sequence[str] | None = None,
 ) -> ModelArtifact:
-    """Export and verify a local HF classifier; returns its report, specs, files and warmup samples.
+    """Export and verify a local HF classifier, as steps of `pipeline`; returns its report, specs,
+    files and warmup samples.
 
     `label_names` replace the config's `id2label` (same count, same order), e.g. when it says LABEL_0.
     """
@@ -304,56 +331,40 @@ def export_text_classifier(
         out_dir=out_dir,
         source_files=sources,
         thresholds=thresholds,
-        progress=progress,
-        force=force,
+        pipeline=pipeline,
         reproduce=reproduce,
     )
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
     files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
-    graph = text_graph_files(
-        name, out_dir, settings, eval_texts, labels, progress=progress, force=force, steps=report.steps
-    )
+    graph = text_graph_files(pipeline, out_dir, settings, eval_texts, labels)
     if graph:
         files[PipelineMembers(name).graph] = graph
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
     elif settings.rendering.needs_text_graph:
-        progress(f"{name}: no text graph, so rendering 'fused' instead of '{settings.rendering}'")
+        pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
         settings = replace(settings, rendering=Rendering.FUSED)
     specs = text_classifier_specs(name, labels, settings)
     return ModelArtifact(name, report, specs, files, warmups)
 
 
 def text_graph_files(
-    name: str,
-    out_dir: Path,
-    settings: RepoSettings,
-    texts: Sequence[str],
-    labels: Sequence[str],
-    *,
-    progress: Progress,
-    force: bool,
-    steps: list[str] | None = None,
+    pipeline: Pipeline, out_dir: Path, settings: RepoSettings, texts: Sequence[str], labels: Sequence[str]
 ) -> list[Path]:
     """The text graph (tokenizer inside ONNX) of the served precision, built and verified against
-    `tokenizers` + the encoder on `texts` (`triton_fastpath.build.text_graph`); [] when it is
-    refused (the reason is printed; the Python renderings serve the model). Its status goes to
-    `steps` (a model report's) when given."""
+    `tokenizers` + the encoder on `texts` as a step of `pipeline` (`triton_fastpath.build.text_graph`);
+    [] when it is refused (the reason is printed; the Python renderings serve the model)."""
     from triton_fastpath.build.text_graph import text_graph_step
 
     result = text_graph_step(
-        name=name,
+        pipeline,
         out_dir=out_dir,
         encoder_file=PRECISIONS[settings.precision],
         precision=settings.precision,
         max_length=settings.max_length,
         texts=texts,
         labels=labels,
-        progress=progress,
-        force=force,
     )
-    if steps is not None:
-        steps.append(result.status)
     return [] if result.path is None else [result.path]  # a refusal was printed with its reason
 
 
@@ -411,7 +422,7 @@ def format_report(reports: Sequence[ModelReport]) -> str:
                 f"{report.name:<11}{v.precision:<10}{v.size_bytes / 1e6:>9.2f}{v.max_abs_diff:>11.2e}"
                 f"{agree:>13}{acc:>10}{torch_acc:>11}{ms:>12}"
             )
-    stepped = [f"{report.name}: {'; '.join(report.steps)}" for report in reports if report.steps]
+    stepped = [f"{report.name}: {'; '.join(map(str, report.steps))}" for report in reports if report.steps]
     if stepped:
         lines += ["", "steps (up to date = same inputs and parameters, by content):", *stepped]
     return "\n".join(lines)

@@ -3,19 +3,20 @@
 `text_graph_step` writes `text.onnx` / `text.int8.onnx` (tokenizer + encoder + head in one graph, see
 `triton_fastpath.export.text_graph`) next to the verified encoder, checks it against `tokenizers` +
 the encoder on the given texts (the held-out set; an imported model's own texts), and returns a
-`TextGraphResult`. A refusal never fails the build: the file is removed, the reason is returned
-(and logged) so the renderer keeps the Python-tokenizer renderings and the tuner can say why.
-Reused when newer than its inputs and built with the same parameters.
+`TextGraphResult`. A refusal never fails the build: the file is removed, the step is recorded
+refused and the reason returned (and logged) so the renderer keeps the Python-tokenizer renderings
+and the tuner can say why. Skipped when up to date by content (same inputs and parameters).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.build.freshness import Freshness
+from triton_fastpath.build.pipeline import Pipeline
 from triton_fastpath.config.settings import TEXT_GRAPHS
 from triton_fastpath.errors import ExportError
 
@@ -32,39 +33,35 @@ class TextGraphResult:
         reason: why it was refused (the verifier's message: first differing text and both id
             lists), or "" when built.
         summary: the verification's one-line summary, or "reused" when up to date.
-        status: the step's line for the model's report (`freshness.Freshness.status`).
     """
 
     path: Path | None
     reason: str = ""
     summary: str = ""
-    status: str = ""  # the step's line for the model's report (built, reused, refused)
 
 
 def text_graph_step(
+    pipeline: Pipeline,
     *,
-    name: str,
     out_dir: Path,
     encoder_file: str,
     precision: str,
     max_length: int,
     texts: Sequence[str],
     labels: Sequence[str] | None,
-    progress: Callable[[str], None] = LOGGER.info,
-    force: bool = False,
 ) -> TextGraphResult:
-    """Build and verify `<out_dir>/text[.int8].onnx` from `<out_dir>/tokenizer.json` and `encoder_file`.
+    """Build and verify `<out_dir>/text[.int8].onnx` from `<out_dir>/tokenizer.json` and
+    `encoder_file`, as a step of `pipeline` (the model's build: its name, progress, force, and the
+    step's status).
 
     Args:
-        name: the model, for messages.
+        pipeline: the model's build.
         out_dir: the model's build folder (holds tokenizer.json and the encoder).
         encoder_file: the encoder's file name in `out_dir` (e.g. `PRECISIONS[precision]`).
         precision: `fp32` or `int8` (names the output file).
         max_length: the model's maximum tokens per text (settings.max_length).
         texts: the texts the graph must tokenize exactly like `tokenizers` (all of them are checked).
         labels: class names for the `label`/`probability` outputs; None for an embedding model.
-        progress: where progress lines go.
-        force: rebuild even when up to date.
     """
     from triton_fastpath.export import text_graph
     from triton_fastpath.export.text_graph_check import verify_text_graph
@@ -79,28 +76,34 @@ def text_graph_step(
         inputs=[tokenizer, encoder, Path(text_graph.__file__)],
         params=params,
     )
-    if step.fresh(force):
-        return TextGraphResult(output, summary="reused", status=step.status)
-    progress(f"{name}: text graph (tokenizer inside ONNX) -> {output.name}, checked on {len(texts)} texts")
-    try:
-        text_graph.build_text_graph(
-            tokenizer_path=tokenizer, encoder_path=encoder, output_path=output, max_length=max_length, labels=labels
-        )
-        report = verify_text_graph(
-            graph_path=output,
-            tokenizer_path=tokenizer,
-            encoder_path=encoder,
-            texts=texts,
-            max_length=max_length,
-            labels=labels,
-            probe=True,
-        )
-    except ExportError as error:
-        output.unlink(missing_ok=True)
-        step.stamp.unlink(missing_ok=True)
-        LOGGER.warning("%s: text graph refused, the Python tokenizer stays: %s", name, error)
-        progress(f"{name}: text graph refused; the Python tokenizer serves this model ({str(error).splitlines()[0]})")
-        return TextGraphResult(None, reason=str(error), status=f"{step.name}: refused ({str(error).splitlines()[0]})")
-    step.record()
-    progress(f"{name}: {report.describe()}")
-    return TextGraphResult(output, summary=report.describe(), status=step.status)
+    with pipeline.step(step.name) as status:
+        why = pipeline.stale(step)
+        if why is None:
+            status.skip("up to date")
+            return TextGraphResult(output, summary="reused")
+        pipeline.say(f"text graph (tokenizer inside ONNX) -> {output.name}, checked on {len(texts)} texts")
+        try:
+            text_graph.build_text_graph(
+                tokenizer_path=tokenizer, encoder_path=encoder, output_path=output, max_length=max_length, labels=labels
+            )
+            report = verify_text_graph(
+                graph_path=output,
+                tokenizer_path=tokenizer,
+                encoder_path=encoder,
+                texts=texts,
+                max_length=max_length,
+                labels=labels,
+                probe=True,
+            )
+        except ExportError as error:
+            output.unlink(missing_ok=True)
+            step.stamp.unlink(missing_ok=True)
+            first = str(error).splitlines()[0]
+            LOGGER.warning("%s: text graph refused, the Python tokenizer stays: %s", pipeline.model, error)
+            pipeline.say(f"text graph refused; the Python tokenizer serves this model ({first})")
+            status.refuse(first)
+            return TextGraphResult(None, reason=str(error))
+        step.record()
+        pipeline.say(report.describe())
+        status.done(why)
+        return TextGraphResult(output, summary=report.describe())

@@ -1,7 +1,7 @@
 """Which embedding model the semantic layer runs, and where its files are.
 
     embedder = resolve_embedder("minilm")    # build/imported/minilm, from `fastpath import hf`
-    settings = replace(settings, semantic_embedder=embedder.choice)
+    settings = replace(settings, semantic=replace(settings.semantic, embedder=embedder.choice))
     embedder.files()                         # [(source, name in the fused model's folder)]
 
 'embed' is the bundled static-embedding model (`build/embed/`, microseconds a text). Any other

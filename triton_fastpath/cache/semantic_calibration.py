@@ -389,17 +389,17 @@ SEMANTIC_REPORT = "semantic-calibration.json"
 
 def measure_semantic(settings: RepoSettings, max_wrong: float, perturbed: int | None = None):
     """The semantic calibration (`semantic_calibration.calibrate`) on the built sentiment model and
-    the settings' semantic embedder (`settings.semantic_embedder`: the bundled `embed` by default)."""
+    the settings' semantic embedder (`settings.semantic.embedder`: the bundled `embed` by default)."""
     data = datasets.load_sentiment(BUILD_DIR / "data")
     return calibrate(
         sentiment_dir=BUILD_DIR / "sentiment" / "onnx",
-        embedder=resolve_embedder(settings.semantic_embedder.name),
+        embedder=resolve_embedder(settings.semantic.embedder.name),
         train_texts=data.train.x,
         heldout_texts=data.test.x,
         precision_file=PRECISIONS[settings.precision],
         max_length=settings.max_length,
         max_wrong_rate=max_wrong,
-        bucket_rows=settings.length_bucket_rows,
+        bucket_rows=settings.batching.length_bucket_rows,
         **({} if perturbed is None else {"perturbed": perturbed}),
     )
 
@@ -412,7 +412,7 @@ def calibrate_semantic(
 ) -> RepoSettings:
     """`settings` with the semantic layer calibrated on the built sentiment model and the semantic
     embedder (`embedder`: 'embed', the bundled default, or an imported encoder such as 'minilm';
-    None keeps `settings.semantic_embedder`), or off.
+    None keeps `settings.semantic.embedder`), or off.
 
     The choice and every measured setting go to `build/semantic-calibration.json`; the chosen
     figures also go into the cache model's config (`semantic_measured_*`).
@@ -423,11 +423,12 @@ def calibrate_semantic(
     """
     if not settings.cache:
         raise ExportError("--semantic needs the cache (drop --no-cache): the semantic layer lives beside L1/L2")
-    found_embedder = resolve_embedder(embedder or settings.semantic_embedder.name)
+    found_embedder = resolve_embedder(embedder or settings.semantic.embedder.name)
     refusal = found_embedder.choice.refusal(settings.rendering)
     if refusal:
         raise ConfigError(f"--semantic-embedder {found_embedder.choice.name}: {refusal}")
-    settings = dataclasses.replace(settings, semantic_embedder=found_embedder.choice)
+    semantic = dataclasses.replace(settings.semantic, embedder=found_embedder.choice)
+    settings = dataclasses.replace(settings, semantic=semantic)
     data = datasets.load_sentiment(BUILD_DIR / "data")
     bound = MAX_WRONG_RATE if max_wrong is None else max_wrong
     progress(
@@ -441,16 +442,18 @@ def calibrate_semantic(
     progress(f"semantic cache: {found.embedder}: {found.cost_note()}")
     chosen = found.accepted
     if chosen is None:
-        return dataclasses.replace(settings, semantic_threshold=0.0, semantic_min_margin=0.0, semantic_guard=False)
+        off = dataclasses.replace(settings.semantic, threshold=0.0, min_margin=0.0, guard=False)
+        return dataclasses.replace(settings, semantic=off)
     checked = found.checked or {}
     measured = tuple(
         (key, f"{checked.get(key, 0):.4f}")
         for key in ("wrong_rate", "punct_hit_rate", "drop_word_hit_rate", "heldout_hit_rate")
     )
-    return dataclasses.replace(
-        settings,
-        semantic_threshold=chosen["threshold"],
-        semantic_min_margin=chosen["min_margin"],
-        semantic_guard=chosen["guarded"],
-        semantic_measured=measured,
+    semantic = dataclasses.replace(
+        settings.semantic,
+        threshold=chosen["threshold"],
+        min_margin=chosen["min_margin"],
+        guard=chosen["guarded"],
+        measured=measured,
     )
+    return dataclasses.replace(settings, semantic=semantic)

@@ -10,6 +10,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
@@ -126,18 +127,17 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         default=defaults.max_length,
         help="tokens per text; longer texts are truncated and flagged (default: %(default)s)",
     )
-    for flag, what in (
-        ("--max-batch-size", "largest batch each model accepts"),
-        ("--encoder-instances", "encoder instances, sized for 2 cores"),
-        ("--tokenizer-instances", "tokenizer instances (ensemble rendering)"),
-        ("--onnx-threads", "onnxruntime intra-op threads per instance"),
+    for flag, what, default in (
+        ("--max-batch-size", "largest batch each model accepts", defaults.batching.max_batch_size),
+        ("--encoder-instances", "encoder instances, sized for 2 cores", defaults.encoder_instances),
+        ("--tokenizer-instances", "tokenizer instances (ensemble rendering)", defaults.tokenizer_instances),
+        ("--onnx-threads", "onnxruntime intra-op threads per instance", defaults.onnx_threads),
     ):
-        default = getattr(defaults, flag.removeprefix("--").replace("-", "_"))
         p.add_argument(flag, type=int, default=default, help=f"{what} (default: %(default)s)")
     p.add_argument(
         "--max-queue-delay-us",
         type=int,
-        default=defaults.max_queue_delay_us,
+        default=defaults.batching.max_queue_delay_us,
         help="dynamic batcher wait to fill a batch; 0 unless `fastpath tune` measured that a delay pays "
         "(default: %(default)s)",
     )
@@ -236,21 +236,22 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
         cache = {"cache": False} if args.no_cache else {"cache": True} if args.semantic else {}
         # the container target's rendering is chosen by hop count (it cannot be measured here)
         rendering = args.rendering or (container_rendering() if container_target else None)
+        tuned = RepoSettings.tuned()  # the tuned values of the groups that the options below change in part
+        batching = {"max_batch_size": args.max_batch_size, "max_queue_delay_us": args.max_queue_delay_us}
+        native = {"ids_lane": not args.no_ids_lane, **({"enabled": False} if args.no_native else {})}
         settings, notes = RepoSettings.tuned_with_notes(
             service_levels=ServiceLevels.profile(args.service_levels),
             **({"rendering": rendering} if rendering else {}),
             precision=precision,
             max_length=args.max_length,
-            max_batch_size=args.max_batch_size,
+            batching=dataclasses.replace(tuned.batching, **batching),
             encoder_instances=args.encoder_instances,
             tokenizer_instances=args.tokenizer_instances,
             onnx_threads=args.onnx_threads,
-            max_queue_delay_us=args.max_queue_delay_us,
             response_cache=not args.no_response_cache,
             response_cache_kind=args.response_cache,
             **cache,
-            ids_lane=not args.no_ids_lane,
-            **({"native": False} if args.no_native else {}),
+            native=dataclasses.replace(tuned.native, **native),
         )
         if rendering:  # the caches the rendering has (`Rendering.settings_for`: the graph has no Python lookup)
             shaped = settings.with_rendering(rendering)

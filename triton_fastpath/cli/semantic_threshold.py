@@ -26,7 +26,7 @@ from triton_fastpath.cache.semantic_calibration import (
     Calibration,
     measure_semantic,
 )
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config.settings import RepoSettings, SemanticCache
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     except FastpathError as error:
         print(f"cache threshold: {error}", file=sys.stderr)
         return 2
-    found = measure_semantic(RepoSettings(semantic_embedder=choice), args.max_wrong, args.perturbed)
+    found = measure_semantic(RepoSettings(semantic=SemanticCache(embedder=choice)), args.max_wrong, args.perturbed)
     print(found.summary())
     write_outputs(found, " ".join(["fastpath cache threshold", *(argv if argv is not None else sys.argv[1:])]))
     return 0

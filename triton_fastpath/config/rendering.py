@@ -104,4 +104,6 @@ class Rendering(StrEnum):
         lookup and the semantic layer are off (the graph's caches are the response cache's)."""
         if self.has_lookup_step:
             return dataclasses.replace(settings, rendering=self)
-        return dataclasses.replace(settings, rendering=self, cache=False, semantic_threshold=0.0)
+        return dataclasses.replace(
+            settings, rendering=self, cache=False, semantic=dataclasses.replace(settings.semantic, threshold=0.0)
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,17 @@ FACTORY_TUNABLES: dict[str, Any] = {
     "onnx_threads": 1,
     "rendering": Rendering.FUSED,
     "native": True,
+}
+# Where each tunable lives in `RepoSettings`: a field, or a group and its field (`RepoSettings.tunable`,
+# `RepoSettings.with_tunables`); the tuning file and the tuner's knobs keep the flat names above.
+TUNABLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "max_queue_delay_us": ("batching", "max_queue_delay_us"),
+    "preferred_batch_sizes": ("batching", "preferred_batch_sizes"),
+    "tokenizer_instances": ("tokenizer_instances",),
+    "encoder_instances": ("encoder_instances",),
+    "onnx_threads": ("onnx_threads",),
+    "rendering": ("rendering",),
+    "native": ("native", "enabled"),
 }
 # The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
 # `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
@@ -279,14 +290,133 @@ class CacheTiers:
 
 
 @dataclass(frozen=True)
+class Batching:
+    """How every batched step batches (the dynamic batcher's section, `dynamic_batching`, and the
+    encoders' length buckets).
+
+    Attributes:
+        max_batch_size: largest batch each model accepts.
+        max_queue_delay_us: how long the batcher waits to fill a batch.
+        preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
+        length_bucket_rows: where an encoder runs on the CPU in a Python model (embedded target),
+            a batch is sorted by length and run this many rows at a time, each bucket padded only
+            to its own longest row (0: the whole batch padded to its longest). Measured on the INT8
+            sentiment encoder, batches of 32 held-out texts: 0.64 ms/text padded to the batch's
+            longest, 0.48-0.50 ms/text in buckets of 2-8 rows.
+    """
+
+    max_batch_size: int = 64
+    max_queue_delay_us: int = FACTORY_TUNABLES["max_queue_delay_us"]
+    preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
+    length_bucket_rows: int = 4
+
+    @property
+    def dynamic_batching(self) -> DynamicBatching:
+        """The dynamic batching section of every batched step, the same for every model.
+
+        No queue policy and no priority levels: in Triton 2.51 either turns the batcher's payload
+        prefetching off and exposes its 500 ms stall (docs/known-issues.md). Overload is shed by
+        the Python models' admission control instead (`models.pipelines.admission_parameters`), where a
+        model's service level goes.
+        """
+        return DynamicBatching(
+            preferred_batch_sizes=self.preferred_batch_sizes,
+            max_queue_delay_us=self.max_queue_delay_us,
+        )
+
+    def __post_init__(self) -> None:
+        if self.length_bucket_rows < 0:
+            raise ConfigError(f"batching.length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
+        object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
+        too_big = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
+        if too_big:
+            raise ConfigError(
+                f"batching.preferred_batch_sizes={list(self.preferred_batch_sizes)}: {too_big} outside "
+                f"1..max_batch_size ({self.max_batch_size})"
+            )
+
+
+@dataclass(frozen=True)
+class SemanticCache:
+    """The semantic layer of the cache model: a text that missed the exact caches gets the answer
+    remembered for a close enough neighbour. Chosen by `make build ARGS="--semantic"`, calibrated on
+    the model just built (`triton_fastpath.cache.semantic_calibration`); setting it by hand skips that
+    measurement.
+
+    Attributes:
+        threshold: cosine similarity at which the cache reuses a remembered answer for a text that
+            missed the exact caches (0 = off, the default). The safe value depends on the model
+            (training is not bit-reproducible), so it is measured on every build.
+        min_margin: a semantic hit is served only when the remembered answer's probability margin
+            (top-1 minus top-2) reaches this (0 = no gate).
+        guard: refuse a semantic hit when the query and the neighbour differ in a negation or
+            intensifier word (`fastpath_backends.semantic.GUARD_WORDS`).
+        capacity: remembered embeddings per cache instance.
+        measured: what the build's calibration measured for the chosen setting (wrong-hit and hit
+            rates), written into the config for operators to read.
+        embedder: which embedding model the semantic layer runs (`EmbedderChoice`): the bundled
+            static `embed` (default: microseconds a text) or an imported sentence-transformers
+            encoder such as the public MiniLM (`fastpath build --semantic --semantic-embedder minilm`:
+            a transformer pass per missed text, for neighbours that are found by meaning). A
+            non-bundled embedder serves in the fused rendering on the embedded target, where the
+            fused model runs it in process.
+    """
+
+    threshold: float = 0.0
+    min_margin: float = 0.0
+    guard: bool = False
+    capacity: int = 10_000
+    measured: tuple[tuple[str, str], ...] = ()
+    embedder: EmbedderChoice = EmbedderChoice()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the semantic layer runs: a threshold above 0 (it lives in the cache model, so
+        `RepoSettings` with it on also has `cache` on)."""
+        return self.threshold > 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_margin <= 1.0:
+            raise ConfigError(f"semantic.min_margin={self.min_margin}; expected a probability margin in [0, 1]")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"semantic.threshold={self.threshold}; expected 0 (off) or a cosine in (0, 1]")
+
+
+@dataclass(frozen=True)
+class NativeBackend:
+    """The kit's C++ onnxruntime backend `fastpath_ort` on the embedded target (docs/native-backend.md).
+
+    Attributes:
+        enabled: serve ONNX models (digits, imported ONNX models, the ensemble rendering's encoders)
+            with it instead of a Python model (no Python process on their path). The build compiles
+            it (g++) and falls back to the Python backend, saying why, where it cannot;
+            `fastpath build --no-native` turns it off.
+        ids_lane: with it, also serve each text pipeline's encoder on its own (`<name>_encoder`, ids
+            in) for clients that tokenize themselves: the generated SDK's `<Name>IdsClient` tokenizes
+            with the model's own tokenizer file (it ships with the SDK) and calls it, so a request
+            crosses no Python process in any rendering. Costs one more onnxruntime session per
+            encoder instance; `fastpath build --no-ids-lane` leaves it out. (The ensemble rendering
+            and the container target have the encoder anyway.)
+    """
+
+    enabled: bool = FACTORY_TUNABLES["native"]
+    ids_lane: bool = True
+
+    @property
+    def serves_ids_lane(self) -> bool:
+        """Whether the embedded target serves the ids lane: asked for, and the native backend on."""
+        return self.ids_lane and self.enabled
+
+
+@dataclass(frozen=True)
 class RepoSettings:
     """Knobs shared by the specs; defaults are sized for a 2-core CPU host.
 
     The tunable defaults (rendering, batching delay, preferred batch sizes, tokenizer and encoder
-    instances, onnxruntime threads, native backend) are `FACTORY_TUNABLES`; nothing is read at
-    import. What `fastpath tune` measured (`tuning/embedded.json`) is loaded explicitly:
-    `RepoSettings.tuned()`, which the build, the benchmark and the reliability scenarios use for the
-    repository they serve.
+    instances, onnxruntime threads, native backend) are `FACTORY_TUNABLES` (flat names, each placed in
+    its field or group by `TUNABLE_FIELDS`); nothing is read at import. What `fastpath tune`
+    measured (`tuning/embedded.json`) is loaded explicitly: `RepoSettings.tuned()`, which the build,
+    the benchmark and the reliability scenarios use for the repository they serve.
 
     Attributes:
         rendering: how each text pipeline (`sentiment`, `embed`) becomes Triton models:
@@ -305,12 +435,8 @@ class RepoSettings:
         precision: encoder weights served, 'int8' (default, faster on CPU) or 'fp32'.
         max_length: the most tokens per text (longer texts are truncated, and say so in `truncated`);
             each text is encoded at its natural length up to it.
-        length_bucket_rows: where an encoder runs on the CPU in a Python model (embedded target),
-            a batch is sorted by length and run this many rows at a time, each bucket padded only
-            to its own longest row (0: the whole batch padded to its longest). Measured on the INT8
-            sentiment encoder, batches of 32 held-out texts: 0.64 ms/text padded to the batch's
-            longest, 0.48-0.50 ms/text in buckets of 2-8 rows.
-        max_batch_size: largest batch each model accepts.
+        batching: largest batch, batcher delay and preferred sizes, the encoders' length buckets
+            (`Batching`).
         tokenizer_instances / encoder_instances / postprocess_instances / digits_instances:
             CPU instances per model (the fused model runs `encoder_instances`: it is the
             encoder). digits gets 2: with a single instance about 1% of its
@@ -319,8 +445,6 @@ class RepoSettings:
             instance is busy; not confirmed upstream); with 2 instances the tail is gone and throughput doubles
             (same run: mean 6.8 -> 3.8 ms, 1,125 -> 1,959 req/s).
         onnx_threads: onnxruntime intra-op threads per encoder instance (1 beat 2 here).
-        max_queue_delay_us: how long the batcher waits to fill a batch.
-        preferred_batch_sizes: batch sizes the batcher dispatches at once, without waiting out the delay.
         service_levels: what each model promises and the priorities clients may send (`ServiceLevels`).
         response_cache: enable the response cache (exact request match, in C++ inside the server)
             on the top-level models.
@@ -335,64 +459,28 @@ class RepoSettings:
         cache: put the cache-lookup model (L1 in-process, L2 Redis) between tokenizer and encoder.
         cache_instances: instances of the cache model; each waits on its BLS call, so match the encoder.
         cache_tiers: the Python lookup's L1 and Redis L2 (`CacheTiers`).
-        semantic_threshold: cosine similarity at which the cache reuses a remembered answer for a
-            text that missed the exact caches (0 = off, the default). The safe value depends on
-            the model (training is not bit-reproducible), so it is measured on every build.
-        semantic_min_margin: a semantic hit is served only when the remembered answer's
-            probability margin (top-1 minus top-2) reaches this (0 = no gate).
-        semantic_guard: refuse a semantic hit when the query and the neighbour differ in a
-            negation or intensifier word (`fastpath_backends.semantic.GUARD_WORDS`).
-        semantic_capacity: remembered embeddings per cache instance.
-        semantic_measured: what the build's calibration measured for the chosen setting
-            (wrong-hit and hit rates), written into the config for operators to read.
-        semantic_embedder: which embedding model the semantic layer runs (`EmbedderChoice`): the
-            bundled static `embed` (default: microseconds a text) or an imported sentence-transformers
-            encoder such as the public MiniLM (`fastpath build --semantic --semantic-embedder minilm`:
-            a transformer pass per missed text, for neighbours that are found by meaning). A
-            non-bundled embedder serves in the fused rendering on the embedded target, where the
-            fused model runs it in process.
-        native: on the embedded target, serve ONNX models (digits, imported ONNX models, the
-            ensemble rendering's encoders) with the kit's C++ onnxruntime backend `fastpath_ort`
-            instead of a Python model (no Python process on their path). The build compiles it
-            (g++) and falls back to the Python backend, saying why, where it cannot;
-            `fastpath build --no-native` turns it off.
-        ids_lane: on the embedded target with the native backend, also serve each text pipeline's
-            encoder on its own (`<name>_encoder`, ids in) for clients that tokenize themselves: the
-            generated SDK's `<Name>IdsClient` tokenizes with the model's own tokenizer file (it ships
-            with the SDK) and calls it, so a request crosses no Python process in any rendering.
-            Costs one more onnxruntime session per encoder instance; `fastpath build --no-ids-lane`
-            leaves it out. (The ensemble rendering and the container target have the encoder anyway.)
-        The three semantic settings are chosen by `make build ARGS="--semantic"`, calibrated on
-        the model just built (`triton_fastpath.cache.semantic_calibration`); setting them by hand skips
-        that measurement.
+        semantic: the cache model's semantic layer, off by default (`SemanticCache`).
+        native: the kit's C++ onnxruntime backend on the embedded target, and the ids lane it
+            serves (`NativeBackend`).
     """
 
     rendering: Rendering = FACTORY_TUNABLES["rendering"]
     precision: Precision = Precision.INT8
     max_length: int = 64
-    length_bucket_rows: int = 4
-    max_batch_size: int = 64
+    batching: Batching = Batching()
     tokenizer_instances: int = FACTORY_TUNABLES["tokenizer_instances"]
     encoder_instances: int = FACTORY_TUNABLES["encoder_instances"]
     postprocess_instances: int = 1
     digits_instances: int = 2
     onnx_threads: int = FACTORY_TUNABLES["onnx_threads"]
-    max_queue_delay_us: int = FACTORY_TUNABLES["max_queue_delay_us"]
-    preferred_batch_sizes: tuple[int, ...] = FACTORY_TUNABLES["preferred_batch_sizes"]
     service_levels: ServiceLevels = ServiceLevels()
     response_cache: bool = True
     response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
     cache: bool = True
     cache_instances: int = 2
     cache_tiers: CacheTiers = CacheTiers()
-    semantic_threshold: float = 0.0
-    semantic_min_margin: float = 0.0
-    semantic_guard: bool = False
-    semantic_capacity: int = 10_000
-    semantic_measured: tuple[tuple[str, str], ...] = ()
-    semantic_embedder: EmbedderChoice = EmbedderChoice()
-    native: bool = FACTORY_TUNABLES["native"]
-    ids_lane: bool = True
+    semantic: SemanticCache = SemanticCache()
+    native: NativeBackend = NativeBackend()
 
     def with_rendering(self, rendering: Rendering | str) -> RepoSettings:
         """These settings in `rendering` (`Rendering.settings_for`: where it has no cache-lookup
@@ -402,8 +490,9 @@ class RepoSettings:
     @classmethod
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
         """Settings with what `fastpath tune` measured in `path` (its tuned defaults), read now;
-        `overrides` win. Without the file: the factory defaults. A tuned rendering these settings
-        cannot build is replaced (`tuned_with_notes` says why).
+        `overrides` (fields of `RepoSettings`; a group given replaces the tuned values in it whole)
+        win. Without the file: the factory defaults. A tuned rendering these settings cannot build
+        is replaced (`tuned_with_notes` says why).
 
         Raises:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
@@ -426,12 +515,13 @@ class RepoSettings:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
         """
         tuning = load_tuning(path)
-        values = {**tuning, **overrides}
+        base = cls().with_tunables(tuning)
+        values = dict(overrides)
         notes: list[str] = []
         tuned: Rendering | None = tuning.get("rendering")
         if tuned is not None and "rendering" not in overrides:
-            lookup = overrides.get("cache", False) or bool(overrides.get("semantic_threshold"))
-            refusal = tuned.refusal(lookup=lookup, native=values.get("native", FACTORY_TUNABLES["native"]))
+            lookup = overrides.get("cache", False) or overrides.get("semantic", base.semantic).enabled
+            refusal = tuned.refusal(lookup=lookup, native=overrides.get("native", base.native).enabled)
             if refusal:
                 values["rendering"] = Rendering.FUSED
                 notes.append(
@@ -441,7 +531,27 @@ class RepoSettings:
                 )
             elif not tuned.has_lookup_step:
                 values["cache"] = False  # its caches are the response cache's tiers
-        return cls(**values), tuple(notes)
+        return replace(base, **values), tuple(notes)
+
+    def tunable(self, name: str) -> Any:
+        """The value of the tunable `name` (a key of `FACTORY_TUNABLES`) in these settings."""
+        group, *field = TUNABLE_FIELDS[name]
+        return getattr(getattr(self, group), field[0]) if field else getattr(self, group)
+
+    def with_tunables(self, values: Mapping[str, Any]) -> RepoSettings:
+        """These settings with the tunables in `values`, named as `FACTORY_TUNABLES` names them (the
+        tuning file, `fastpath tune --knobs`), each put in its group (`TUNABLE_FIELDS`)."""
+        top: dict[str, Any] = {}
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            group, *field = TUNABLE_FIELDS[name]
+            if field:
+                grouped.setdefault(group, {})[field[0]] = value
+            else:
+                top[group] = value
+        for group, fields in grouped.items():
+            top[group] = replace(getattr(self, group), **fields)
+        return replace(self, **top)
 
     def __post_init__(self) -> None:
         try:
@@ -456,38 +566,12 @@ class RepoSettings:
             object.__setattr__(self, "precision", Precision(self.precision))
         except ValueError:
             raise ConfigError(f"precision={self.precision!r}; expected one of {sorted(PRECISIONS)}") from None
-        if self.length_bucket_rows < 0:
-            raise ConfigError(f"length_bucket_rows={self.length_bucket_rows}; expected >= 0 (0: no buckets)")
         if not 8 <= self.max_length <= 512:
             raise ConfigError(f"max_length={self.max_length}; expected 8..512 tokens")
-        if not 0.0 <= self.semantic_min_margin <= 1.0:
-            raise ConfigError(
-                f"semantic_min_margin={self.semantic_min_margin}; expected a probability margin in [0, 1]"
-            )
-        if not 0.0 <= self.semantic_threshold <= 1.0:
-            raise ConfigError(f"semantic_threshold={self.semantic_threshold}; expected 0 (off) or a cosine in (0, 1]")
-        if self.semantic_threshold and not self.cache:
-            raise ConfigError("semantic_threshold needs cache=True: the semantic layer lives in the cache model")
-        if self.semantic_threshold and self.semantic_embedder.refusal(self.rendering):
-            raise ConfigError(self.semantic_embedder.refusal(self.rendering))
-        object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
-        too_big = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
-        if too_big:
-            raise ConfigError(
-                f"preferred_batch_sizes={list(self.preferred_batch_sizes)}: {too_big} outside 1..max_batch_size "
-                f"({self.max_batch_size})"
-            )
-
-    @property
-    def dynamic_batching(self) -> DynamicBatching:
-        """The dynamic batching section of every batched step, the same for every model.
-
-        No queue policy and no priority levels: in Triton 2.51 either turns the batcher's payload
-        prefetching off and exposes its 500 ms stall (docs/known-issues.md). Overload is shed by
-        the Python models' admission control instead (`models.pipelines.admission_parameters`), where a
-        model's service level goes.
-        """
-        return DynamicBatching(
-            preferred_batch_sizes=self.preferred_batch_sizes,
-            max_queue_delay_us=self.max_queue_delay_us,
-        )
+        for name, group in (("batching", Batching), ("semantic", SemanticCache), ("native", NativeBackend)):
+            if not isinstance(getattr(self, name), group):
+                raise ConfigError(f"{name}={getattr(self, name)!r}; expected a {group.__name__}")
+        if self.semantic.enabled and not self.cache:
+            raise ConfigError("semantic.threshold needs cache=True: the semantic layer lives in the cache model")
+        if self.semantic.enabled and self.semantic.embedder.refusal(self.rendering):
+            raise ConfigError(self.semantic.embedder.refusal(self.rendering))

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
@@ -40,7 +41,6 @@ from triton_fastpath.imports.served_check import check_served
 from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 
-Progress = Callable[[str], None]
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
 
 
@@ -134,6 +134,7 @@ def import_hf_classifier(
         texts, eval_labels = read_eval_csv(eval_csv, names or hf_labels(hf_dir))
     else:
         progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
+    pipeline = Pipeline(name, progress, force=True)
     artifact = export_text_classifier(
         name=name,
         hf_dir=hf_dir,
@@ -142,8 +143,7 @@ def import_hf_classifier(
         settings=settings,
         out_dir=imported_dir(work_dir, name),
         thresholds=thresholds or Thresholds(),
-        progress=progress,
-        force=True,
+        pipeline=pipeline,
         reproduce=f"fastpath import hf {hf_dir} --name {name}",
         label_names=names,
     )
@@ -153,23 +153,27 @@ def import_hf_classifier(
 
     verdict = _verdicts(name, report, progress)
 
-    if serve_check:  # before the user's repository is touched
-        served = _check_served_text(
-            name,
-            specs,
-            out_dir=imported_dir(work_dir, name),
-            files=files,
-            warmups=warmups,
-            texts=texts,
-            labels=eval_labels,
-            settings=settings,
-            target=target,
-            progress=progress,
-        )
-        _record_served(name, served, verdict)
-    report.steps.append(served_status(serve_check, served if serve_check else []))
-    assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
-    report.steps.append(f"assemble: done ({repository})")
+    with pipeline.step("served check") as step:  # before the user's repository is touched
+        if not serve_check:
+            step.skip("--no-serve-check")
+        else:
+            served = _check_served_text(
+                name,
+                specs,
+                out_dir=imported_dir(work_dir, name),
+                files=files,
+                warmups=warmups,
+                texts=texts,
+                labels=eval_labels,
+                settings=settings,
+                target=target,
+                progress=progress,
+            )
+            _record_served(name, served, verdict)
+            step.done(_served_why(served))
+    with pipeline.step("assemble") as step:
+        assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+        step.done(str(repository))
     write_report([report], imported_dir(work_dir, name) / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository}")
     return report
@@ -286,50 +290,58 @@ def import_onnx(
     fp32 = out_dir / PRECISIONS["fp32"]
     shutil.copy2(onnx_file, fp32)
     (out_dir / PRECISIONS["int8"]).unlink(missing_ok=True)
-    report = ModelReport(name=name, source=str(onnx_file), n_eval=rows.n, torch_accuracy=None)
+    pipeline = Pipeline(name, progress, force=True)
+    report = ModelReport(name=name, source=str(onnx_file), n_eval=rows.n, torch_accuracy=None, steps=pipeline.statuses)
     report.data = rows.describe()
     labelled = {"labels": rows.labels} if rows.labels is not None else {}
     np.savez(out_dir / "samples.npz", **rows.inputs, **labelled)  # the rows the load-test scenario sends
 
     verdict = _verdicts(name, report, progress)
 
-    reference = run_onnx_batched(fp32, rows.inputs, batch_size=settings.max_batch_size)
-    head = rows.head(8)
-    single = run_onnx_batched(fp32, head.inputs, batch_size=1)
-    batch = verdict(
-        diff_check("batch 1 vs batched max|diff|", _head(reference, head.n), single, thresholds.batch_rel_diff, head.n)
-    )
-    if not batch.passed:
-        raise ExportError(f"{onnx_file}: batch 1 and batched runs disagree ({batch.describe()}); is axis 0 the batch?")
-    report.steps.append("batch axis check: passed")
+    with pipeline.step("batch axis check") as step:
+        reference = run_onnx_batched(fp32, rows.inputs, batch_size=settings.batching.max_batch_size)
+        head = rows.head(8)
+        single = run_onnx_batched(fp32, head.inputs, batch_size=1)
+        batch = verdict(
+            diff_check(
+                "batch 1 vs batched max|diff|", _head(reference, head.n), single, thresholds.batch_rel_diff, head.n
+            )
+        )
+        if not batch.passed:
+            raise ExportError(
+                f"{onnx_file}: batch 1 and batched runs disagree ({batch.describe()}); is axis 0 the batch?"
+            )
+        step.done(batch.describe())
     fp32_accuracy = accuracy(reference[label_output], rows.labels) if rows.labels is not None else None
     if fp32_accuracy is not None:
         progress(f"{name}: FP32 accuracy on the samples' labels: {fp32_accuracy:.2%} ({rows.n} rows)")
     report.variants.append(
         VariantReport("fp32", fp32.name, fp32.stat().st_size, 0.0, 1.0 if label_output else None, fp32_accuracy)
     )
-    int8_checks = _check_int8(
-        fp32,
-        rows,
-        reference,
-        label_output=label_output,
-        fp32_accuracy=fp32_accuracy,
-        thresholds=thresholds,
-        report=report,
-        verdict=verdict,
-        progress=progress,
-    )
-    failed = [c.describe() for c in int8_checks if not c.passed]
-    report.steps.append(
-        "quantize INT8: " + ("passed its checks" if int8_checks and not failed else f"refused ({'; '.join(failed)})")
-        if int8_checks
-        else "quantize INT8: failed (quantization itself)"
-    )
-    if precision == "int8" and (failed or not int8_checks):
-        raise VerificationError(
-            f"{name}: INT8 refused: {'; '.join(failed) or 'quantization failed'}. Serve FP32 (--precision fp32)"
-            + ("" if rows.labels is not None or not rows.generated else ", or check on real --samples")
+    with pipeline.step("quantize INT8") as step:
+        int8_checks = _check_int8(
+            fp32,
+            rows,
+            reference,
+            label_output=label_output,
+            fp32_accuracy=fp32_accuracy,
+            thresholds=thresholds,
+            report=report,
+            verdict=verdict,
+            progress=progress,
         )
+        failed = [c.describe() for c in int8_checks if not c.passed]
+        if precision == "int8" and (failed or not int8_checks):
+            raise VerificationError(
+                f"{name}: INT8 refused: {'; '.join(failed) or 'quantization failed'}. Serve FP32 (--precision fp32)"
+                + ("" if rows.labels is not None or not rows.generated else ", or check on real --samples")
+            )
+        if not int8_checks:
+            step.refuse("quantization itself failed")
+        elif failed:
+            step.refuse("; ".join(failed))
+        else:
+            step.done(f"passed its {len(int8_checks)} checks")
     if precision == "fp32" and int8_checks and not failed:
         size_mb = report.variants[-1].size_bytes / 1e6
         progress(f"{name}: INT8 passed its checks; --precision int8 would serve it ({size_mb:.1f} MB)")
@@ -349,26 +361,31 @@ def import_onnx(
     warmup_rows = {t.name: rows.inputs[t.name][0] for t in inputs}
     files = {name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
     warmups = {name: warmup_rows}
-    if serve_check:  # before the user's repository is touched: a failed check leaves it as it was
-        served_file = out_dir / PRECISIONS[precision]
-        expected = reference if precision == "fp32" else run_onnx_batched(served_file, rows.inputs)
-        served = check_served(
-            [spec],
-            name,
-            files=files,
-            warmups=warmups,
-            samples=rows,
-            expected=expected,
-            label_output=label_output,
-            label_names=names,
-            thresholds=thresholds,
-            target=target,
-            progress=progress,
-        )
-        _record_served(name, served, verdict)
-    report.steps.append(served_status(serve_check, served if serve_check else []))
-    assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
-    report.steps.append(f"assemble: done ({repository}, serving {precision.upper()})")
+    # Before the user's repository is touched: a failed check leaves it as it was.
+    with pipeline.step("served check") as step:
+        if not serve_check:
+            step.skip("--no-serve-check")
+        else:
+            served_file = out_dir / PRECISIONS[precision]
+            expected = reference if precision == "fp32" else run_onnx_batched(served_file, rows.inputs)
+            served = check_served(
+                [spec],
+                name,
+                files=files,
+                warmups=warmups,
+                samples=rows,
+                expected=expected,
+                label_output=label_output,
+                label_names=names,
+                thresholds=thresholds,
+                target=target,
+                progress=progress,
+            )
+            _record_served(name, served, verdict)
+            step.done(_served_why(served))
+    with pipeline.step("assemble") as step:
+        assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
+        step.done(f"{repository}, serving {precision.upper()}")
     progress(f"{name}: added to {repository} (serving {precision.upper()}, warmup from the first sample row)")
     write_report([report], out_dir / "report.json")
     return report
@@ -389,11 +406,9 @@ def _verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[C
     return verdict
 
 
-def served_status(ran: bool, checks: list[Check]) -> str:
-    """The served check's line for the model's report."""
-    if not ran:
-        return "served check: skipped (--no-serve-check)"
-    return f"served check: passed ({len(checks)} checks through a real tritonserver)"
+def _served_why(checks: list[Check]) -> str:
+    """What the served check's status says when it passed."""
+    return f"{len(checks)} checks through a real tritonserver"
 
 
 def _record_served(name: str, checks: list[Check], verdict: Callable[[Check], Check]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
@@ -34,7 +35,6 @@ from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
-Progress = Callable[[str], None]
 EVAL_BATCH = 32
 FP32_MIN_COSINE = 0.9999  # ONNX vs torch, per text
 FP32_MAX_ABS_DIFF = 1e-3  # probabilities, ONNX vs torch and vs the head in numpy
@@ -137,7 +137,10 @@ def import_sentence_model(
     if head is None:
         eval_labels = None
     settings = replace(settings or RepoSettings(), max_length=sentence.max_seq_length)
-    report = ModelReport(name=name, source=str(folder.path), n_eval=len(texts), torch_accuracy=None, data=data)
+    pipeline = Pipeline(name, progress, force=True)
+    report = ModelReport(
+        name=name, source=str(folder.path), n_eval=len(texts), torch_accuracy=None, data=data, steps=pipeline.statuses
+    )
 
     def verdict(check: Check) -> Check:
         progress(f"{name}: {check.describe()}")
@@ -166,56 +169,30 @@ def import_sentence_model(
         body = load_body(sentence)
         graph = sentence_graph(body, sentence, head)
         fp32 = stage / PRECISIONS["fp32"]
-        progress(
-            f"{name}: exporting FP32 ONNX (body + {'+'.join(sentence.pooling)} pooling"
-            f"{' + L2 norm' if sentence.normalize else ''}{' + head' if head else ''})"
-        )
-        import torch
+        with pipeline.step("export FP32 ONNX") as step:
+            parts = f"body + {'+'.join(sentence.pooling)} pooling{' + L2 norm' if sentence.normalize else ''}"
+            pipeline.say(f"exporting FP32 ONNX ({parts}{' + head' if head else ''})")
+            import torch
 
-        example = encoder.encode(["a first example text", "a second, slightly longer example text"])
-        torch2onnx.export(
-            model=graph,
-            example_inputs={
-                "input_ids": torch.from_numpy(example.input_ids),
-                "attention_mask": torch.from_numpy(example.attention_mask),
-            },
-            output_path=fp32,
-            output_names=output_names(head),
-            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
-        )
-        if head is None:
-            rename_value(fp32, EXPORTED_EMBEDDING, "embedding")
-        reference = run_graph(torch_runner(graph, output), encoder, texts)
-        served_fp32 = run_graph(onnx_runner(fp32, output), encoder, texts)
+            example = encoder.encode(["a first example text", "a second, slightly longer example text"])
+            torch2onnx.export(
+                model=graph,
+                example_inputs={
+                    "input_ids": torch.from_numpy(example.input_ids),
+                    "attention_mask": torch.from_numpy(example.attention_mask),
+                },
+                output_path=fp32,
+                output_names=output_names(head),
+                dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+            )
+            if head is None:
+                rename_value(fp32, EXPORTED_EMBEDDING, "embedding")
+        with pipeline.step("verify FP32 vs torch") as step:
+            reference = run_graph(torch_runner(graph, output), encoder, texts)
+            served_fp32 = run_graph(onnx_runner(fp32, output), encoder, texts)
+            _verify_fp32(reference, served_fp32, graph=graph, head=head, encoder=encoder, texts=texts, verdict=verdict)
+            step.done(f"{len(texts)} texts, within bounds")
         thresholds = ImportThresholds()
-        if head is None:
-            values = cosines(reference, served_fp32)
-            verdict(
-                Check(
-                    "FP32 ONNX vs torch cosine min",
-                    float(values.min()),
-                    FP32_MIN_COSINE,
-                    at_least=True,
-                    detail=f"mean {values.mean():.6f}; {len(texts)} texts",
-                )
-            )
-        else:
-            embeddings = run_graph(
-                lambda i, m: graph.embed(torch.from_numpy(i), torch.from_numpy(m)).detach().numpy(), encoder, texts
-            )
-            in_numpy = head.probabilities(embeddings)
-            verdict(
-                Check("FP32 ONNX vs torch max|diff|", float(np.abs(reference - served_fp32).max()), FP32_MAX_ABS_DIFF)
-            )
-            verdict(
-                Check(
-                    "FP32 ONNX vs the head in numpy max|diff|",
-                    float(np.abs(in_numpy - served_fp32).max()),
-                    FP32_MAX_ABS_DIFF,
-                )
-            )
-            same = float(np.mean(in_numpy.argmax(-1) == served_fp32.argmax(-1)))
-            verdict(Check("FP32 label agreement with the head", same, 1.0, at_least=True))
         accuracy = (
             None if eval_labels is None or head is None else float(np.mean(served_fp32.argmax(-1) == eval_labels))
         )
@@ -237,77 +214,80 @@ def import_sentence_model(
         if accuracy is not None:
             progress(f"{name}: held-out accuracy FP32 {accuracy:.2%} on {len(texts)} texts")
         chosen = "fp32"
-        if precision == "int8":
-            progress(f"{name}: trying INT8 (kept only if label agreement >= 99%, cosine mean >= 0.995 and min >= 0.98)")
-            calibration = [
-                {"input_ids": i, "attention_mask": m} for _, i, m in batches_by_length(encoder, texts[:256], 16)
-            ]
-            trials = try_int8(
-                fp32,
-                stage / PRECISIONS["int8"],
-                lambda p: run_graph(onnx_runner(p, output), encoder, texts),
-                served_fp32,
-                calibration=calibration,
-                is_scores=head is not None,
-                gate=gate,
-                progress=progress,
-            )
-            report.checks += [f"INT8 {t.describe()}" for t in trials]
-            kept = next((t for t in trials if t.passed), None)
-            if kept is None:
-                progress(f"{name}: INT8 refused, serving FP32: every method failed its gate (see above)")
+        with pipeline.step("quantize INT8") as step:
+            if precision != "int8":
+                step.skip("--precision fp32")
             else:
-                chosen = "int8"
-                int8 = stage / PRECISIONS["int8"]
-                candidate = run_graph(onnx_runner(int8, output), encoder, texts)
-                int8_accuracy = (
-                    None if eval_labels is None or head is None else float(np.mean(candidate.argmax(-1) == eval_labels))
+                pipeline.say("trying INT8 (kept only if label agreement >= 99%, cosine mean >= 0.995 and min >= 0.98)")
+                calibration = [
+                    {"input_ids": i, "attention_mask": m} for _, i, m in batches_by_length(encoder, texts[:256], 16)
+                ]
+                trials = try_int8(
+                    fp32,
+                    stage / PRECISIONS["int8"],
+                    lambda p: run_graph(onnx_runner(p, output), encoder, texts),
+                    served_fp32,
+                    calibration=calibration,
+                    is_scores=head is not None,
+                    gate=gate,
+                    progress=progress,
                 )
-                report.variants.append(
-                    VariantReport(
-                        "int8",
-                        int8.name,
-                        int8.stat().st_size,
-                        float(np.abs(served_fp32 - candidate).max()),
-                        kept.label_agreement,
-                        int8_accuracy,
-                        _ms_batch(onnx_runner(int8, output), encoder, texts),
+                report.checks += [f"INT8 {t.describe()}" for t in trials]
+                kept = next((t for t in trials if t.passed), None)
+                if kept is None:
+                    progress(f"{name}: INT8 refused, serving FP32: every method failed its gate (see above)")
+                    step.refuse(f"every method failed its gate ({len(trials)} tried); serving FP32")
+                else:
+                    chosen = "int8"
+                    int8 = stage / PRECISIONS["int8"]
+                    candidate = run_graph(onnx_runner(int8, output), encoder, texts)
+                    labelled = eval_labels is not None and head is not None
+                    int8_accuracy = float(np.mean(candidate.argmax(-1) == eval_labels)) if labelled else None
+                    report.variants.append(
+                        VariantReport(
+                            "int8",
+                            int8.name,
+                            int8.stat().st_size,
+                            float(np.abs(served_fp32 - candidate).max()),
+                            kept.label_agreement,
+                            int8_accuracy,
+                            _ms_batch(onnx_runner(int8, output), encoder, texts),
+                        )
                     )
-                )
-                progress(f"{name}: serving INT8 ({kept.method})")
+                    progress(f"{name}: serving INT8 ({kept.method})")
+                    step.done(f"{kept.method} passed its gate")
         settings = replace(settings, precision=chosen)
         graph = []
         if settings.rendering.needs_text_graph:
-            graph = _text_graph(
-                name, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head, progress=progress
-            )
+            graph = _text_graph(pipeline, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head)
             if not graph:
-                progress(f"{name}: no text graph, so rendering 'fused' instead of '{settings.rendering}'")
+                pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
                 settings = replace(settings, rendering=Rendering.FUSED)
         specs = pipeline_specs(name, sentence.dimension, head, settings, target)
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(name, stage, fixed, chosen)
         _add_graph(name, graph, files, warmups)
-        if serve_check:
-            _serve_check(
-                name,
-                specs,
-                files=files,
-                warmups=warmups,
-                texts=texts,
-                labels=eval_labels,
-                served_file=stage / PRECISIONS[chosen],
-                encoder=encoder,
-                output=output,
-                head=head,
-                target=target,
-                thresholds=thresholds,
-                verdict=verdict,
-                progress=progress,
-            )
-        report.steps.append(
-            "served check: passed (through a real tritonserver)" if serve_check else "served check: skipped"
-        )
+        with pipeline.step("served check") as step:
+            if not serve_check:
+                step.skip("--no-serve-check")
+            else:
+                checks = _serve_check(
+                    name,
+                    specs,
+                    files=files,
+                    warmups=warmups,
+                    texts=texts,
+                    labels=eval_labels,
+                    served_file=stage / PRECISIONS[chosen],
+                    encoder=encoder,
+                    output=output,
+                    head=head,
+                    target=target,
+                    thresholds=thresholds,
+                    verdict=verdict,
+                    progress=progress,
+                )
+                step.done(f"{checks} checks through a real tritonserver")
         # the texts the load-test scenario (`--scenario imported`) sends, as for ONNX imports
         np.savez(stage / "samples.npz", text=np.array([[t] for t in texts[:256]], dtype=str))
         if head is None:  # an encoder can also be the semantic cache's embedder (`--semantic-embedder NAME`)
@@ -330,28 +310,61 @@ def import_sentence_model(
             shutil.rmtree(stage, ignore_errors=True)
     files, warmups = text_pipeline_files(name, out_dir, fixed, chosen)
     _add_graph(name, [out_dir / g.name for g in graph], files, warmups)
-    assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
-    report.steps.append(f"assemble: done ({repository}, serving {chosen.upper()})")
+    with pipeline.step("assemble") as step:
+        assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+        step.done(f"{repository}, serving {chosen.upper()}")
     report.seconds = time.monotonic() - started
     write_report([report], out_dir / "report.json")
     progress(f"{name}: added {len(specs)} models to {repository} (serving {chosen.upper()}) in {report.seconds:.0f}s")
     return report
 
 
-def _text_graph(name: str, folder: Path, precision: str, *, max_length: int, texts, head, progress) -> list[Path]:
+def _verify_fp32(reference, served_fp32, *, graph, head, encoder, texts, verdict) -> None:
+    """FP32 ONNX against torch: cosine per text for an encoder; for a classifier, probabilities
+    against torch and against the head run in numpy, and label agreement (each a `verdict`, which
+    raises at the first bound missed)."""
+    import torch
+
+    if head is None:
+        values = cosines(reference, served_fp32)
+        verdict(
+            Check(
+                "FP32 ONNX vs torch cosine min",
+                float(values.min()),
+                FP32_MIN_COSINE,
+                at_least=True,
+                detail=f"mean {values.mean():.6f}; {len(texts)} texts",
+            )
+        )
+        return
+    embeddings = run_graph(
+        lambda i, m: graph.embed(torch.from_numpy(i), torch.from_numpy(m)).detach().numpy(), encoder, texts
+    )
+    in_numpy = head.probabilities(embeddings)
+    verdict(Check("FP32 ONNX vs torch max|diff|", float(np.abs(reference - served_fp32).max()), FP32_MAX_ABS_DIFF))
+    verdict(
+        Check(
+            "FP32 ONNX vs the head in numpy max|diff|",
+            float(np.abs(in_numpy - served_fp32).max()),
+            FP32_MAX_ABS_DIFF,
+        )
+    )
+    same = float(np.mean(in_numpy.argmax(-1) == served_fp32.argmax(-1)))
+    verdict(Check("FP32 label agreement with the head", same, 1.0, at_least=True))
+
+
+def _text_graph(pipeline: Pipeline, folder: Path, precision: str, *, max_length: int, texts, head) -> list[Path]:
     """The verified text graph of the served file (`build.text_graph.text_graph_step`), or [] when refused."""
     from triton_fastpath.build.text_graph import text_graph_step
 
     result = text_graph_step(
-        name=name,
+        pipeline,
         out_dir=folder,
         encoder_file=PRECISIONS[precision],
         precision=precision,
         max_length=max_length,
         texts=texts,
         labels=head.labels if head else None,
-        progress=progress,
-        force=True,
     )
     return [] if result.path is None else [result.path]
 
@@ -415,8 +428,9 @@ def _serve_check(
     thresholds,
     verdict,
     progress,
-) -> None:
-    """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same tokenizer).
+) -> int:
+    """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
+    tokenizer); returns how many checks passed (the first failure raises, through `verdict`).
 
     The expected rows are computed in the batches the check sends (`max_batch_size` rows in order,
     each padded to its longest): dynamic INT8 quantises activations per batch tensor, so a row's
@@ -449,7 +463,7 @@ def _serve_check(
         None if labels is None else labels[:SERVED_ROWS],
         "the evaluation texts",
     )
-    for check in check_served(
+    checks = check_served(
         specs,
         name,
         files=files,
@@ -461,5 +475,7 @@ def _serve_check(
         thresholds=thresholds,
         target=target,
         progress=progress,
-    ):
+    )
+    for check in checks:
         verdict(check)
+    return len(checks)

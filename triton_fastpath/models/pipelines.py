@@ -86,8 +86,8 @@ def warmup_of(
     return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
 
 
-def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
-    """Parameters of the exact cache (L1/L2) and, when on, the semantic layer."""
+def cache_parameters(settings: RepoSettings) -> dict[str, str]:
+    """Parameters of the exact cache (L1/L2) and, when `settings.semantic` is on, the semantic layer."""
     tiers = settings.cache_tiers
     parameters = {
         "l1_max_entries": str(tiers.l1_max_entries),
@@ -96,22 +96,22 @@ def cache_parameters(settings: RepoSettings, semantic: bool) -> dict[str, str]:
         "redis_key_prefix": tiers.redis_key_prefix,
         "redis_timeout_ms": str(tiers.redis_timeout_ms),
     }
-    if semantic:
+    if settings.semantic.enabled:
         parameters.update(
-            semantic_threshold=str(settings.semantic_threshold),
-            semantic_min_margin=str(settings.semantic_min_margin),
-            semantic_guard="true" if settings.semantic_guard else "false",
-            semantic_dim=str(settings.semantic_embedder.dimension),
-            semantic_capacity=str(settings.semantic_capacity),
+            semantic_threshold=str(settings.semantic.threshold),
+            semantic_min_margin=str(settings.semantic.min_margin),
+            semantic_guard="true" if settings.semantic.guard else "false",
+            semantic_dim=str(settings.semantic.embedder.dimension),
+            semantic_capacity=str(settings.semantic.capacity),
         )
-        embedder = settings.semantic_embedder
+        embedder = settings.semantic.embedder
         if embedder.max_length:
             parameters["semantic_max_length"] = str(embedder.max_length)
         if embedder.normalize:
             parameters["semantic_normalize"] = "true"
         if not embedder.bundled:
             parameters["semantic_embedder"] = embedder.name
-        parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic_measured})
+        parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic.measured})
     return parameters
 
 
@@ -133,7 +133,7 @@ def queue_timeouts_us(settings: RepoSettings, model: str | None = None, steps: i
     if level_ms is None:
         return dict.fromkeys(levels, FALLBACK_QUEUE_TIMEOUT_US)
     share = {level: QUEUE_SHARE_LOWEST if level == lowest else QUEUE_SHARE_HIGHER for level in levels}
-    floor = 2 * settings.max_queue_delay_us
+    floor = 2 * settings.batching.max_queue_delay_us
     return {level: max(1, floor, round(level_ms * 1000 * share[level] / max(1, steps))) for level in levels}
 
 
@@ -156,7 +156,7 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
             max(1, level): timeout_us / 1000 for level, timeout_us in queue_timeouts_us(settings, model, steps).items()
         },
         # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
-        admission_min_rows=max(1, settings.max_batch_size // 2),
+        admission_min_rows=max(1, settings.batching.max_batch_size // 2),
     ).to_parameters()
 
 
@@ -171,7 +171,7 @@ def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Targe
             "encoder": "in_process",
             "onnx_file": encoder.model_file or "",
             "intra_op_threads": str(settings.onnx_threads),
-            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
+            LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
         }
     return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
 
@@ -182,13 +182,13 @@ def semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str,
     found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
     if as_target(target) is Target.EMBEDDED:
         return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
-    refusal = settings.semantic_embedder.refusal(settings.rendering, container=True)
+    refusal = settings.semantic.embedder.refusal(settings.rendering, container=True)
     if refusal:
         raise ConfigError(refusal)
     return {
         **found,
         "semantic_encoder_model": PipelineMembers(EMBED_NAME).encoder,
-        "semantic_max_batch_size": str(settings.max_batch_size),
+        "semantic_max_batch_size": str(settings.batching.max_batch_size),
     }
 
 
@@ -215,12 +215,12 @@ def fused_model(
         python_model="text_pipeline",
         # Its batcher may hand it ADMISSION_BATCH_FACTOR client batches at once: under overload one
         # dispatch takes the whole queue and admission sheds the surplus before any compute.
-        max_batch_size=ADMISSION_BATCH_FACTOR * settings.max_batch_size,
+        max_batch_size=ADMISSION_BATCH_FACTOR * settings.batching.max_batch_size,
         inputs=(text,),
         outputs=tuple(outputs),
         instance_count=settings.encoder_instances if instances is None else instances,
-        dynamic_batching=settings.dynamic_batching,
-        warmups=warmup_of((text,), settings.max_batch_size, files=True) if in_process else (),
+        dynamic_batching=settings.batching.dynamic_batching,
+        warmups=warmup_of((text,), settings.batching.max_batch_size, files=True) if in_process else (),
         parameters={**parameters, **admission_parameters(settings, name, steps)},
     )
 
@@ -236,7 +236,7 @@ def wrapper_ensemble(
     return ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.batching.max_batch_size,
         inputs=step.inputs,
         outputs=tuple(outputs) or step.outputs,
         response_cache=settings.response_cache,
@@ -258,12 +258,12 @@ def tokenizer_step(name: str, outputs: Sequence[TensorSpec], settings: RepoSetti
         name=PipelineMembers(name).tokenizer,
         kind=ModelKind.PYTHON,
         python_model="tokenizer",
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.batching.max_batch_size,
         inputs=(TensorSpec("text", "TYPE_STRING", (1,)),),
         outputs=tuple(outputs),
         instance_count=instances,
-        dynamic_batching=settings.dynamic_batching,
-        warmups=warmup_of((TensorSpec("text", "TYPE_STRING", (1,)),), settings.max_batch_size, files=True),
+        dynamic_batching=settings.batching.dynamic_batching,
+        warmups=warmup_of((TensorSpec("text", "TYPE_STRING", (1,)),), settings.batching.max_batch_size, files=True),
         parameters=tokenizer_parameters(settings),
     )
 
@@ -281,11 +281,11 @@ def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -
     themselves (the generated SDK's `...IdsClient`, with the tokenizer file that the model's
     `tokenizer_file` parameter names): on the embedded target, by the native backend, a request
     crosses no Python process. The container target always has the encoder (the fused model calls
-    it by BLS); the embedded one with `settings.ids_lane` and the native backend on.
+    it by BLS); the embedded one where `settings.native` serves it (`NativeBackend.serves_ids_lane`).
     """
     if as_target(target) is Target.CONTAINER:
         return [encoder]
-    return [encoder] if settings.ids_lane and settings.native else []
+    return [encoder] if settings.native.serves_ids_lane else []
 
 
 def with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
@@ -335,7 +335,7 @@ class ClassifierTensors:
 def classifier_encoder(name: str, tensors: ClassifierTensors, settings: RepoSettings) -> ModelSpec:
     """`<name>_encoder`: the classifier's ONNX graph, ids and mask in, `probabilities` and
     `label_index` out (softmax and argmax folded in: export/heads.py)."""
-    batch, length = settings.max_batch_size, settings.max_length
+    batch, length = settings.batching.max_batch_size, settings.max_length
     return ModelSpec(
         name=PipelineMembers(name).encoder,
         kind=ModelKind.ONNX,
@@ -345,10 +345,10 @@ def classifier_encoder(name: str, tensors: ClassifierTensors, settings: RepoSett
         outputs=(tensors.probabilities, tensors.label_index),
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
-        native=settings.native,
-        dynamic_batching=settings.dynamic_batching,
+        native=settings.native.enabled,
+        dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((tensors.ids, tensors.mask), batch, files=True, dims=token_warmup_dims(length)),
-        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows)},
     )
 
 
@@ -365,7 +365,7 @@ def embedding_encoder(
     name: str, embedding: TensorSpec, settings: RepoSettings, precision: str | None = None
 ) -> ModelSpec:
     """`<name>_encoder`: an embedding model's ONNX graph, ids and mask in, `embedding` out."""
-    batch, length = settings.max_batch_size, settings.max_length
+    batch, length = settings.batching.max_batch_size, settings.max_length
     ids, mask = token_inputs()
     return ModelSpec(
         name=PipelineMembers(name).encoder,
@@ -375,10 +375,10 @@ def embedding_encoder(
         inputs=(ids, mask),
         outputs=(embedding,),
         onnx_threads=settings.onnx_threads,
-        native=settings.native,
-        dynamic_batching=settings.dynamic_batching,
+        native=settings.native.enabled,
+        dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
-        parameters={LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows)},
+        parameters={LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows)},
     )
 
 
@@ -412,14 +412,14 @@ def onnx_classifier_spec(
         name=name,
         kind=ModelKind.ONNX,
         model_file=precision.onnx_file,
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.batching.max_batch_size,
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         instance_count=instances,
         onnx_threads=settings.onnx_threads,
-        native=settings.native,
-        dynamic_batching=settings.dynamic_batching,
-        warmups=warmup_of(inputs, settings.max_batch_size, files=sample_dims is not None, dims=sample_dims),
+        native=settings.native.enabled,
+        dynamic_batching=settings.batching.dynamic_batching,
+        warmups=warmup_of(inputs, settings.batching.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
         parameters={"reject_non_finite": "true", **admission_parameters(settings, name)},
         response_cache=settings.response_cache,

@@ -335,7 +335,8 @@ def stub_kill(work: Path, *, settings: RepoSettings | None = None, progress: Pro
     IPC-lock exception, and no request is lost (`_server_aborted`).
     """
     base = settings or RepoSettings.tuned()
-    repository = variant_repository(dataclasses.replace(base, native=False), work / "stub-repo", only=("digits",))
+    python_runner = dataclasses.replace(base, native=dataclasses.replace(base.native, enabled=False))
+    repository = variant_repository(python_runner, work / "stub-repo", only=("digits",))
     # A dead stub makes shutdown wait the whole exit timeout: keep it short here.
     with triton(
         repository, work / "stub-logs", model_control_mode="explicit", load_models=("digits",), exit_timeout_s=5

@@ -122,7 +122,8 @@ def heal(
     """
     kind = KINDS[kind_name]
     base = settings or RepoSettings.tuned()
-    repo = variant_repository(dataclasses.replace(base, rendering=kind.rendering, native=kind.native), work / "repo")
+    native = dataclasses.replace(base.native, enabled=kind.native)
+    repo = variant_repository(dataclasses.replace(base, rendering=kind.rendering, native=native), work / "repo")
     options = {"model_control_mode": "explicit", "load_models": ("*",), "exit_timeout_s": 5}
     with triton(repo, work / "logs", **options) as server:
         watchdog = Watchdog(server, WatchdogPolicy(interval_s=0.5, backoff_s=(0.5,)))

@@ -35,9 +35,8 @@ Progress = Callable[[str], None]
 
 
 def _matrix(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
-    repo = variant_repository(
-        dataclasses.replace(base, max_queue_delay_us=MATRIX_BATCH_WINDOW_US), work / "matrix-repo"
-    )
+    batching = dataclasses.replace(base.batching, max_queue_delay_us=MATRIX_BATCH_WINDOW_US)
+    repo = variant_repository(dataclasses.replace(base, batching=batching), work / "matrix-repo")
     with triton(repo, work / "matrix-logs") as server:
         return matrix.run_matrix(server.grpc_url, server.metrics_url, progress=progress)
 

@@ -36,9 +36,9 @@ def classifier_specs(
     del target  # the same steps on either target
     tensors = ClassifierTensors.of(labels)
     t = tensors
-    batch = settings.max_batch_size
+    batch = settings.batching.max_batch_size
     encoder = classifier_encoder(name, tensors, settings)
-    semantic = settings.cache and settings.semantic_threshold > 0
+    semantic = settings.semantic.enabled  # implies `settings.cache` (`RepoSettings` checks)
     tokenizer = tokenizer_step(name, (t.ids, t.mask, t.truncated), settings, settings.tokenizer_instances)
     postprocess = ModelSpec(
         name=PipelineMembers(name).postprocess,
@@ -48,7 +48,7 @@ def classifier_specs(
         inputs=(t.probabilities, t.label_index),
         outputs=(t.label, t.probability),
         instance_count=settings.postprocess_instances,
-        dynamic_batching=settings.dynamic_batching,
+        dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((t.probabilities, t.label_index), batch, files=False),
         parameters={"labels": ",".join(labels)},
     )
@@ -64,7 +64,7 @@ def classifier_specs(
             inputs=(t.ids, t.mask, embedding) if semantic else (t.ids, t.mask),
             outputs=(t.probabilities, t.label_index),
             instance_count=settings.cache_instances,
-            dynamic_batching=settings.dynamic_batching,
+            dynamic_batching=settings.batching.dynamic_batching,
             # No warmup: it would call the encoder through BLS before that model is surely loaded.
             parameters={
                 "pipeline": name,
@@ -72,7 +72,7 @@ def classifier_specs(
                 "encoder_max_batch_size": str(batch),
                 # a client can send ids straight to this step: checked against it
                 "max_length": str(settings.max_length),
-                **cache_parameters(settings, semantic),
+                **cache_parameters(settings),
             },
         )
         cache_specs = [middle]
@@ -133,7 +133,7 @@ def embedding_specs(
     ensemble = ModelSpec(
         name=name,
         kind=ModelKind.ENSEMBLE,
-        max_batch_size=settings.max_batch_size,
+        max_batch_size=settings.batching.max_batch_size,
         inputs=(TensorSpec("text", "TYPE_STRING", (1,)),),
         outputs=served,
         response_cache=settings.response_cache,

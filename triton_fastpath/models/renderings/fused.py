@@ -38,12 +38,12 @@ def classifier_specs(
     """`<name>_fused`, the ids lane, and the wrapper ensemble `<name>` of a text classifier."""
     tensors = ClassifierTensors.of(labels)
     encoder = classifier_encoder(name, tensors, settings)
-    semantic = settings.cache and settings.semantic_threshold > 0
+    semantic = settings.semantic.enabled  # implies `settings.cache` (`RepoSettings` checks)
     parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters(settings)}
     parameters.update(encoder_parameters(encoder, settings, target))
     parameters["cache"] = "true" if settings.cache else "false"
     if settings.cache:
-        parameters.update(cache_parameters(settings, semantic))
+        parameters.update(cache_parameters(settings))
     if semantic:
         parameters.update(semantic_embedder(settings, target))
     outputs = (tensors.label, tensors.probability, tensors.probabilities, tensors.truncated)

@@ -94,10 +94,10 @@ def text_graph_specs(
             without its dimension.
     """
     container = as_target(target) is Target.CONTAINER
-    refusal = Rendering.GRAPH.refusal(lookup=settings.cache, native=settings.native, container=container)
+    refusal = Rendering.GRAPH.refusal(lookup=settings.cache, native=settings.native.enabled, container=container)
     if refusal:
         raise ConfigError(f"model {name!r}: {refusal}; or use rendering 'fused'")
-    batch = settings.max_batch_size
+    batch = settings.batching.max_batch_size
     text = TensorSpec("text", "TYPE_STRING", (1,))
     truncated = TensorSpec("truncated", "TYPE_BOOL", (1,))
     if labels is None and not dimension:
@@ -125,7 +125,7 @@ def text_graph_specs(
         instance_count=settings.encoder_instances,
         onnx_threads=settings.onnx_threads,
         native=not container,
-        dynamic_batching=settings.dynamic_batching,
+        dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((text,), batch, files=True),
         parameters={
             "custom_op_library": CUSTOM_OPS_FILE,
@@ -136,7 +136,7 @@ def text_graph_specs(
             "cut_flag_output": "truncated",
             "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
             # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
-            LENGTH_BUCKET_PARAMETER: str(settings.length_bucket_rows),
+            LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
             **admission_parameters(settings, name),
         },
     )
