@@ -37,7 +37,7 @@ from triton_fastpath.imports.checks import (
     read_eval_csv,
     read_label_names,
 )
-from triton_fastpath.imports.served_check import check_served
+from triton_fastpath.imports.served_check import check_served, served_step
 from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 
@@ -153,24 +153,23 @@ def import_hf_classifier(
 
     verdict = _verdicts(name, report, progress)
 
-    with pipeline.step("served check") as step:  # before the user's repository is touched
-        if not serve_check:
-            step.skip("--no-serve-check")
-        else:
-            served = _check_served_text(
-                name,
-                specs,
-                out_dir=imported_dir(work_dir, name),
-                files=files,
-                warmups=warmups,
-                texts=texts,
-                labels=eval_labels,
-                settings=settings,
-                target=target,
-                progress=progress,
-            )
-            _record_served(name, served, verdict)
-            step.done(_served_why(served))
+    served_step(
+        pipeline,
+        serve_check,
+        lambda: _check_served_text(
+            name,
+            specs,
+            out_dir=imported_dir(work_dir, name),
+            files=files,
+            warmups=warmups,
+            texts=texts,
+            labels=eval_labels,
+            settings=settings,
+            target=target,
+            progress=progress,
+        ),
+        verdict,
+    )
     with pipeline.step("assemble") as step:
         assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
         step.done(str(repository))
@@ -361,28 +360,24 @@ def import_onnx(
     warmup_rows = {t.name: rows.inputs[t.name][0] for t in inputs}
     files = {name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
     warmups = {name: warmup_rows}
-    # Before the user's repository is touched: a failed check leaves it as it was.
-    with pipeline.step("served check") as step:
-        if not serve_check:
-            step.skip("--no-serve-check")
-        else:
-            served_file = out_dir / PRECISIONS[precision]
-            expected = reference if precision == "fp32" else run_onnx_batched(served_file, rows.inputs)
-            served = check_served(
-                [spec],
-                name,
-                files=files,
-                warmups=warmups,
-                samples=rows,
-                expected=expected,
-                label_output=label_output,
-                label_names=names,
-                thresholds=thresholds,
-                target=target,
-                progress=progress,
-            )
-            _record_served(name, served, verdict)
-            step.done(_served_why(served))
+
+    def served() -> list[Check]:  # before the user's repository is touched: a failure leaves it as it was
+        expected = reference if precision == "fp32" else run_onnx_batched(out_dir / PRECISIONS[precision], rows.inputs)
+        return check_served(
+            [spec],
+            name,
+            files=files,
+            warmups=warmups,
+            samples=rows,
+            expected=expected,
+            label_output=label_output,
+            label_names=names,
+            thresholds=thresholds,
+            target=target,
+            progress=progress,
+        )
+
+    served_step(pipeline, serve_check, served, verdict)
     with pipeline.step("assemble") as step:
         assemble([spec], repository, target=target, files=files, warmup_samples=warmups)
         step.done(f"{repository}, serving {precision.upper()}")
@@ -404,18 +399,6 @@ def _verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[C
         return check
 
     return verdict
-
-
-def _served_why(checks: list[Check]) -> str:
-    """What the served check's status says when it passed."""
-    return f"{len(checks)} checks through a real tritonserver"
-
-
-def _record_served(name: str, checks: list[Check], verdict: Callable[[Check], Check]) -> None:
-    """Record the served checks; the first failure stops the import (the repository is not touched yet)."""
-    for check in checks:
-        if not verdict(check).passed:
-            raise VerificationError(f"{name}: the served model disagrees with onnxruntime: {check.describe()}")
 
 
 def _check_int8(

@@ -32,6 +32,7 @@ from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import PROBE_TEXTS, Check, ImportThresholds, Samples, read_eval_csv, read_eval_rows
 from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
+from triton_fastpath.imports.served_check import SERVED_ROWS, check_served, served_step
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
@@ -267,27 +268,26 @@ def import_sentence_model(
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(name, stage, fixed, chosen)
         _add_graph(name, graph, files, warmups)
-        with pipeline.step("served check") as step:
-            if not serve_check:
-                step.skip("--no-serve-check")
-            else:
-                checks = _serve_check(
-                    name,
-                    specs,
-                    files=files,
-                    warmups=warmups,
-                    texts=texts,
-                    labels=eval_labels,
-                    served_file=stage / PRECISIONS[chosen],
-                    encoder=encoder,
-                    output=output,
-                    head=head,
-                    target=target,
-                    thresholds=thresholds,
-                    verdict=verdict,
-                    progress=progress,
-                )
-                step.done(f"{checks} checks through a real tritonserver")
+        served_step(
+            pipeline,
+            serve_check,
+            lambda: _serve_check(
+                name,
+                specs,
+                files=files,
+                warmups=warmups,
+                texts=texts,
+                labels=eval_labels,
+                served_file=stage / PRECISIONS[chosen],
+                encoder=encoder,
+                output=output,
+                head=head,
+                target=target,
+                thresholds=thresholds,
+                progress=progress,
+            ),
+            verdict,
+        )
         # the texts the load-test scenario (`--scenario imported`) sends, as for ONNX imports
         np.savez(stage / "samples.npz", text=np.array([[t] for t in texts[:256]], dtype=str))
         if head is None:  # an encoder can also be the semantic cache's embedder (`--semantic-embedder NAME`)
@@ -426,11 +426,10 @@ def _serve_check(
     head,
     target,
     thresholds,
-    verdict,
     progress,
-) -> int:
+) -> list[Check]:
     """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
-    tokenizer); returns how many checks passed (the first failure raises, through `verdict`).
+    tokenizer): the checks (`served_check.served_step` judges them).
 
     The expected rows are computed in the batches the check sends (`max_batch_size` rows in order,
     each padded to its longest): dynamic INT8 quantises activations per batch tensor, so a row's
@@ -438,7 +437,6 @@ def _serve_check(
     """
     from fastpath_backends.batch import run_by_length
     from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, python_adapter
-    from triton_fastpath.imports.served_check import SERVED_ROWS, check_served
 
     rows = list(texts[:SERVED_ROWS])
     run = onnx_runner(served_file, output)
@@ -463,7 +461,7 @@ def _serve_check(
         None if labels is None else labels[:SERVED_ROWS],
         "the evaluation texts",
     )
-    checks = check_served(
+    return check_served(
         specs,
         name,
         files=files,
@@ -476,6 +474,3 @@ def _serve_check(
         target=target,
         progress=progress,
     )
-    for check in checks:
-        verdict(check)
-    return len(checks)

@@ -15,11 +15,32 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.build.pipeline import Pipeline
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, ImportThresholds, Samples, agreement, diff_check
 
 SERVED_ROWS = 64
+
+
+def served_step(
+    pipeline: Pipeline, enabled: bool, run: Callable[[], Sequence[Check]], verdict: Callable[[Check], Check]
+) -> None:
+    """The served check as a step of an import's `pipeline`, before the user's repository is
+    touched: skipped when not `enabled` (--no-serve-check); else `run()`, each check through
+    `verdict` (printed, kept in the report), the first failure stops the import."""
+    with pipeline.step("served check") as step:
+        if not enabled:
+            step.skip("--no-serve-check")
+            return
+        checks = run()
+        for check in checks:
+            if not verdict(check).passed:
+                raise VerificationError(
+                    f"{pipeline.model}: the served model disagrees with onnxruntime: {check.describe()}"
+                )
+        step.done(f"{len(checks)} checks through a real tritonserver")
 
 
 def _label_of(entry: bytes | str) -> str:
