@@ -11,10 +11,11 @@
 //   arrival; each is admitted while the time it already waited plus the batch's estimated compute
 //   up to and including it stays within its level's budget.
 // The first `min_rows` rows are always computed, except, while the queue is overloaded (refusing
-// arrivals, with more rows waiting behind the batch), a request of the lowest level that already waited past its budget: it has missed its service
-// level, and computing it delays everyone behind it (measured on the digits flood, one server core:
-// all 958 of 36,071 accepted requests that waited past the 10 ms budget were first in their batch). The rest are answered at once with kOverloaded
-// (UNAVAILABLE), before any compute. The cost of a row is learned from
+// arrivals, with more rows waiting behind the batch), a request of the lowest level that already
+// waited past its budget: it has missed its service level, and computing it delays everyone behind
+// it (on the digits flood, one server core: all 958 of 36,071 accepted requests that waited past
+// the 10 ms budget had been kept for being first in their batch). The rest are answered at once
+// with kOverloaded (UNAVAILABLE), before any compute. The cost of a row is learned from
 // at least kLearnFromRows rows at a time (smaller Runs, e.g. length buckets of 1-3 rows, are pooled
 // until they add up to that many), falling fast and rising slowly.
 //

@@ -62,8 +62,8 @@ void WorkerLoop(InstanceState* s) {
       waited_s.push_back(static_cast<double>(start - std::min(start, entry.arrival_ns)) / 1e9);
       taken_rows += entry.rows;
     }
-    // Overloaded: arrivals are being refused and more rows wait behind this batch. Not at a warmup
-    // or a slow start, where a lone request may wait past its budget with no one to make room for.
+    // Overloaded: arrivals are being refused and more rows wait behind this batch. Not at a slow
+    // start, where a lone request may wait past its budget with no one to make room for.
     if (d.queue.empty()) d.refusing = false;
     const bool overloaded = d.refusing;
     std::vector<bool> keep = d.admission.Admit(rows, priorities, waited_s, overloaded);

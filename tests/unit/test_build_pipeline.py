@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.pipeline import Pipeline, StepState, StepStatus
+from triton_fastpath.build.pipeline import Pipeline, Refused, StepState, StepStatus
 from triton_fastpath.errors import VerificationError
 
 
@@ -28,7 +28,8 @@ def test_a_file_step_runs_then_is_skipped_by_content_and_runs_again_when_forced(
         (tmp_path / "out").write_text("graph")
 
     def make(pipeline: Pipeline) -> bool:
-        return pipeline.make(export_step(tmp_path), build, doing="exporting", reusing="up to date, reusing")
+        ran = pipeline.make(export_step(tmp_path), build, doing="exporting", reusing="up to date, reusing")
+        return ran.state is StepState.DONE
 
     first, again = Pipeline("m", said.append), Pipeline("m", said.append)
     assert make(first) and not make(again)
@@ -66,6 +67,18 @@ def test_a_step_that_raises_is_recorded_failed_and_the_error_goes_on(tmp_path: P
         pipeline.make(export_step(tmp_path), broken, doing="exporting", reusing="-")
     assert str(pipeline.statuses[-1]) == "export: failed (disk full)"
     assert not (tmp_path / ".out.sha256").exists(), "a failed step records no stamp"
+
+
+def test_a_file_step_that_refuses_its_output_records_no_stamp_and_the_build_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "in").write_text("x")
+
+    def refuse() -> None:
+        raise Refused("tokenizer differs on 'a¢b'")
+
+    pipeline = Pipeline("m", lambda _: None)
+    status = pipeline.make(export_step(tmp_path), refuse, doing="exporting", reusing="-")
+    assert str(status) == "export: refused (tokenizer differs on 'a¢b')" and pipeline.statuses == [status]
+    assert not (tmp_path / ".out.sha256").exists()
 
 
 def test_skipped_and_refused_steps_say_why() -> None:

@@ -33,6 +33,11 @@ from triton_fastpath.build.freshness import Freshness
 Progress = Callable[[str], None]
 
 
+class Refused(Exception):
+    """Raised by a file-making step's work (`Pipeline.make`) to decline its output, saying why: the
+    step is recorded refused, no stamp is written, and the build goes on without it."""
+
+
 class StepState(StrEnum):
     """How a step ended."""
 
@@ -109,21 +114,23 @@ class Pipeline:
             raise
         self.statuses.append(StepStatus(name, step.state, step.why))
 
-    def stale(self, freshness: Freshness) -> str | None:
-        """Why `freshness`'s step must run ("forced" under `force`), or None when it is up to date."""
-        return "forced" if self.force else freshness.why_stale()
-
-    def make(self, freshness: Freshness, build: Callable[[], object], *, doing: str, reusing: str) -> bool:
+    def make(self, freshness: Freshness, build: Callable[[], object], *, doing: str, reusing: str) -> StepStatus:
         """The file-making step `freshness.name`: skipped when up to date by content (saying
-        `reusing`), else `build()` (saying `doing`) and the stamp recorded. True when it ran."""
+        `reusing`), else `build()` (saying `doing`) and the stamp recorded; refused, with no stamp,
+        when `build()` raises `Refused`. Returns the step's status."""
         with self.step(freshness.name) as step:
-            why = self.stale(freshness)
+            why = "forced" if self.force else freshness.why_stale()
             if why is None:
                 self.say(reusing)
                 step.skip("up to date")
-                return False
-            self.say(doing)
-            build()
-            freshness.record()
-            step.done(why)
-            return True
+            else:
+                self.say(doing)
+                try:
+                    build()
+                except Refused as refusal:
+                    freshness.stamp.unlink(missing_ok=True)
+                    step.refuse(str(refusal))
+                else:
+                    freshness.record()
+                    step.done(why)
+        return self.statuses[-1]

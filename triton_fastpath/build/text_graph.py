@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.pipeline import Pipeline
+from triton_fastpath.build.pipeline import Pipeline, Refused, StepState
 from triton_fastpath.config.settings import TEXT_GRAPHS
 from triton_fastpath.errors import ExportError
 
@@ -76,12 +76,9 @@ def text_graph_step(
         inputs=[tokenizer, encoder, Path(text_graph.__file__)],
         params=params,
     )
-    with pipeline.step(step.name) as status:
-        why = pipeline.stale(step)
-        if why is None:
-            status.skip("up to date")
-            return TextGraphResult(output, summary="reused")
-        pipeline.say(f"text graph (tokenizer inside ONNX) -> {output.name}, checked on {len(texts)} texts")
+    outcome = {"summary": "reused", "reason": ""}  # what build() measured or why it refused
+
+    def build() -> None:
         try:
             text_graph.build_text_graph(
                 tokenizer_path=tokenizer, encoder_path=encoder, output_path=output, max_length=max_length, labels=labels
@@ -97,13 +94,20 @@ def text_graph_step(
             )
         except ExportError as error:
             output.unlink(missing_ok=True)
-            step.stamp.unlink(missing_ok=True)
-            first = str(error).splitlines()[0]
+            outcome["reason"] = str(error)
+            first = outcome["reason"].splitlines()[0]
             LOGGER.warning("%s: text graph refused, the Python tokenizer stays: %s", pipeline.model, error)
             pipeline.say(f"text graph refused; the Python tokenizer serves this model ({first})")
-            status.refuse(first)
-            return TextGraphResult(None, reason=str(error))
-        step.record()
-        pipeline.say(report.describe())
-        status.done(why)
-        return TextGraphResult(output, summary=report.describe())
+            raise Refused(first) from error
+        outcome["summary"] = report.describe()
+        pipeline.say(outcome["summary"])
+
+    status = pipeline.make(
+        step,
+        build,
+        doing=f"text graph (tokenizer inside ONNX) -> {output.name}, checked on {len(texts)} texts",
+        reusing=f"text graph {output.name} is up to date (same tokenizer, encoder and texts, by content), reusing it",
+    )
+    if status.state is StepState.REFUSED:
+        return TextGraphResult(None, reason=outcome["reason"])
+    return TextGraphResult(output, summary=outcome["summary"])
