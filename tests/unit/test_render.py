@@ -22,6 +22,7 @@ from triton_fastpath.config.render import (
     parse_pbtxt,
     python_adapter,
     render,
+    stores_the_whole_answer,
     to_model_config,
     to_pbtxt,
     write_config,
@@ -424,6 +425,30 @@ def test_python_served_models_never_get_the_response_cache(target: Target) -> No
     onnx = render(make_spec(ModelKind.ONNX, response_cache=True), target)
     # ONNX is served by the onnx_runner Python model on the embedded target, natively in the container
     assert ("response_cache" in onnx) is (target is Target.CONTAINER)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", list(ModelKind))
+def test_a_model_is_cached_only_where_its_responses_hold_every_output(target: Target, kind: ModelKind) -> None:
+    """Triton 2.51 keys a cached response by its inputs, not the requested outputs: a model that
+    answers only the requested outputs would hand the first client's choice to every later one."""
+    two = (y_out(), TensorSpec("z", "TYPE_FP32", (2,)))
+    kinds: dict[str, Any] = {"response_cache": True, "response_cache_kind": "fastpath"}
+    if kind is ModelKind.ONNX:
+        kinds["native"] = True  # fastpath_ort on the embedded target, Triton's onnxruntime in the container
+    if kind is ModelKind.ENSEMBLE:
+        steps = (EnsembleStep("inner", input_map={"x": "x"}, output_map={"y": "y", "z": "z"}),)
+        many = make_spec(kind, outputs=two, ensemble_steps=steps, **kinds)
+    elif kind is ModelKind.TENSORRT and target is Target.EMBEDDED:
+        return  # not served on the embedded target at all
+    else:
+        many = make_spec(kind, outputs=two, **kinds)
+    one = make_spec(kind, **kinds) if kind is not ModelKind.TENSORRT or target is Target.CONTAINER else None
+    native = kind is ModelKind.ONNX and target is Target.EMBEDDED
+    assert ("response_cache" in render(many, target)) is native
+    assert stores_the_whole_answer(many, target) is native
+    if one is not None:
+        assert stores_the_whole_answer(one, target)
 
 
 # --- protobuf round trips ------------------------------------------------------------------------

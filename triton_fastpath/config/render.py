@@ -144,11 +144,28 @@ def response_cache_safe(spec: ModelSpec, target: Target | str) -> bool:
     Python models; tests/integration/test_native_backend.py shows it for fastpath_ort too). Ensembles
     cache only their successful top-level answers; such a model is rendered uncached. The kit's
     two-tier cache (`ResponseCacheKind.FASTPATH`, embedded target) refuses responses without
-    outputs, so there every model may enable it.
+    outputs, so there every model may enable it. On any cache, only a model whose responses hold
+    the whole answer (`stores_the_whole_answer`) is cached.
     """
+    if not stores_the_whole_answer(spec, target):
+        return False
     if spec.response_cache_kind is ResponseCacheKind.FASTPATH and as_target(target) is Target.EMBEDDED:
         return True
     return not python_adapter(spec, target) and not native_backend(spec, target)
+
+
+def stores_the_whole_answer(spec: ModelSpec, target: Target | str) -> bool:
+    """Whether a response `spec` answers on `target` holds every output, whatever was requested (pure).
+
+    Triton 2.51 keys a cached response by model, version, input names and input bytes only: not the
+    outputs a client asked for. A response that holds only the requested outputs would become every
+    later client's answer (asked `label`, then `probabilities`: the second gets `label` alone). The
+    kit's native backend writes every output when its model is cached (native/fastpath_ort, batch.cc);
+    an ensemble, the Python backend and Triton's onnxruntime / TensorRT backends answer the requested
+    outputs only, so with more than one output such a model is rendered uncached (the Python
+    renderings keep their own in-model L1/L2 cache, which caches every output).
+    """
+    return len(spec.outputs) == 1 or native_backend(spec, target)
 
 
 def _set_platform(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
