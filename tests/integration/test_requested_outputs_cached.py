@@ -12,7 +12,6 @@ in process (sentiment) or to a miss asking every output (digits).
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from pathlib import Path
@@ -22,38 +21,13 @@ import pytest
 
 from tests.conftest import metric_value
 from tests.integration.test_default_build_served import SENTIMENT, default_settings, serve
+from triton_fastpath.reliability.cache_trust import ask_present as ask
+from triton_fastpath.reliability.cache_trust import output_orders as orders
+from triton_fastpath.reliability.cache_trust import output_subsets as subsets
 
 pytestmark = pytest.mark.integration
 
 DIGITS = ["probabilities", "label"]
-
-
-def orders(names: list[str]) -> list[tuple[str, ...]]:
-    """Every non-empty subset of `names` in every order, then () for 'none named' (= all)."""
-    found = [p for k in range(1, len(names) + 1) for p in itertools.permutations(names, k)]
-    return [*found, ()]
-
-
-def subsets(names: list[str]) -> list[tuple[str, ...]]:
-    return [c for k in range(1, len(names) + 1) for c in itertools.combinations(names, k)]
-
-
-def ask(url: str, model: str, inputs: dict[str, np.ndarray], wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Every output present in the response (what the client receives), asked for `wanted` (() = none
-    named: Triton answers every output)."""
-    import tritonclient.grpc as grpcclient
-    from tritonclient.utils import np_to_triton_dtype
-
-    tensors = []
-    for name, array in inputs.items():
-        tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-        tensor.set_data_from_numpy(array)
-        tensors.append(tensor)
-    requested = [grpcclient.InferRequestedOutput(n) for n in wanted] or None
-    with grpcclient.InferenceServerClient(url) as client:
-        result = client.infer(model, tensors, outputs=requested, client_timeout=30)
-    present = [o.name for o in result.get_response().outputs]
-    return {name: result.as_numpy(name) for name in present}
 
 
 def text_input(text: str) -> dict[str, np.ndarray]:

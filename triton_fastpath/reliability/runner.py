@@ -22,7 +22,17 @@ from pathlib import Path
 from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.pipelines import queue_timeouts_us
-from triton_fastpath.reliability import faults, fuzz, generator, healing, matrix, overload, security, stopping
+from triton_fastpath.reliability import (
+    cache_trust,
+    faults,
+    fuzz,
+    generator,
+    healing,
+    matrix,
+    overload,
+    security,
+    stopping,
+)
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.serve.crash import death_lines
@@ -116,6 +126,7 @@ SCENARIOS: dict[str, tuple[bool | str, Callable[[Path, Path, Progress, RepoSetti
     # name: (in the quick run: True, False or QUICK_ONLY, function)
     "matrix": (True, _matrix),
     "security": (True, _security),
+    "requested-outputs": (True, lambda r, w, p, b: [cache_trust.requested_outputs(r, w, progress=p)]),
     "redis": (True, lambda r, w, p, b: [faults.redis_restart(r, w, progress=p)]),
     "restart": (True, lambda r, w, p, b: [faults.triton_restart(r, w, progress=p)]),
     "rollout": (True, lambda r, w, p, b: [faults.rollout(r, w, progress=p)]),
