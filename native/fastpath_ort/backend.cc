@@ -8,10 +8,11 @@
 //   runtime.cc   the process's onnxruntime, OrtEnv and custom-op libraries (created once)
 //   session.cc   an instance's session, checked against the configuration at load
 //   request.cc   reading and checking one request (every count a client controls: checks.cc)
-//   dispatcher.cc  with admission budgets: the model's own queue and a worker per instance
-//                (request_queue.h says why), answering each request (Answer)
+//   dispatcher.cc  an Execute call's requests run inline or, with admission budgets, through the
+//                model's own queue and a worker per instance (request_queue.h says why); answering
+//                each request (Answer) and releasing it
 //   batch.cc     planning Runs, stacking, running, handing each request its rows
-// Every request gets exactly one FINAL response; a bad one fails alone.
+// Every request gets exactly one FINAL response and one release; a bad one fails alone.
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -123,139 +124,141 @@ using namespace fastpath;  // NOLINT: the entry points below are extern "C"
 
 extern "C" {
 
+// No exception crosses into Triton: each entry point catches everything (FASTPATH_CATCH_ALL_RETURN_ERROR:
+// an INTERNAL error naming it), and ModelInstanceExecute hands the requests to Execute, which
+// catches everything itself and answers and releases every request (dispatcher.h).
+
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* /*backend*/) {
-  uint32_t major = 0, minor = 0;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ApiVersion(&major, &minor));
-  if (major != kApiMajor || minor < kApiMinor) {
-    return NewError(TRITONSERVER_ERROR_UNSUPPORTED, "fastpath_ort needs Triton backend API " +
-                                                        std::to_string(kApiMajor) + "." + std::to_string(kApiMinor) +
-                                                        "+, the server has " + std::to_string(major) + "." +
-                                                        std::to_string(minor));
+  try {
+    uint32_t major = 0, minor = 0;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ApiVersion(&major, &minor));
+    if (major != kApiMajor || minor < kApiMinor) {
+      return NewError(TRITONSERVER_ERROR_UNSUPPORTED, "fastpath_ort needs Triton backend API " +
+                                                          std::to_string(kApiMajor) + "." + std::to_string(kApiMinor) +
+                                                          "+, the server has " + std::to_string(major) + "." +
+                                                          std::to_string(minor));
+    }
+    return nullptr;
   }
-  return nullptr;
+  FASTPATH_CATCH_ALL_RETURN_ERROR("fastpath_ort: initializing the backend")
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
-  auto state = std::make_unique<ModelState>();
-  const char* name = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
-  state->name = name;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &state->version));
-  TRITONBACKEND_ArtifactType artifact;
-  const char* location = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
-  state->dir = location;
-  const std::string where = "fastpath_ort model '" + state->name + "': ";
-  FASTPATH_RETURN_IF_ERROR(WithPrefix(where, LoadModelSettings(model, &state->settings)));
-  FASTPATH_RETURN_IF_ERROR(WithPrefix(where, PrepareModel(state.get())));
-  if (!state->settings.admission_budgets_s.empty()) {
-    state->dispatcher =
-        std::make_unique<Dispatcher>(state->settings.admission_budgets_s, state->settings.admission_min_rows);
+  try {
+    auto state = std::make_unique<ModelState>();
+    const char* name = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
+    state->name = name;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &state->version));
+    TRITONBACKEND_ArtifactType artifact;
+    const char* location = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+    state->dir = location;
+    const std::string where = "fastpath_ort model '" + state->name + "': ";
+    FASTPATH_RETURN_IF_ERROR(WithPrefix(where, LoadModelSettings(model, &state->settings)));
+    FASTPATH_RETURN_IF_ERROR(WithPrefix(where, PrepareModel(state.get())));
+    if (!state->settings.admission_budgets_s.empty()) {
+      state->dispatcher =
+          std::make_unique<Dispatcher>(state->settings.admission_budgets_s, state->settings.admission_min_rows);
+    }
+    FASTPATH_LOG(INFO, where + "onnxruntime " + state->runtime->version + " from '" + state->runtime->path +
+                           "', graph '" + state->onnx_path + "', intra_op_threads " +
+                           std::to_string(state->settings.intra_op_threads) +
+                           (state->custom_op_path.empty() ? "" : ", custom ops '" + state->custom_op_path + "'") +
+                           (state->settings.response_cache ? ", response cache on: every response carries every output"
+                                                           : ""));
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, state.get()));
+    state.release();
+    return nullptr;
   }
-  FASTPATH_LOG(INFO, where + "onnxruntime " + state->runtime->version + " from '" + state->runtime->path +
-                         "', graph '" + state->onnx_path + "', intra_op_threads " +
-                         std::to_string(state->settings.intra_op_threads) +
-                         (state->custom_op_path.empty() ? "" : ", custom ops '" + state->custom_op_path + "'"));
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, state.release()));
-  return nullptr;
+  FASTPATH_CATCH_ALL_RETURN_ERROR("fastpath_ort: loading a model")
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
-  void* state = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &state));
-  delete static_cast<ModelState*>(state);
-  return nullptr;
+  try {
+    void* state = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &state));
+    auto* m = static_cast<ModelState*>(state);
+    if (m == nullptr) return nullptr;
+    ReleaseKept(m, /*last=*/true);
+    if (m->unreleased.failures > 0) {
+      FASTPATH_LOG(WARN, m->name + ": " + std::to_string(m->unreleased.failures) + " request releases failed, " +
+                             std::to_string(m->unreleased.lost) + " requests never released");
+    }
+    delete m;
+    return nullptr;
+  }
+  FASTPATH_CATCH_ALL_RETURN_ERROR("fastpath_ort: unloading a model")
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance) {
-  TRITONBACKEND_Model* model = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
-  void* model_state = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
-  auto state = std::make_unique<InstanceState>();
-  state->model = static_cast<ModelState*>(model_state);
-  state->warmup_left = state->model->settings.warmup_executes;
-  state->triton = instance;
-  state->ort = &state->model->runtime->ort;
-  const char* name = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceName(instance, &name));
-  state->name = name;
-  FASTPATH_RETURN_IF_ERROR(WithPrefix("fastpath_ort model '" + state->model->name + "': ", CreateSession(state.get())));
-  if (state->model->dispatcher) StartWorker(state.get());
-  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceSetState(instance, state.get());
-  if (err != nullptr) {
-    if (state->model->dispatcher) StopWorker(state.get());
-    return err;
+  try {
+    TRITONBACKEND_Model* model = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceModel(instance, &model));
+    void* model_state = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
+    auto state = std::make_unique<InstanceState>();
+    state->model = static_cast<ModelState*>(model_state);
+    state->warmup_left = state->model->settings.warmup_executes;
+    state->triton = instance;
+    state->ort = &state->model->runtime->ort;
+    const char* name = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceName(instance, &name));
+    state->name = name;
+    FASTPATH_RETURN_IF_ERROR(
+        WithPrefix("fastpath_ort model '" + state->model->name + "': ", CreateSession(state.get())));
+    // Nothing below throws: a started worker is never left running in a state that is deleted.
+    if (state->model->dispatcher) FASTPATH_RETURN_IF_ERROR(StartWorker(state.get()));
+    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceSetState(instance, state.get());
+    if (err != nullptr) {
+      if (state->model->dispatcher) StopWorker(state.get());
+      return err;
+    }
+    state.release();
+    return nullptr;
   }
-  state.release();
-  return nullptr;
+  FASTPATH_CATCH_ALL_RETURN_ERROR("fastpath_ort: loading a model instance")
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance) {
-  void* state = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
-  auto* s = static_cast<InstanceState*>(state);
-  if (s != nullptr && s->model->dispatcher) {
-    StopWorker(s);
-    Dispatcher& d = *s->model->dispatcher;
-    std::lock_guard<std::mutex> lock(d.mutex);
-    if (d.workers == 0 && d.shed > 0) {
-      FASTPATH_LOG(INFO, s->model->name + ": admission control shed " + std::to_string(d.shed) + " requests");
+  InstanceState* s = nullptr;
+  try {
+    void* state = nullptr;
+    FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+    s = static_cast<InstanceState*>(state);
+    if (s == nullptr) return nullptr;
+    if (s->model->dispatcher) {
+      StopWorker(s);  // the last worker answers what is still queued
+      Dispatcher& d = *s->model->dispatcher;
+      std::lock_guard<std::mutex> lock(d.mutex);
+      if (d.workers == 0 && d.shed > 0) {
+        FASTPATH_LOG(INFO, s->model->name + ": admission control shed " + std::to_string(d.shed) + " requests");
+      }
     }
+    ReleaseKept(s->model, /*last=*/false);
+    delete s;
+    return nullptr;
+  } catch (const std::exception& e) {
+    // A worker that could not be joined may still use the state: it is left, not deleted.
+    if (s != nullptr && !s->worker.joinable()) delete s;
+    return ExceptionError("fastpath_ort: unloading a model instance", e.what());
+  } catch (...) {
+    if (s != nullptr && !s->worker.joinable()) delete s;
+    return ExceptionError("fastpath_ort: unloading a model instance", nullptr);
   }
-  delete s;
-  return nullptr;
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance* instance,
                                                        TRITONBACKEND_Request** requests, const uint32_t request_count) {
   const uint64_t exec_start = NowNs();
-  void* raw_state = nullptr;
-  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &raw_state));
-  auto* s = static_cast<InstanceState*>(raw_state);
-  const ModelSettings& settings = s->model->settings;
-
-  // From here on every request is answered and released, whatever happens: here, or by a worker.
-  std::vector<std::unique_ptr<Pending>> pending;
-  pending.reserve(request_count);
-  for (uint32_t r = 0; r < request_count; ++r) {
-    pending.push_back(std::make_unique<Pending>());
-    Pending& p = *pending.back();
-    p.request = requests[r];
-    TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&p.response, p.request);
-    if (err != nullptr) {
-      p.response = nullptr;
-      p.Fail(WithPrefix("cannot create a response: ", err));
-      continue;
-    }
-    try {
-      ReadRequest(settings, &p);
-    } catch (const std::exception& e) {  // e.g. bad_alloc gathering a huge input
-      p.Fail(NewError(TRITONSERVER_ERROR_INTERNAL, std::string("fastpath_ort: reading the request: ") + e.what()));
-    }
-  }
-  // Warmup runs inline, never shed: Triton hands a warmup sample's requests to one Execute
-  // and fails the model's load if any is refused, and a load on a busy host learns a cold Run's
-  // cost (seen: a batch_64 sample refused as overloaded past admission_min_rows).
-  const bool warmup = s->warmup_left > 0;
-  if (warmup) --s->warmup_left;
-  if (s->model->dispatcher && !warmup) {
-    Enqueue(s, std::move(pending), exec_start);
-    return nullptr;
-  }
-  std::vector<Pending*> good;
-  for (const auto& p : pending) {
-    if (p->good()) good.push_back(p.get());
-  }
-  try {
-    ExecuteGood(s, good, exec_start);
-  } catch (const std::exception& e) {  // not expected: ExecuteGood catches per Run
-    for (Pending* p : good) {
-      p->Fail(NewError(TRITONSERVER_ERROR_INTERNAL, std::string("fastpath_ort: ") + e.what()));
-    }
-  }
-  const uint64_t exec_end = NowNs();
-  for (const auto& p : pending) Answer(s, p.get(), exec_start, exec_end);
+  void* state = nullptr;
+  // No request is touched yet: an error returned here leaves them all with Triton, which answers them.
+  FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+  if (state == nullptr) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "fastpath_ort: no instance state");
+  // From here on every request is the backend's to answer and release, whatever happens: Execute
+  // catches everything itself (it is noexcept). No error may be returned after this point: Triton
+  // would answer and release the requests a second time.
+  Execute(static_cast<InstanceState*>(state), requests, request_count, exec_start);
   return nullptr;
 }
 

@@ -205,10 +205,13 @@ class BatchRun {
     return own;
   }
 
-  // Splits output `j` back into the responses of the requests that asked for it.
+  // Splits output `j` back into the responses of the requests that asked for it; with the response
+  // cache on, into every response (ModelSettings::response_cache): the graph computed every output
+  // anyway, so an output nobody asked for costs its copy and nothing more.
   void SendOutput(size_t j, const OutputView& view) {
-    const TensorSpec& spec = s_.model->settings.outputs[j];
-    const bool batched = s_.model->settings.batched();
+    const ModelSettings& settings = s_.model->settings;
+    const TensorSpec& spec = settings.outputs[j];
+    const bool batched = settings.batched();
     const std::vector<int64_t>& shape = view.shape;
     const size_t element_size = view.element_size;
     const int64_t per_row = batched ? view.elements / std::max<int64_t>(shape[0], 1) : 0;
@@ -219,20 +222,27 @@ class BatchRun {
       if (batched) source[0] = p->rows;
       const uint8_t* src = view.data + static_cast<size_t>(row * per_row) * element_size;
       row += p->rows;
-      if (!p->good() || !IsRequested(p, spec.name)) continue;
-      int64_t own_elements = 0;
-      CheckedElementCount(own, &own_elements);  // <= the output's, which was counted
-      std::vector<uint8_t> block(static_cast<size_t>(own_elements) * element_size);
-      if (!block.empty()) CopyBlock(src, source, block.data(), own, own, element_size);
-      if (spec.name == s_.model->settings.cut_flag_output) FlagCutRows(*p, &block);
-      std::string wire;
-      if (spec.is_string()) {
-        const int64_t* picked = reinterpret_cast<const int64_t*>(block.data());
-        for (size_t k = 0; k < block.size() / sizeof(int64_t); ++k) AppendBytes(view.strings[picked[k]], &wire);
+      if (!p->good() || (!settings.response_cache && !IsRequested(p, spec.name))) continue;
+      // A failure here fails this request alone: other responses may hold outputs already, so the
+      // Run must not fail (its one-by-one retry would write them twice).
+      try {
+        int64_t own_elements = 0;
+        CheckedElementCount(own, &own_elements);  // <= the output's, which was counted
+        std::vector<uint8_t> block(static_cast<size_t>(own_elements) * element_size);
+        if (!block.empty()) CopyBlock(src, source, block.data(), own, own, element_size);
+        if (spec.name == settings.cut_flag_output) FlagCutRows(*p, &block);
+        std::string wire;
+        if (spec.is_string()) {
+          const int64_t* picked = reinterpret_cast<const int64_t*>(block.data());
+          for (size_t k = 0; k < block.size() / sizeof(int64_t); ++k) AppendBytes(view.strings[picked[k]], &wire);
+        }
+        const uint8_t* payload = spec.is_string() ? reinterpret_cast<const uint8_t*>(wire.data()) : block.data();
+        const size_t payload_size = spec.is_string() ? wire.size() : block.size();
+        TRITONSERVER_Error* err = WriteOutput(p, spec, own, payload, payload_size);
+        if (err != nullptr) p->Fail(WithPrefix("output '" + spec.name + "': ", err));
+      } catch (const std::exception& e) {  // e.g. bad_alloc for the block
+        p->Fail(ExceptionError("fastpath_ort: writing an output", e.what()));
       }
-      const uint8_t* payload = spec.is_string() ? reinterpret_cast<const uint8_t*>(wire.data()) : block.data();
-      const size_t payload_size = spec.is_string() ? wire.size() : block.size();
-      p->Fail(WithPrefix("output '" + spec.name + "': ", WriteOutput(p, spec, own, payload, payload_size)));
     }
   }
 
@@ -241,6 +251,7 @@ class BatchRun {
     TRITONBACKEND_Output* output = nullptr;
     FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(p->response, &output, spec.name.c_str(), spec.triton_type,
                                                           shape.data(), static_cast<uint32_t>(shape.size())));
+    p->has_outputs = true;  // the response holds this output now, whether its buffer comes or not
     void* buffer = nullptr;
     TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
     int64_t memory_id = 0;

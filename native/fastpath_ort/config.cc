@@ -299,6 +299,14 @@ std::string ParseModelSettings(const Json& config, ModelSettings* out) {
       out->warmup_executes += std::max<int64_t>(1, count);
     }
   }
+  const Json* cache = config.Find("response_cache");
+  if (cache != nullptr && cache->kind != Json::Kind::kNull) {
+    const Json* enable = cache->kind == Json::Kind::kObject ? cache->Find("enable") : nullptr;
+    if (cache->kind != Json::Kind::kObject || (enable != nullptr && enable->kind != Json::Kind::kBool)) {
+      return "response_cache is not { enable: true|false }";
+    }
+    out->response_cache = enable != nullptr && enable->boolean;
+  }
   const Json* parameters = config.Find("parameters");
   if (parameters != nullptr && parameters->kind == Json::Kind::kObject) {
     for (const auto& member : parameters->members) {

@@ -42,6 +42,10 @@
 //                             (e.g. token ids within the tokenizer's vocabulary); a value outside
 //                             fails its request naming the input, the value and the bounds (default none)
 //
+// Read from the configuration beside the parameters: max_batch_size, input, output, model_warmup
+// (warmup_executes) and response_cache.enable (response_cache: with Triton's response cache on,
+// every response carries every output, so that the cached answer is the whole answer).
+//
 // Keys the kit writes for other readers (the SDK generator, the tokenizer) are accepted and
 // ignored: kInformationalParameters. Any other key fails the load, naming it.
 #pragma once
@@ -74,6 +78,11 @@ struct ModelSettings {
   // Execute calls each instance gets for its warmup before it serves (model_warmup: one per sample
   // with batch_size > 0, `count` times, at least once), run inline and never shed.
   int64_t warmup_executes = 0;
+  // `response_cache { enable: true }`: Triton 2.51 keys a cached response by the model, its version
+  // and the request's inputs, not by the outputs the request asked for, so every response carries
+  // every output (batch.cc), and whichever client fills the cache stores the whole answer. Without
+  // it only the requested outputs are written.
+  bool response_cache = false;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::string onnx_file = "model.onnx";

@@ -29,6 +29,9 @@ struct Pending {
   TRITONBACKEND_Request* request = nullptr;
   TRITONBACKEND_Response* response = nullptr;
   OwnedError error;    // null while the request is good
+  // An output was added to `response`. A request that then fails is answered with a fresh response
+  // holding only its error (Answer): nothing partial reaches the client or Triton's response cache.
+  bool has_outputs = false;
   int64_t rows = 1;    // along the batch axis (1 when the model does not batch)
   int64_t length = 0;  // its longest row: elements along a -1 axis, or bytes of a text
   std::vector<RequestInput> inputs;
@@ -37,7 +40,7 @@ struct Pending {
 
   bool good() const { return error == nullptr; }
   // Records `err` (consumed) as the request's answer, unless it already has one.
-  void Fail(TRITONSERVER_Error* err) {
+  void Fail(TRITONSERVER_Error* err) noexcept {
     if (error == nullptr) {
       error.reset(err);
     } else if (err != nullptr) {

@@ -10,6 +10,7 @@
 // the front: level 1 first, then arrival order, whole requests up to max_batch_size rows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -44,43 +45,49 @@ class RequestQueue {
     return rows;
   }
 
-  void Push(Entry entry) {
+  // Queues `entry`. All or nothing: when it throws (std::bad_alloc), nothing was queued and `entry`
+  // still holds its item, for the caller to answer.
+  void Push(Entry&& entry) {
+    const int64_t rows = entry.rows;
     Lane& lane = lanes_[entry.level];
-    lane.rows += entry.rows;
-    lane.entries.push_back(std::move(entry));
+    lane.entries.push_back(std::move(entry));  // deque::push_back: no effect when it throws
+    lane.rows += rows;
     ++queued_;
   }
 
   // Whole requests from the front (highest level first, then arrival) while their rows fit
   // `max_rows`; the first always comes (a request never needs more rows than max_batch_size: the
-  // reader refused it). Their rows count as computing until Done.
+  // reader refused it). Their rows count as computing until Done. All or nothing: the one
+  // allocation (room for at most `max_rows` requests, each having a row or more) comes before
+  // anything is taken, so when it throws the queue is as it was.
   std::vector<Entry> Take(int64_t max_rows) {
+    const size_t most = std::min(queued_, static_cast<size_t>(std::max<int64_t>(max_rows, 1)));
     std::vector<Entry> taken;
+    taken.reserve(most);
     int64_t rows = 0;
-    for (auto lane = lanes_.begin(); lane != lanes_.end();) {
-      while (!lane->second.entries.empty()) {
-        Entry& front = lane->second.entries.front();
-        if (!taken.empty() && rows + front.rows > max_rows) return Finish(std::move(taken), rows);
-        rows += front.rows;
-        lane->second.rows -= front.rows;
-        taken.push_back(std::move(front));
-        lane->second.entries.pop_front();
-        --queued_;
-      }
-      lane = lanes_.erase(lane);
+    while (taken.size() < most) {
+      const Entry* front = Front();
+      if (front == nullptr || (!taken.empty() && rows + front->rows > max_rows)) break;
+      rows += front->rows;
+      taken.emplace_back();  // reserved: cannot throw
+      PopFront(&taken.back());
     }
-    return Finish(std::move(taken), rows);
+    computing_rows_ += rows;
+    return taken;
   }
 
-  // Every queued request, in order (for a model that unloads with requests still queued).
-  std::vector<Entry> TakeAll() {
-    std::vector<Entry> taken;
-    for (auto& [level, lane] : lanes_) {
-      for (Entry& entry : lane.entries) taken.push_back(std::move(entry));
-    }
-    lanes_.clear();
-    queued_ = 0;
-    return taken;
+  // Moves the front request (highest level first, then arrival) into `out`, not counted as
+  // computing; false when the queue is empty. Allocates nothing (for a model that unloads with
+  // requests still queued: each is answered, whatever memory is left).
+  bool PopFront(Entry* out) noexcept {
+    if (Front() == nullptr) return false;
+    auto lane = lanes_.begin();
+    *out = std::move(lane->second.entries.front());
+    lane->second.entries.pop_front();
+    lane->second.rows -= out->rows;
+    --queued_;
+    if (lane->second.entries.empty()) lanes_.erase(lane);
+    return true;
   }
 
   // `rows` taken earlier are no longer computing.
@@ -92,9 +99,10 @@ class RequestQueue {
     int64_t rows = 0;
   };
 
-  std::vector<Entry> Finish(std::vector<Entry> taken, int64_t rows) {
-    computing_rows_ += rows;
-    return taken;
+  // The front request, or nullptr; drops the empty lane a failed Push may leave first.
+  const Entry* Front() noexcept {
+    while (!lanes_.empty() && lanes_.begin()->second.entries.empty()) lanes_.erase(lanes_.begin());
+    return lanes_.empty() ? nullptr : &lanes_.begin()->second.entries.front();
   }
 
   std::map<int, Lane> lanes_;  // by level, level 1 first

@@ -34,6 +34,17 @@ struct Dispatcher {
   Dispatcher(std::map<int, double> budgets_s, int64_t min_rows) : admission(std::move(budgets_s), min_rows) {}
 };
 
+// Requests whose TRITONBACKEND_RequestRelease failed. tritonbackend.h: then "the request was not
+// released and ownership remains with the backend", so none is dropped: each is kept here, counted
+// and logged, and released again when an instance of the model or the model itself finalizes
+// (ReleaseKept, dispatcher.h). Guarded by `mutex`: every instance's worker may add to it.
+struct Unreleased {
+  std::mutex mutex;
+  std::vector<TRITONBACKEND_Request*> requests;
+  uint64_t failures = 0;  // release calls that failed, retries included
+  uint64_t lost = 0;      // never released: no memory to keep them, or refused again as the model unloaded
+};
+
 struct ModelState {
   std::string name;
   uint64_t version = 0;
@@ -43,6 +54,7 @@ struct ModelState {
   std::string custom_op_path;
   const Runtime* runtime = nullptr;  // the process's; never released
   std::unique_ptr<Dispatcher> dispatcher;  // with admission budgets only; else Execute runs inline
+  Unreleased unreleased;
 };
 
 struct InstanceState {

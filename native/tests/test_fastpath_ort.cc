@@ -271,8 +271,10 @@ void TestRequestQueue() {
   Check(queue.empty() && queue.computing_rows() == 0, "done: nothing ahead");
   queue.Push({4, 1, 3, 9, 400});
   queue.Push({5, 1, 1, 1, 500});
-  std::vector<RequestQueue<int>::Entry> all = queue.TakeAll();
-  Check(all.size() == 2 && all[0].item == 5 && queue.empty(), "TakeAll empties the queue in order");
+  RequestQueue<int>::Entry first, second, none;
+  Check(queue.PopFront(&first) && queue.PopFront(&second) && !queue.PopFront(&none), "PopFront takes each, then none");
+  Check(first.item == 5 && second.item == 4 && queue.empty() && queue.RowsAhead(3) == 0,
+        "PopFront empties the queue in order, counting nothing as computing");
 }
 
 void TestAdmissionOnArrival() {
@@ -354,6 +356,25 @@ std::string Param(const std::string& key, const std::string& value) {
   return "\"" + key + R"(":{"string_value":")" + value + "\"}";
 }
 
+// `response_cache { enable: true }` as Triton serializes it: every response then carries every output.
+void TestResponseCacheConfig() {
+  ModelSettings s;
+  auto with = [](const std::string& cache) {
+    std::string config = Config(Param("onnx_file", "m.onnx"));
+    return config.insert(config.size() - 1, R"(,"response_cache":)" + cache);
+  };
+  Check(ParseConfig(Config(Param("onnx_file", "m.onnx")), &s).empty() && !s.response_cache, "no response_cache: off");
+  Check(ParseConfig(with(R"({"enable":true})"), &s).empty() && s.response_cache, "enable true: on");
+  Check(ParseConfig(with(R"({"enable":false})"), &s).empty() && !s.response_cache, "enable false: off");
+  Check(ParseConfig(with("{}"), &s).empty() && !s.response_cache, "an empty response_cache: off");
+  Check(ParseConfig(with("null"), &s).empty() && !s.response_cache, "a null response_cache: off");
+  CheckError(ParseConfig(with(R"({"enable":"yes"})"), &s), "response_cache is not { enable: true|false }");
+  CheckError(ParseConfig(with("true"), &s), "response_cache is not { enable: true|false }");
+  Check(ParseConfig(with(R"({"enable":true})"), &s).empty() && ParseConfig(Config(""), &s).empty() &&
+            !s.response_cache,
+        "a reparse starts from the defaults");
+}
+
 void TestConfig() {
   current = "ParseModelSettings";
   ModelSettings s;
@@ -391,6 +412,7 @@ void TestConfig() {
   config.insert(config.size() - 1, warmups.substr(0, warmups.size() - 1));
   Check(ParseConfig(config, &s).empty() && s.warmup_executes == 5,
         "warmup Executes per instance: 1 + (batch_size 0 skipped) + 3 + (count 0 runs once) 1");
+  TestResponseCacheConfig();
 }
 
 // --- json.cc ---

@@ -4,6 +4,12 @@
 plainly and with AddressSanitizer + UndefinedBehaviorSanitizer, and run on `native/tests/cases.json`.
 The Python twins (admission control in `fastpath_backends.admission`, UTF-8 validation by Python's
 strict decoder that the Python models use) must give the same answers on the shared cases.
+
+`native/tests/test_dispatcher.cc` drives the request path (dispatcher.cc, the queue, admission)
+against fake Triton functions, with std::bad_alloc injected at every fault point and releases
+refused, plainly and under AddressSanitizer + UBSan: every request answered and released exactly
+once, an error never carrying outputs. (Under ThreadSanitizer: tests/reliability/test_tsan_backend.py.)
+The shipped backend is built without the fault-injection hook.
 """
 
 from __future__ import annotations
@@ -36,6 +42,26 @@ def test_the_cpp_driver_passes_every_check(sanitize):
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     passed = int(last.split()[0])
     assert last.endswith(" passed, 0 failed") and passed >= 90, last
+
+
+@needs_compiler
+@pytest.mark.parametrize("sanitizer", [None, "address"], ids=["plain", "asan-ubsan"])
+def test_every_request_is_answered_and_released_once_under_injected_faults(sanitizer):
+    run = native.run_dispatcher_driver(sanitizer=sanitizer, timeout_s=300)
+    assert run.passed, f"{' '.join(run.command)} exited {run.returncode}\n{run.output[-6000:]}"
+    passed = int(run.summary.split()[0])
+    assert passed >= 40, run.summary
+    for scenario in ("inline, bad_alloc injected", "queued, producers and workers", "queued, bad_alloc injected"):
+        assert f"{scenario}: " in run.output, f"scenario {scenario!r} did not run:\n{run.output}"
+
+
+@needs_compiler
+def test_the_shipped_backend_has_no_fault_injection_hook():
+    library = native.build_backend()
+    symbols = subprocess.run(["nm", "-C", str(library)], capture_output=True, text=True, check=False).stdout
+    assert "fastpath::Execute(" in symbols, "nm listed no backend symbols: the check would prove nothing"
+    assert "FaultPoint" not in symbols and "SetFaultHook" not in symbols
+    assert "FASTPATH_FAULT_INJECTION" not in " ".join(native.CXXFLAGS)
 
 
 @pytest.mark.parametrize("case", CASES["utf8"], ids=lambda c: c["hex"] or "empty")

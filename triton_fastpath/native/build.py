@@ -12,12 +12,17 @@ backend: `clear_model_folder()` takes out what older builds put there. Without a
 `build_backend()` raises `NativeBuildError` naming what is missing; `backend_or_none()` logs that
 and returns None so callers render the Python backend instead.
 
+The C++ test drivers are built here too: `build_test_driver()` (the pure parts), and
+`build_dispatcher_driver()` / `run_dispatcher_driver()` (the request path against fake Triton
+functions, with the fault-injection hook, plainly or under AddressSanitizer or ThreadSanitizer).
+
     python -m triton_fastpath.native.build        # build (or reuse) and print the library's path
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import logging
@@ -57,8 +62,18 @@ SLOT_CHECK_SOURCES = ("slot_check.cc", "ort_api.cc")
 TEST_SOURCES = ("checks.cc", "config.cc", "json.cc", "tensor_ops.cc")
 TEST_DRIVER = paths.ROOT / "native" / "tests" / "test_fastpath_ort.cc"
 TEST_CASES = paths.ROOT / "native" / "tests" / "cases.json"
+# The stress and fault driver of the request path: dispatcher.cc (with request_queue.h, admission.h)
+# against fake Triton functions, built with the fault-injection hook (never in the shipped backend).
+DISPATCHER_DRIVER = paths.ROOT / "native" / "tests" / "test_dispatcher.cc"
+DISPATCHER_SOURCES = ("dispatcher.cc",)
+FAULT_INJECTION_FLAGS = ("-DFASTPATH_FAULT_INJECTION",)
 # AddressSanitizer + UndefinedBehaviorSanitizer; any finding aborts the process.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1")
+# ThreadSanitizer (data races, lock-order inversions); with THREAD_SANITIZER_OPTIONS the first report
+# ends the process with exit code 66.
+THREAD_SANITIZE_FLAGS = ("-fsanitize=thread", "-fno-omit-frame-pointer", "-g", "-O1")
+THREAD_SANITIZER_OPTIONS = "halt_on_error=1:exitcode=66:second_deadlock_stack=1"
+SANITIZERS = {"address": SANITIZE_FLAGS, "thread": THREAD_SANITIZE_FLAGS}
 COMPILERS = ("g++", "c++", "clang++")
 CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-fvisibility=hidden")
 # The TRITON* symbols stay undefined: the server that loads the library resolves them.
@@ -201,6 +216,78 @@ def build_test_driver(
         compiler=compiler,
         extra_flags=SANITIZE_FLAGS if sanitize else (),
     )
+
+
+def build_dispatcher_driver(
+    *,
+    sanitizer: str | None = None,
+    source_dir: Path = SOURCE_DIR,
+    output_root: Path = OUTPUT_ROOT,
+    compiler: str | None = None,
+) -> Path:
+    """Compile (or reuse) `native/tests/test_dispatcher.cc` with `dispatcher.cc` and the
+    fault-injection hook: plainly (`sanitizer` None), under "address" (AddressSanitizer + UBSan) or
+    under "thread" (ThreadSanitizer).
+
+    Raises:
+        NativeBuildError: an unknown sanitizer, no compiler, or a compile error (with the command).
+    """
+    if sanitizer is not None and sanitizer not in SANITIZERS:
+        raise NativeBuildError(f"unknown sanitizer {sanitizer!r}; expected one of {sorted(SANITIZERS)} or None")
+    return _compile(
+        (str(DISPATCHER_DRIVER), *DISPATCHER_SOURCES),
+        "test_dispatcher" + (f"-{sanitizer}" if sanitizer else ""),
+        shared=False,
+        source_dir=source_dir,
+        output_root=output_root,
+        compiler=compiler,
+        extra_flags=(*FAULT_INJECTION_FLAGS, *(SANITIZERS[sanitizer] if sanitizer else ())),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverRun:
+    """One run of a C++ test driver: its command, exit code and output (stdout, then stderr)."""
+
+    command: tuple[str, ...]
+    returncode: int
+    output: str
+
+    @property
+    def summary(self) -> str:
+        """The driver's last line, "N passed, N failed" when it ran to the end."""
+        lines = [line for line in self.output.splitlines() if line.endswith(" failed")]
+        return lines[-1] if lines else ""
+
+    @property
+    def passed(self) -> bool:
+        """It exited 0 and reported no failed check (a sanitizer's report exits non-zero)."""
+        return self.returncode == 0 and self.summary.endswith(" passed, 0 failed")
+
+
+def run_dispatcher_driver(
+    *, sanitizer: str | None = "thread", scale: int = 1, timeout_s: float = 900, compiler: str | None = None
+) -> DriverRun:
+    """Build (or reuse) and run the request-path driver (`build_dispatcher_driver`): producer threads
+    enqueueing while workers take batches, instances unloading with requests queued, admission
+    shedding, std::bad_alloc injected at every fault point, releases refused; every request must be
+    answered and released exactly once, and a sanitizer's first report fails the run. `scale`
+    multiplies the requests sent.
+
+    Raises:
+        NativeBuildError: as `build_dispatcher_driver`.
+        subprocess.TimeoutExpired: the driver ran past `timeout_s` (a hang is a failure too).
+    """
+    driver = build_dispatcher_driver(sanitizer=sanitizer, compiler=compiler)
+    command = (str(driver), str(scale))
+    env = {**os.environ, "TSAN_OPTIONS": THREAD_SANITIZER_OPTIONS}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
+    if sanitizer == "thread" and "unexpected memory mapping" in result.stderr:
+        # ThreadSanitizer of older compilers cannot map its shadow under a kernel's high ASLR
+        # entropy; the same run without address randomization
+        command = ("setarch", os.uname().machine, "-R", *command)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
+    return DriverRun(command, result.returncode, result.stdout + result.stderr)
 
 
 def sanitizer_environment(compiler: str | None = None) -> dict[str, str]:

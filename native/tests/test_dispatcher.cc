@@ -1,0 +1,505 @@
+// A stress and fault driver for fastpath_ort's request path: dispatcher.cc (Execute, Enqueue, the
+// workers, Answer, releases kept and retried) with request_queue.h and admission.h, linked against
+// fake Triton functions (TRITONSERVER_* errors and logging, TRITONBACKEND_* responses, releases and
+// statistics) and fake collaborators (ReadRequest, RequestPriority, ExecuteGood), so that every
+// answer and release is recorded and can be checked exactly once.
+//
+// Scenarios: requests run inline and through the model's queue; producer threads (one per instance,
+// as Triton calls Execute) enqueue while workers take batches; instances finalize while other
+// instances still enqueue, and while requests are queued (the last worker answers them);
+// admission sheds under a tight budget; std::bad_alloc is injected at every fault point of
+// dispatcher.cc (FASTPATH_FAULT_INJECTION); releases are refused once or always; outputs are
+// written and then the request fails (it must be answered with its error alone).
+//
+// Built with -DFASTPATH_FAULT_INJECTION, plainly, under AddressSanitizer + UBSan
+// (tests/unit/test_native_cpp.py) and under ThreadSanitizer (tests/reliability/test_tsan_backend.py),
+// by triton_fastpath.native.build.build_dispatcher_driver. Usage: test_dispatcher [scale]; prints
+// one line per failed check and "N passed, N failed" last; exit 1 on any failure.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admission.h"
+#include "batch.h"
+#include "dispatcher.h"
+#include "state.h"
+
+#ifndef FASTPATH_FAULT_INJECTION
+#error "build the dispatcher driver with -DFASTPATH_FAULT_INJECTION"
+#endif
+
+using namespace fastpath;  // NOLINT
+
+// --- fake Triton: what the backend calls, recording every answer and release ------------------
+
+extern "C" {
+
+struct TRITONSERVER_Error {
+  TRITONSERVER_Error_Code code;
+  std::string message;
+};
+
+struct TRITONBACKEND_ModelInstance {
+  int id = 0;
+};
+
+struct TRITONBACKEND_Request {
+  int id = 0;
+  int64_t rows = 1;
+  int64_t priority = 0;
+  bool bad = false;                   // ReadRequest fails it (INVALID_ARG)
+  bool partial = false;               // ExecuteGood writes one output, then fails it
+  bool first_response_fails = false;  // its first ResponseNew fails
+  bool fresh_response_fails = false;  // its second ResponseNew (the fresh one for an error) fails
+  int release_refusals = 0;           // release calls refused before one succeeds
+  std::atomic<int> response_news{0};
+  std::atomic<int> release_calls{0};
+  std::atomic<int> releases{0};
+  std::atomic<int> sends{0};
+  std::atomic<int> misuse{0};  // touched after its release, or sent twice
+  std::atomic<int> sent_outputs{-1};
+  std::atomic<int> sent_code{-2};  // -1: success
+  std::mutex mutex;
+  std::string sent_message;
+};
+
+struct TRITONBACKEND_Response {
+  TRITONBACKEND_Request* request = nullptr;
+  int outputs = 0;
+};
+
+}  // extern "C"
+
+namespace {
+
+std::atomic<int64_t> live_errors{0};
+std::atomic<int64_t> live_responses{0};
+std::atomic<int64_t> error_logs{0};
+const bool verbose = std::getenv("FASTPATH_DRIVER_VERBOSE") != nullptr;
+
+TRITONSERVER_Error* FakeError(TRITONSERVER_Error_Code code, const char* message) {
+  ++live_errors;
+  return new TRITONSERVER_Error{code, message != nullptr ? message : ""};
+}
+
+}  // namespace
+
+extern "C" {
+
+TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg) {
+  return FakeError(code, msg);
+}
+void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error) {
+  --live_errors;
+  delete error;
+}
+TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error) { return error->code; }
+const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error) { return error->message.c_str(); }
+
+TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char* filename, const int line,
+                                            const char* msg) {
+  if (level == TRITONSERVER_LOG_ERROR) ++error_logs;
+  if (verbose) std::fprintf(stderr, "[log %d] %s:%d %s\n", static_cast<int>(level), filename, line, msg);
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ResponseNew(TRITONBACKEND_Response** response, TRITONBACKEND_Request* request) {
+  const int n = ++request->response_news;
+  if (request->releases > 0) ++request->misuse;
+  if ((n == 1 && request->first_response_fails) || (n == 2 && request->fresh_response_fails)) {
+    return FakeError(TRITONSERVER_ERROR_INTERNAL, "fake: no response");
+  }
+  ++live_responses;
+  *response = new TRITONBACKEND_Response{request, 0};
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response* response) {
+  --live_responses;
+  delete response;
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response* response, TRITONBACKEND_Output** output,
+                                                 const char* /*name*/, const TRITONSERVER_DataType /*datatype*/,
+                                                 const int64_t* /*shape*/, const uint32_t /*dims_count*/) {
+  if (response == nullptr) return FakeError(TRITONSERVER_ERROR_INVALID_ARG, "response was nullptr");
+  ++response->outputs;
+  *output = reinterpret_cast<TRITONBACKEND_Output*>(response);
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ResponseSend(TRITONBACKEND_Response* response, const uint32_t send_flags,
+                                               TRITONSERVER_Error* error) {
+  TRITONBACKEND_Request* request = response->request;
+  if (++request->sends > 1 || send_flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL) ++request->misuse;
+  request->sent_outputs = response->outputs;
+  request->sent_code = error == nullptr ? -1 : static_cast<int>(error->code);
+  if (error != nullptr) {
+    std::lock_guard<std::mutex> lock(request->mutex);
+    request->sent_message = error->message;
+  }
+  --live_responses;
+  delete response;  // sent: Triton's now (a response may go out after its request's release)
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request, uint32_t release_flags) {
+  const int call = ++request->release_calls;
+  if (request->releases > 0 || release_flags != TRITONSERVER_REQUEST_RELEASE_ALL) ++request->misuse;
+  if (call <= request->release_refusals) return FakeError(TRITONSERVER_ERROR_INTERNAL, "fake: release refused");
+  ++request->releases;
+  return nullptr;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_ModelInstance* /*instance*/,
+                                                                TRITONBACKEND_Request* request, const bool /*success*/,
+                                                                const uint64_t, const uint64_t, const uint64_t,
+                                                                const uint64_t) {
+  if (request->releases > 0) ++request->misuse;  // statistics belong to a request not yet released
+  return nullptr;
+}
+
+}  // extern "C"
+
+// --- fake collaborators of the dispatcher (request.cc, batch.cc) --------------------------------
+
+namespace {
+
+std::atomic<int> work_us{20};  // what a batch's compute takes (slept)
+
+// A gate the fake compute waits at while it is closed: holds batches in the workers so that
+// requests are still queued when the instances finalize.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool closed = false;
+
+  void Close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    closed = true;
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      closed = false;
+    }
+    opened.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mutex);
+    opened.wait(lock, [&] { return !closed; });
+  }
+} gate;
+
+}  // namespace
+
+namespace fastpath {
+
+void ReadRequest(const ModelSettings& /*settings*/, Pending* p) {
+  p->rows = p->request->rows;
+  if (p->request->bad) p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "fake: a bad input"));
+}
+
+int64_t RequestPriority(TRITONBACKEND_Request* request) { return request->priority; }
+
+void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*exec_start_ns*/,
+                 std::vector<RunCost>* costs) {
+  gate.Pass();
+  const uint64_t start = NowNs();
+  std::this_thread::sleep_for(std::chrono::microseconds(work_us.load()));
+  const uint64_t end = NowNs();
+  int64_t rows = 0;
+  for (Pending* p : good) {
+    p->compute_start_ns = start;
+    p->compute_end_ns = end;
+    for (int output = 0; output < 2 && p->good(); ++output) {
+      if (output == 1 && p->request->partial) {  // e.g. a client's shared-memory region too small for it
+        p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "fake: no buffer for the second output"));
+        break;
+      }
+      TRITONBACKEND_Output* out = nullptr;
+      TRITONSERVER_Error* err =
+          TRITONBACKEND_ResponseOutput(p->response, &out, "y", TRITONSERVER_TYPE_FP32, nullptr, 0);
+      if (err != nullptr) {
+        p->Fail(err);
+      } else {
+        p->has_outputs = true;
+      }
+    }
+    if (p->good()) rows += p->rows;
+  }
+  if (costs != nullptr && rows > 0) costs->push_back({rows, static_cast<double>(end - start) / 1e9});
+}
+
+}  // namespace fastpath
+
+// --- fault injection ------------------------------------------------------------------------------
+
+namespace {
+
+struct FaultPointCount {
+  const char* name;
+  std::atomic<uint64_t> injected{0};
+};
+FaultPointCount fault_points[] = {{"execute"},      {"execute.pending"}, {"enqueue"},
+                                  {"enqueue.push"}, {"worker.batch"},    {"worker.compute"}};
+std::atomic<uint64_t> unknown_points{0};
+std::atomic<unsigned> fault_per_mille{0};
+
+void InjectBadAlloc(const char* point) {
+  thread_local std::minstd_rand rng(static_cast<unsigned>(std::hash<std::thread::id>()(std::this_thread::get_id())));
+  FaultPointCount* found = nullptr;
+  for (FaultPointCount& p : fault_points) {
+    if (std::strcmp(p.name, point) == 0) found = &p;
+  }
+  if (found == nullptr) ++unknown_points;
+  const unsigned chance = fault_per_mille.load();
+  if (chance == 0 || rng() % 1000 >= chance) return;
+  if (found != nullptr) ++found->injected;
+  throw std::bad_alloc();
+}
+
+// --- checks -----------------------------------------------------------------------------------------
+
+int passed = 0;
+int failed = 0;
+std::string current;
+
+void Check(bool condition, const std::string& what) {
+  if (condition) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
+  }
+}
+
+struct Scenario {
+  const char* name;
+  bool queued = true;       // the model has admission budgets: its own queue and workers
+  double budget_s = 10.0;   // its one level's budget (tiny: admission sheds)
+  int instances = 3;
+  int calls = 300;          // Execute calls per producer
+  unsigned faults = 0;      // per mille at each fault point
+  bool unload_while_queued = true;
+};
+
+using Requests = std::vector<std::unique_ptr<TRITONBACKEND_Request>>;
+
+Requests MakeRequests(size_t count, unsigned seed) {
+  std::minstd_rand rng(seed);
+  Requests requests;
+  for (size_t i = 0; i < count; ++i) {
+    auto r = std::make_unique<TRITONBACKEND_Request>();
+    r->id = static_cast<int>(i);
+    r->rows = 1 + static_cast<int64_t>(rng() % 3);
+    r->priority = static_cast<int64_t>(rng() % 3);
+    const unsigned kind = rng() % 100;
+    r->bad = kind < 10;
+    r->partial = kind >= 10 && kind < 16;
+    r->fresh_response_fails = kind >= 14 && kind < 16;  // partial, and no fresh response either
+    r->first_response_fails = kind >= 16 && kind < 18;
+    r->release_refusals = kind >= 18 && kind < 22 ? 1 : kind == 22 ? 1000 : 0;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+// Finalizes instance `s` as TRITONBACKEND_ModelInstanceFinalize does.
+void FinalizeInstance(std::unique_ptr<InstanceState>* s) {
+  if ((*s)->model->dispatcher) StopWorker(s->get());
+  ReleaseKept((*s)->model, false);
+  s->reset();
+}
+
+// Sends `slice` through `s` in Execute calls of 1-6 requests.
+void Produce(InstanceState* s, TRITONBACKEND_Request* const* slice, size_t count, unsigned seed) {
+  std::minstd_rand rng(seed);
+  for (size_t at = 0; at < count;) {
+    const size_t n = std::min<size_t>(count - at, 1 + rng() % 6);
+    std::vector<TRITONBACKEND_Request*> batch(slice + at, slice + at + n);
+    Execute(s, batch.data(), static_cast<uint32_t>(n), NowNs());
+    at += n;
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40));  // arrivals spread a little
+  }
+}
+
+// Waits (up to 10 s) until the model's queue is empty and nothing is computing.
+void AwaitDrained(ModelState* model) {
+  if (!model->dispatcher) return;
+  Dispatcher& d = *model->dispatcher;
+  for (int i = 0; i < 10000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(d.mutex);
+      if (d.queue.empty() && d.queue.computing_rows() == 0) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Run(const Scenario& scenario) {
+  current = scenario.name;
+  auto model = std::make_unique<ModelState>();
+  model->name = scenario.name;
+  model->settings.max_batch_size = 8;
+  if (scenario.queued) {
+    model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, scenario.budget_s}}, 1);
+  }
+  std::vector<TRITONBACKEND_ModelInstance> tritons(scenario.instances);
+  std::vector<std::unique_ptr<InstanceState>> instances;
+  for (int i = 0; i < scenario.instances; ++i) {
+    tritons[i].id = i;
+    auto s = std::make_unique<InstanceState>();
+    s->model = model.get();
+    s->triton = &tritons[i];
+    s->name = std::string(scenario.name) + "_" + std::to_string(i);
+    if (model->dispatcher) {
+      TRITONSERVER_Error* err = StartWorker(s.get());
+      Check(err == nullptr, "a worker starts");
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    }
+    instances.push_back(std::move(s));
+  }
+  const size_t per_call = 4;  // about 3.5 requests a call: room for the last burst
+  const size_t per_producer = static_cast<size_t>(scenario.calls) * per_call;
+  const size_t burst = 20 * per_call;
+  Requests requests = MakeRequests(per_producer * scenario.instances + burst, 7 + scenario.instances);
+  std::vector<TRITONBACKEND_Request*> pointers;
+  for (auto& r : requests) pointers.push_back(r.get());
+  for (FaultPointCount& p : fault_points) p.injected = 0;
+  fault_per_mille = scenario.faults;
+
+  // One producer per instance (Triton never runs one instance's Execute twice at once); instance 0
+  // has fewer requests and finalizes while the others still enqueue.
+  std::vector<std::thread> producers;
+  for (int i = 0; i < scenario.instances; ++i) {
+    const size_t count = i == 0 ? per_producer / 4 : per_producer;
+    producers.emplace_back(Produce, instances[i].get(), pointers.data() + i * per_producer, count, 100u + i);
+  }
+  producers[0].join();
+  FinalizeInstance(&instances[0]);
+  for (size_t i = 1; i < producers.size(); ++i) producers[i].join();
+  AwaitDrained(model.get());
+
+  // The rest unload with requests queued: batches held at the gate, every worker told to stop
+  // before it opens, so the last one to stop answers the queue.
+  const int last = scenario.instances - 1;
+  if (scenario.unload_while_queued && model->dispatcher) gate.Close();
+  if (last > 0) Produce(instances[last].get(), pointers.data() + scenario.instances * per_producer, burst, 99u);
+  if (model->dispatcher) {
+    std::lock_guard<std::mutex> lock(model->dispatcher->mutex);
+    for (int i = 1; i <= last; ++i) instances[i]->stop = true;
+  }
+  std::thread opener([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    gate.Open();
+  });
+  for (int i = 1; i <= last; ++i) FinalizeInstance(&instances[i]);
+  opener.join();
+  fault_per_mille = 0;
+  ReleaseKept(model.get(), true);  // TRITONBACKEND_ModelFinalize
+
+  // Every request: one release (none for those Triton always refuses: kept, then counted lost), one
+  // FINAL response (none where no response could be created), an error with no outputs unless it
+  // succeeded, nothing touched after its release.
+  size_t sent = 0, ok = 0, unloading = 0, overloaded = 0, injected_answers = 0, always_refused = 0;
+  int reported = 0;
+  auto report = [&](bool condition, const TRITONBACKEND_Request& r, const std::string& what) {
+    if (condition) return true;
+    if (reported++ < 10) Check(false, "request " + std::to_string(r.id) + ": " + what);
+    return false;
+  };
+  bool all_good = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const TRITONBACKEND_Request& r = *requests[i];
+    const bool sent_to_backend = i < per_producer / 4 || (i >= per_producer && scenario.instances > 1);
+    if (!sent_to_backend) continue;
+    const int expected_releases = r.release_refusals >= 1000 ? 0 : 1;
+    always_refused += r.release_refusals >= 1000;
+    all_good &= report(r.releases == expected_releases, r, "released exactly once");
+    all_good &= report(r.misuse == 0, r, "not touched after its release, nor sent twice");
+    if (r.first_response_fails) {
+      all_good &= report(r.sends == 0, r, "no response could be made: none sent");
+      continue;
+    }
+    all_good &= report(r.sends == 1, r, "exactly one FINAL response");
+    ++sent;
+    if (r.sent_code == -1) {
+      ++ok;
+      all_good &= report(!r.bad && !r.partial, r, "only a good request succeeds");
+      all_good &= report(r.sent_outputs == 2, r, "a success holds every output");
+      continue;
+    }
+    const std::string message = r.sent_message;
+    unloading += message.find("unloading") != std::string::npos;
+    overloaded += message.find("overloaded") != std::string::npos;
+    injected_answers += message.find("out of memory or an internal fault") != std::string::npos;
+    const bool injected = message.find("out of memory or an internal fault") != std::string::npos;
+    if (r.bad && !injected) {
+      all_good &= report(r.sent_code == TRITONSERVER_ERROR_INVALID_ARG, r, "a bad input is INVALID_ARG: " + message);
+    }
+    // The partial response goes out only when no fresh one could be made for the error.
+    const bool fallback = r.partial && r.fresh_response_fails && message.find("second output") != std::string::npos;
+    const int expected_outputs = fallback ? 1 : 0;
+    all_good &= report(r.sent_outputs == expected_outputs, r,
+                       "an error carries no outputs (got " + std::to_string(r.sent_outputs.load()) + ")");
+  }
+  Check(all_good, "every request answered and released exactly once, errors without outputs");
+  Check(ok > 0 && sent > ok, "some succeeded, some failed: " + std::to_string(ok) + " of " + std::to_string(sent));
+  Check(model->unreleased.lost == always_refused && model->unreleased.requests.empty(),
+        "releases refused once are retried at finalize; those always refused are counted lost (" +
+            std::to_string(model->unreleased.lost) + " of " + std::to_string(always_refused) + ")");
+  Check(live_responses == 0, "no response left unsent or undeleted: " + std::to_string(live_responses.load()));
+  Check(live_errors == 0, "no error object leaked: " + std::to_string(live_errors.load()));
+  Check(unknown_points == 0, "every fault point is known to the driver");
+  if (scenario.unload_while_queued && scenario.queued) {
+    Check(unloading > 0, "requests queued at unload are answered UNAVAILABLE (" + std::to_string(unloading) + ")");
+  }
+  if (scenario.budget_s < 0.01) Check(overloaded > 0, "a tight budget sheds (" + std::to_string(overloaded) + ")");
+  if (scenario.faults > 0) {
+    Check(injected_answers > 0, "injected faults are answered as errors (" + std::to_string(injected_answers) + ")");
+    for (const FaultPointCount& p : fault_points) {
+      const bool reachable = scenario.queued || std::strncmp(p.name, "execute", 7) == 0;
+      if (reachable) Check(p.injected > 0, std::string("bad_alloc injected at ") + p.name);
+    }
+  }
+  std::printf("%s: %zu answered (%zu ok, %zu unloading, %zu overloaded, %zu injected faults)\n", scenario.name, sent,
+              ok, unloading, overloaded, injected_answers);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int scale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  SetFaultHook(InjectBadAlloc);
+  Scenario inline_faults{"inline, bad_alloc injected"};
+  inline_faults.queued = false;
+  inline_faults.instances = 2;
+  inline_faults.calls = 150 * scale;
+  inline_faults.faults = 30;
+  inline_faults.unload_while_queued = false;
+  Scenario stress{"queued, producers and workers"};
+  stress.calls = 200 * scale;
+  Scenario faults{"queued, bad_alloc injected"};
+  faults.calls = 200 * scale;
+  faults.faults = 30;
+  Scenario shed{"queued, a tight budget sheds"};
+  shed.calls = 150 * scale;
+  shed.budget_s = 0.0002;
+  shed.unload_while_queued = false;  // its burst is refused on arrival: nothing is left queued
+  for (const Scenario& scenario : {inline_faults, stress, faults, shed}) Run(scenario);
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
