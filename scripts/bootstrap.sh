@@ -11,10 +11,15 @@ PYTHON=/usr/bin/python3.11
 # System packages: that Python, libpython3.11 (linked by the stub; loaded by the native backend for
 # custom ops), g++ (builds the native backend, native/fastpath_ort), libhiredis-dev (the Redis
 # client the C++ response cache, native/fastpath_cache, links statically), binutils (nm and
-# addr2line name tritonserver's frames in a crash stack: triton_fastpath/serve/crash.py), redis-server
-# (the L2 cache) and prometheus (+ promtool; load-test reports and rule checks). Tests and scripts start
-# their own servers on free ports; nothing here starts a daemon.
-APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 g++ binutils libhiredis-dev redis-server prometheus)
+# addr2line name tritonserver's frames in a crash stack: triton_fastpath/serve/crash.py), libutf8proc-dev
+# (Unicode data of the exact C++ WordPiece tokenizer, linked statically) and rapidjson-dev (it reads
+# tokenizer.json; header-only), redis-server (the L2 cache), prometheus (+ promtool; load-test
+# reports and rule checks) and clang-14 with libclang-rt-14-dev (libFuzzer, for the fuzz of the
+# response cache's Redis value decoder: triton_fastpath/native/cache_checks.py; without them it falls
+# back to a slower mutation loop). Tests and scripts start their own servers on free ports; nothing
+# here starts a daemon.
+APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 g++ binutils libhiredis-dev libutf8proc-dev rapidjson-dev
+  redis-server prometheus clang-14 libclang-rt-14-dev)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
