@@ -5,10 +5,19 @@ plain script). A locustfile subclasses `GrpcUser`, names a generated SDK client 
 `self.call(...)` in its tasks; every call fires `environment.events.request` with the model name
 and the client-side time in ms, and a raised error is recorded as that request's failure.
 
+A load test measures the server: each user's client sends one attempt per request and throttles
+nothing (the load engine's `measuring_client` settings), so a time locust reports is one request's
+round trip and an error is the server's answer. `--sdk-retries` gives the users the SDK as an
+application has it instead (retries with backoff within the deadline, client-side throttling): a
+time then includes the backoff and retries of its call, and the retries and the requests the
+throttle refused are counted apart (printed when locust quits and written under "sdk" in
+`--sla-result`).
+
 Options added to locust's command line: `--shape`, `--duplicate-ratio`, `--request-timeout-s`,
-`--scenario`, `--sla-file`, `--sla-result`. When locust quits (on the master or a local runner),
-the scenario's gate from `sla.toml` is checked, printed, written as JSON to `--sla-result`, and the
-exit code is set to 1 if a check failed (0 otherwise, even with failed requests within the gate).
+`--sdk-retries`, `--scenario`, `--sla-file`, `--sla-result`. When locust quits (on the master or a
+local runner), the scenario's gate from `sla.toml` is checked, printed, written as JSON to
+`--sla-result`, and the exit code is set to 1 if a check failed (0 otherwise, even with failed
+requests within the gate).
 """
 
 from __future__ import annotations
@@ -33,11 +42,15 @@ from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 
 from loadtests import sla  # noqa: E402
 from loadtests.shapes import DEFAULT_RUN_TIME_S, SHAPES, users_at  # noqa: E402
+from triton_fastpath.load.clients import measuring_client  # noqa: E402
 
 LOGGER = logging.getLogger(__name__)
 REQUEST_TYPE = "grpc"
 _worker_requests: dict[str, int] = {}  # on the master: requests each worker reported
 _local_requests = 0  # on a worker: requests sent by this process
+SDK_COUNTERS = ("attempts", "retries", "retries_refused", "throttled")
+_sdk_local = dict.fromkeys(SDK_COUNTERS, 0)  # this process's users' client counters (with --sdk-retries)
+_sdk_workers: dict[str, dict[str, int]] = {}  # on the master: each worker's
 
 
 @events.init_command_line_parser.add_listener
@@ -48,6 +61,12 @@ def _add_options(parser: Any) -> None:
         "--duplicate-ratio", type=float, default=0.0, help="share of requests that repeat an earlier payload (0..1)"
     )
     group.add_argument("--request-timeout-s", type=float, default=10.0, help="deadline of each call, in seconds")
+    group.add_argument(
+        "--sdk-retries",
+        action="store_true",
+        help="the SDK's retries and client-side throttling on (an application's view; retries counted apart); "
+        "default: one attempt per request, no throttling, so every time and error is the server's",
+    )
     group.add_argument("--scenario", default="", help="SLA table to check (default: the locustfile's scenario)")
     group.add_argument("--sla-file", default=str(sla.DEFAULT_SLA_FILE), help="SLA thresholds (TOML)")
     group.add_argument("--sla-result", default="", help="write the gate's checks and figures to this JSON file")
@@ -86,11 +105,17 @@ class GrpcUser(User):
     def on_start(self) -> None:
         options = self.environment.parsed_options
         self.timeout_s = float(getattr(options, "request_timeout_s", 10.0))
-        self.client = self.client_class(grpc_target(self.host), timeout_s=self.timeout_s)
+        if getattr(options, "sdk_retries", False):  # the SDK as an application has it
+            self.client = self.client_class(grpc_target(self.host), timeout_s=self.timeout_s)
+        else:  # one attempt per request, no client-side throttling: every time and error is the server's
+            self.client = measuring_client(self.client_class, grpc_target(self.host), timeout_s=self.timeout_s)
 
     def on_stop(self) -> None:
         client = getattr(self, "client", None)
         if client is not None:
+            stats = getattr(client, "stats", None)
+            for name in SDK_COUNTERS:
+                _sdk_local[name] += int(getattr(stats, name, 0))
             client.close()
 
     def call(self, name: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -116,13 +141,23 @@ class GrpcUser(User):
 
 @events.report_to_master.add_listener
 def _report_requests(client_id: str, data: dict) -> None:
-    data["fastpath_requests"] = {"worker": f"{socket.gethostname()}:{os.getpid()}", "sent": _local_requests}
+    data["fastpath_requests"] = {
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "sent": _local_requests,
+        "sdk": dict(_sdk_local),
+    }
 
 
 @events.worker_report.add_listener
 def _collect_requests(client_id: str, data: dict) -> None:
     if "fastpath_requests" in data:
         _worker_requests[client_id] = data["fastpath_requests"]["sent"]
+        _sdk_workers[client_id] = data["fastpath_requests"].get("sdk", {})
+
+
+def sdk_counts(local: dict[str, int], workers: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The users' client counters summed over this process and the workers (their last reports)."""
+    return {name: local.get(name, 0) + sum(w.get(name, 0) for w in workers.values()) for name in SDK_COUNTERS}
 
 
 def _figures(entry: Any) -> sla.Figures:
@@ -154,6 +189,12 @@ def _check_gate(environment: Any, **_: Any) -> None:
     ok = sla.passed(checks)
     lines = [f"SLA gate '{scenario}' ({options.sla_file}): {'PASSED' if ok else 'FAILED'}"]
     lines += ["  " + c.describe() for c in checks]
+    sdk = sdk_counts(_sdk_local, _sdk_workers)
+    if getattr(options, "sdk_retries", False):
+        lines.append(
+            f"  SDK retries on (--sdk-retries): times include backoff; {sdk['retries']} retries, "
+            f"{sdk['retries_refused']} retries refused, {sdk['throttled']} requests refused by the client's throttle"
+        )
     print("\n".join(lines), flush=True)
     if options.sla_result:
         result = {
@@ -162,6 +203,7 @@ def _check_gate(environment: Any, **_: Any) -> None:
             "checks": [c.__dict__ for c in checks],
             "figures": {name: {**f.__dict__, "error_ratio": f.error_ratio} for name, f in figures.items()},
             "workers": dict(_worker_requests) if isinstance(environment.runner, MasterRunner) else {},
+            "sdk": {"retries_on": bool(getattr(options, "sdk_retries", False)), **sdk},
         }
         Path(options.sla_result).write_text(json.dumps(result, indent=2, default=str))
     environment.process_exit_code = 0 if ok else 1

@@ -19,8 +19,8 @@ TEXTS = ["A moving, beautifully acted film that stays with you.", "Tedious, pred
 
 def main(url: str) -> None:
     # One client holds one gRPC channel: create it once, share it between threads. Every call has a
-    # deadline (timeout_s, retries included); the default, 10 s, is also the shortest this guide
-    # advises against Triton 2.51 (docs/clients.md, "Deadlines").
+    # deadline (timeout_s, retries included): the default is 10 s, and against Triton 2.51 never below
+    # 5 s, where the SDK warns (docs/clients.md, "Deadlines").
     with SentimentClient(url) as sentiment:
         for text, result in zip(TEXTS, sentiment.classify(TEXTS)):
             print(f"sentiment: {result.label:<8} p={result.probability:.3f} truncated={result.truncated}  {text!r}")

@@ -13,6 +13,7 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from .errors import ClientError, InvalidInput, Overloaded, ServerError, Timeout
+from .errors import ClientError, InvalidInput, Overloaded, ServerError, ShortDeadlineWarning, Timeout
 from .retry import Deadline, RetryBudget, RetryDecision, RetryPolicy, decide_retry
 from .shm import SharedMemoryPool, SharedMemoryRegion
 from .tensors import ModelSignature, batch_slices, columns_to_rows, rows_to_columns
@@ -30,10 +31,23 @@ from .throttle import AdaptiveThrottle
 LOGGER = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
+# The shortest deadline advised against Triton 2.51 (docs/clients.md, "Deadlines"); shorter ones warn.
+MIN_SAFE_TIMEOUT_S = 5.0
 COMPRESSION_ALGORITHMS = ("gzip", "deflate")
 MAX_MESSAGE_BYTES = 2**31 - 1  # tritonclient's own default
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
+
+
+def warn_if_short(timeout_s: float, *, stacklevel: int = 3) -> None:
+    """Warn (`ShortDeadlineWarning`) when `timeout_s` is under MIN_SAFE_TIMEOUT_S."""
+    if timeout_s < MIN_SAFE_TIMEOUT_S:
+        warnings.warn(
+            f"timeout_s={timeout_s:g}: a deadline under {MIN_SAFE_TIMEOUT_S:g} s cancels gRPC calls that Triton 2.51 "
+            "can crash on; keep deadlines far above the p99 (docs/clients.md, Deadlines)",
+            ShortDeadlineWarning,
+            stacklevel=stacklevel,
+        )
 
 
 def _add_note(error: BaseException, note: str) -> None:
@@ -126,6 +140,7 @@ class _ClientBase(Generic[RequestT, ResponseT]):
     ) -> None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ValueError(f"timeout_s: got {timeout_s!r}; expected a number of seconds > 0")
+        warn_if_short(timeout_s, stacklevel=4)
         if compression is not None and compression not in COMPRESSION_ALGORITHMS:
             raise ValueError(f"compression: got {compression!r}; expected None or one of {COMPRESSION_ALGORITHMS}")
         if shared_memory_min_bytes is not None and shared_memory_min_bytes < 0:
@@ -175,6 +190,8 @@ class _ClientBase(Generic[RequestT, ResponseT]):
         self, items: Sequence[Any] | np.ndarray, timeout_s: float | None, priority: int
     ) -> tuple[Deadline, dict[str, np.ndarray], list[slice]]:
         """Validate a call; returns its deadline, its input columns and its requests' row slices."""
+        if timeout_s is not None:
+            warn_if_short(timeout_s, stacklevel=5)
         deadline = Deadline.after(self.timeout_s if timeout_s is None else timeout_s, self._clock)
         levels = self.SIGNATURE.priority_levels
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= levels:

@@ -25,6 +25,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "ServerError",
+    "ShortDeadlineWarning",
     "Timeout",
     "map_exception",
 ]
@@ -80,6 +81,13 @@ class PermissionDenied(ClientError):
 
 class ServerError(ClientError):
     """Anything else the server reported (internal errors)."""
+
+
+class ShortDeadlineWarning(UserWarning):
+    """A deadline under `client_base.MIN_SAFE_TIMEOUT_S` (5 s): on Triton 2.51 (the embedded server,
+    the NGC 24.10 image) a gRPC call whose deadline expires is cancelled, and 2.51's gRPC front end
+    can crash on cancellation (server#7368, #8034; fixed in r24.12 and r25.04). A warning, not an
+    error: the SDK cannot know the server's version, and newer servers are safe."""
 
 
 # Messages that say more than their status: checked first, in order.

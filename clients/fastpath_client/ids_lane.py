@@ -101,8 +101,10 @@ class LocalTokenizer:
         path = Path(path)
         if not path.is_file():
             raise ClientError(
-                f"no tokenizer file at {path}: `fastpath clients generate` writes it beside the module "
-                "(make generate-clients), or pass tokenizer_file= (the model folder's tokenizer.json)"
+                f"no tokenizer file at {path}: it is a build output, not part of the checkout (the model's "
+                "tokenizer is trained or copied by the build): run `make build` in the repository (it writes "
+                "the file beside the generated module), or `fastpath clients generate` against a built "
+                "repository, or pass tokenizer_file= (the model folder's tokenizer.json)"
             )
         self.path = path
         self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -5,7 +5,7 @@ request/response dataclasses and two thin subclasses, of `ModelClient` (tritoncl
 of `AsyncModelClient` (tritonclient.grpc.aio). Everything else lives here and in `client_base.py`
 (what both share), once:
 
-    with SentimentClient("127.0.0.1:8001", timeout_s=2) as client:
+    with SentimentClient("127.0.0.1:8001", timeout_s=10) as client:
         [result] = client.classify(["a gripping, beautiful film"])
 
 Each call validates its rows, splits them into requests of at most `max_batch_size` rows, and

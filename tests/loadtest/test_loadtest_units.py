@@ -113,7 +113,7 @@ def test_check_fails_a_run_without_requests_and_a_gated_model_that_sent_nothing(
 
 
 def test_alert_slas_are_twice_the_gates_p99() -> None:
-    """alerts.yml records each pipeline's p99 SLA; it must equal sla.toml's (the alert fires at 2x)."""
+    """alerts.yml records each pipeline's p99 SLA; it must equal sla.toml's (the alerts fire at 2x a p99, 1x a mean)."""
     import re
 
     text = (ROOT / "deploy" / "monitoring" / "alerts.yml").read_text()
@@ -239,6 +239,32 @@ def test_locust_commands_for_master_and_worker_share_the_scenario_options(tmp_pa
         o for o in master if o.startswith(("--shape", "--duplicate", "--sla-file", "--request-timeout", "--stop"))
     ]
     assert shared and all(o in worker for o in shared)
+
+
+def test_locust_users_measure_the_server_unless_sdk_retries_are_asked_for(tmp_path) -> None:
+    loadtest = _script("loadtest")
+    plain = loadtest.build_parser().parse_args(["--scenario", "sentiment"])
+    assert "--sdk-retries" not in loadtest.locust_command(plain, tmp_path, "127.0.0.1:8001")
+    retries = loadtest.build_parser().parse_args(["--scenario", "sentiment", "--sdk-retries"])
+    master = loadtest.locust_command(retries, tmp_path, "127.0.0.1:8001", "master", 5557)
+    worker = loadtest.locust_command(retries, tmp_path, "127.0.0.1:8001", "worker", 5557)
+    assert "--sdk-retries" in master and "--sdk-retries" in worker
+    # the user's default client: one attempt a request and no throttle (grpc_user imports gevent: read its source)
+    source = (ROOT / "loadtests" / "grpc_user.py").read_text()
+    assert "measuring_client(self.client_class" in source and 'getattr(options, "sdk_retries", False)' in source
+    from fastpath_models import SentimentClient
+    from triton_fastpath.load.clients import measuring_client
+
+    client = measuring_client(SentimentClient, "127.0.0.1:1", timeout_s=10.0)
+    assert client.retry_policy.max_attempts == 1 and client.throttle is None and client.timeout_s == 10.0
+    client.close()
+
+
+def test_a_published_load_test_needs_its_report(tmp_path, capsys) -> None:
+    loadtest = _script("loadtest")
+    args = loadtest.build_parser().parse_args(["--publish", "--no-prometheus"])
+    assert "--no-prometheus makes none" in loadtest.publish_refusal(args)
+    assert loadtest.publish_refusal(loadtest.build_parser().parse_args([])) is None
 
 
 def test_scrape_config_scrapes_targets_every_interval_and_rejects_urls() -> None:

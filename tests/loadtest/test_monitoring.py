@@ -60,7 +60,7 @@ def test_compose_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) 
     local = tmp_path / "prometheus.yml"
     local.write_text(compose.replace("/etc/prometheus/alerts.yml", str(MONITORING / "alerts.yml")))
     result = promtool("check", "config", str(local))
-    assert result.returncode == 0 and "9 rules found" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "10 rules found" in result.stdout, result.stdout + result.stderr
 
 
 @needs_promtool

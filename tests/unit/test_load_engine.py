@@ -210,6 +210,34 @@ def test_run_items_keeps_the_order_of_the_items_and_leaves_the_warm_up_out():
     assert sorted(sent[:2]) == ["w1", "w2"] and len(sent) == 6
 
 
+def test_run_items_times_only_the_requests_not_client_start_up_or_warm_up():
+    def slow_client():
+        time.sleep(0.2)  # a channel and a metadata fetch that take a while
+        return FakeClient()
+
+    def call(client, item):
+        time.sleep(0.2 if item.startswith("w") else 0.0)
+        return client.call(item)
+
+    results, _, wall_s = run_items(call, ["a", "b"], make_client=slow_client, concurrency=2, warmup=["w1", "w2"])
+    assert results == ["A", "B"]
+    assert wall_s < 0.15, wall_s  # neither the 0.2 s start-up nor the 0.2 s warm-up is in it
+
+
+def test_run_items_raises_what_a_client_or_a_request_raised():
+    def broken_client():
+        raise ConnectionError("no server")
+
+    with pytest.raises(ConnectionError, match="no server"):
+        run_items(lambda c, i: i, ["a"], make_client=broken_client, concurrency=2)
+
+    def failing(client, item):
+        raise ValueError(f"bad {item}")
+
+    with pytest.raises(ValueError, match="bad a"):
+        run_items(failing, ["a", "b"], make_client=FakeClient, concurrency=2)
+
+
 def test_run_closed_loop_raises_when_no_thread_could_build_its_client():
     def broken_client():
         raise ConnectionError("no server")

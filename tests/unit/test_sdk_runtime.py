@@ -8,6 +8,7 @@ registration, and the asyncio twin.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 from tritonclient.utils import shared_memory as shm
 
-from fastpath_client.errors import InvalidInput, ModelUnavailable, ServerError, Timeout
+from fastpath_client.errors import InvalidInput, ModelUnavailable, ServerError, ShortDeadlineWarning, Timeout
 from fastpath_client.retry import RetryBudget, RetryPolicy
 from fastpath_client.runtime import ModelClient, channel_args
 from fastpath_client.tensors import ModelSignature, TensorField
@@ -292,6 +293,19 @@ def test_unavailable_is_retried_with_backoff_until_it_succeeds() -> None:
     assert result.label == "positive"
     assert time.sleeps == pytest.approx([0.05, 0.1, 0.2])  # uniform 0.5 x caps 0.1, 0.2, 0.4
     assert (client.stats.requests, client.stats.attempts, client.stats.retries) == (1, 4, 3)
+
+
+def test_a_deadline_under_five_seconds_warns_and_five_or_more_does_not() -> None:
+    fake = FakeServer(sentiment_answer)
+    with pytest.warns(ShortDeadlineWarning, match=r"timeout_s=1: a deadline under 5 s"):
+        SentimentClient(client=fake, timeout_s=1).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        client = SentimentClient(client=fake, timeout_s=5)
+        client.classify(["good"])
+        client.classify(["good"], timeout_s=30)
+    with pytest.warns(ShortDeadlineWarning, match=r"timeout_s=0.5"):
+        client.classify(["good"], timeout_s=0.5)
 
 
 def test_retries_stop_before_the_deadline_and_the_last_error_says_why() -> None:

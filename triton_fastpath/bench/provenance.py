@@ -1,8 +1,10 @@
 """Where a published figure came from: the header every results file under docs/results/ starts with.
 
-The measuring commands (`fastpath bench serving --publish`, `bench cache`, `soak --publish`,
-`reliability --publish`, `tune --publish`) call `publish` so a table says its date, commit,
-machine and the command that reproduces it.
+The measuring commands (`fastpath bench serving`, `bench cache`, `cache threshold`, `soak`,
+`reliability`, `tune`, `loadtest run`, `loadtest report`, each with `--publish`) call `publish`, so a
+table says its date, commit, machine and the command that reproduces it. They call
+`publish_refusal` first: a published result names the commit it measured, so a checkout with
+uncommitted changes (outside docs/results/, which the commands write) is refused before the run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 from pathlib import Path
 
 from triton_fastpath.paths import RESULTS_DIR, ROOT
+
+DIRTY = "+ uncommitted changes"  # the dirty-tree flag of a header; docs tests refuse a results file with it
 
 
 def cpu_model() -> str:
@@ -26,22 +30,46 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def commit() -> str:
-    """The checkout's short commit, with "+ uncommitted changes" when the tree is dirty."""
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def changed_paths() -> list[str] | None:
+    """Paths that differ from HEAD (edited, staged, or new and not ignored), docs/results/ left out
+    (the measuring commands write there); None when ROOT is not a git checkout."""
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
+        status = _git(
+            "status", "--porcelain", "--untracked-files=all", "--", ".", f":(exclude){RESULTS_DIR.relative_to(ROOT)}"
+        )
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return None
+    return [line[3:] for line in status.splitlines() if line.strip()]
+
+
+def commit() -> str:
+    """The checkout's short commit (`git rev-parse --short HEAD`), with DIRTY when `changed_paths`
+    names any; "unknown commit" outside a git checkout."""
+    try:
+        head = _git("rev-parse", "--short", "HEAD").strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown commit"
-    return f"{head} + uncommitted changes" if dirty.strip() else head
+    return f"{head} {DIRTY}" if changed_paths() else head
+
+
+def publish_refusal() -> str | None:
+    """Why this checkout cannot publish a result now (None when it can): not a git checkout, or
+    uncommitted changes outside docs/results/."""
+    changed = changed_paths()
+    if changed is None:
+        return f"--publish writes {RESULTS_DIR} of a git checkout, and {ROOT} is none; run without --publish"
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        return (
+            f"--publish: the checkout has uncommitted changes ({shown}); a published result names the "
+            "commit it measured, so commit or stash them first, or run without --publish (the outputs "
+            "stay under build/)"
+        )
+    return None
 
 
 def header(command: str, when: dt.datetime | None = None, at_commit: str | None = None) -> str:

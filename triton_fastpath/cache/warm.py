@@ -5,7 +5,7 @@ or, for a model served behind the kit's two-tier response cache with no Python s
 text graph), that cache's Redis tier, one text per request as clients send them.
 
 `read_texts` reads the file (one text per line, or a CSV's `text` column; blanks skipped, duplicates
-dropped); `warm` sends the texts in batches through the ensemble (`send_batch` retries a refused
+dropped); `warm` sends the texts to the served model (`send_batch` retries a refused
 batch row by row to name the bad rows) and measures what the cache did with a `MetricsProbe`
 (deltas of the cache model's counters); `format_summary` prints the resulting `WarmSummary`.
 `check_redis` and `count_redis_keys` look at the Redis the server uses. The command line, with
@@ -264,8 +264,8 @@ def warm(
     Args:
         read: the texts (from `read_texts`).
         grpc_url / metrics_url: the server's gRPC endpoint and Prometheus URL.
-        model: the ensemble (its cache model is `<model>_cache`).
-        batch_size: texts per request (at most the ensemble's max batch size).
+        model: the served top-level model (`sentiment`).
+        batch_size: texts per request (at most the model's max batch size).
         concurrency: requests in flight (each with its own channel).
         progress: show a tqdm bar on stderr.
         timeout_s: deadline of each request.

@@ -168,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(refusal, file=sys.stderr)
         return 2
     handler = importlib.import_module(command.module)
-    # argparse names the program after sys.argv[0]: make each command's usage and errors say `fastpath <words>`.
-    sys.argv[0] = " ".join(("fastpath", *command.words))
+    # argparse names the program after sys.argv[0]: make each command's usage and errors say `fastpath <words>`,
+    # and what a job records as its command line (sys.argv) is that and its own arguments, once.
+    sys.argv[:] = [" ".join(("fastpath", *command.words)), *rest]
     code = handler.main(rest)
     return int(code or 0)

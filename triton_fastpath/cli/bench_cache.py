@@ -26,8 +26,19 @@ Each row also reports which layer answered, from Triton's metrics (fastpath_cach
 nv_cache_num_hits_per_model, the encoder's nv_inference_count), over the row's warm-up and windows.
 Cached and uncached results are reported apart: MLPerf's rules forbid caching in scored runs.
 
-    fastpath bench cache            # full run, about 5 minutes on 2 cores
-    fastpath bench cache --smoke    # tiny windows: checks the harness and its outputs only
+The report goes to build/bench/cache/ (`--output-dir`); `--publish` also writes it to
+docs/results/caching-benchmark.{md,png}, headed by date, commit, machine and command (a checkout
+with uncommitted changes is refused before the run).
+
+`--two-tier` measures instead what a hit of the default build's two-tier response cache saves, per
+tier, at concurrency 1 (`triton_fastpath.bench.two_tier_latency`: no cache, Triton's `local`, and the
+kit's `fastpath` cache's miss, L2 hit and L1 hit, for `digits` and `sentiment` as built); with
+`--publish`, docs/results/two-tier-latency.md.
+
+    fastpath bench cache                        # full run, about 5 minutes on 2 cores
+    fastpath bench cache --smoke                # tiny windows: checks the harness and its outputs only
+    fastpath bench cache --publish              # docs/results/caching-benchmark.{md,png}
+    fastpath bench cache --two-tier --publish   # docs/results/two-tier-latency.md (a few minutes)
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import datetime as dt
 import json
 import logging
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +57,7 @@ from pathlib import Path
 
 from triton_fastpath.bench.cache import MLPERF_NOTE, Options, Row, run_stack, semantic_available, stacks
 from triton_fastpath.bench.cache_report import encoder_ms_per_row, machine, write_report
-from triton_fastpath.cli.measuring import add_service_levels
+from triton_fastpath.cli.measuring import add_service_levels, cannot_publish
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, RESULTS_DIR
@@ -72,8 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--smoke", action="store_true", help="tiny windows, outputs under build/bench/smoke/: checks the harness only"
     )
     parser.add_argument(
-        "--output-dir", type=Path, help="where the .md/.png go (default: docs/results/, smoke: build/bench/smoke)"
+        "--output-dir", type=Path, help="where the .md/.png go (default: build/bench/cache, smoke: build/bench/smoke)"
     )
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also write the report to docs/results/ (caching-benchmark.md and .png; with --two-tier "
+        "two-tier-latency.md), headed by date, commit, machine and command",
+    )
+    parser.add_argument(
+        "--two-tier",
+        action="store_true",
+        help="instead: the two-tier response cache's latency per tier at concurrency 1 (no cache, local, "
+        "fastpath miss / L2 hit / L1 hit), digits and sentiment as built",
+    )
+    parser.add_argument("--samples", type=int, default=300, help="--two-tier: requests per outcome (default: 300)")
     parser.add_argument("--json", type=Path, help="JSON results (default: build/bench/cache.json)")
     parser.add_argument(
         "--from-json", type=Path, help="only re-write the .md and .png from a previous run's JSON (no servers)"
@@ -86,7 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every row ran (stable or not), 1 on a server or build failure."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    if args.publish and args.smoke:
+        print("fastpath bench cache: --smoke numbers only check the harness; they are never published", file=sys.stderr)
+    if (args.publish and args.smoke) or cannot_publish(args.publish, "fastpath bench cache"):
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    command = shlex.join(["fastpath", "bench", "cache", *argv])
+    if args.two_tier:
+        return two_tier(args, command)
     options = Options(
         concurrency=args.concurrency,
         warmup_s=args.warmup_s,
@@ -99,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.smoke:
         options = dataclasses.replace(options, warmup_s=0.3, window_s=0.5, max_windows=3, pool_size=32)
-    out_dir = args.output_dir or (BUILD_DIR / "bench" / "smoke" if args.smoke else RESULTS_DIR)
+    out_dir = args.output_dir or BUILD_DIR / "bench" / ("smoke" if args.smoke else "cache")
     json_path = args.json or (out_dir / "cache.json" if args.smoke else BUILD_DIR / "bench" / "cache.json")
     started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
@@ -146,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fastpath bench cache: {error}", file=sys.stderr)
         return 1
     payload = {
-        "command": shlex.join(["fastpath", "bench", "cache", *argv]),
+        "command": command,
         "date": started_at.isoformat(timespec="seconds"),
         "elapsed_s": time.monotonic() - started,
         "machine": host,
@@ -160,9 +192,54 @@ def main(argv: list[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(payload, indent=2, allow_nan=True))
     written = write_report(payload, out_dir)
-    if out_dir == RESULTS_DIR:
+    if args.publish:
         from triton_fastpath.bench.provenance import publish
 
-        publish(written[0].name, written[0].read_text(), "fastpath bench cache " + " ".join(argv or []))
+        written.append(publish(written[0].name, written[0].read_text(), command))
+        written += [Path(shutil.copy2(path, RESULTS_DIR / path.name)) for path in written[1:-1]]
     progress(f"wrote {', '.join(str(p) for p in [json_path, *written])}")
+    return 0
+
+
+def two_tier(args: argparse.Namespace, command: str) -> int:
+    """`--two-tier`: the per-tier latency table (build/bench/two-tier-latency.md, and with --publish
+    docs/results/); 0, or 1 when a server or the build failed."""
+    from triton_fastpath.bench.two_tier_latency import MODELS, markdown_table, measure
+
+    if args.samples < 1:
+        print(f"fastpath bench cache: --samples {args.samples}; expected 1 or more", file=sys.stderr)
+        return 2
+    results = {}
+    try:
+        if not args.skip_build:
+            from triton_fastpath.build.repository import build_repository
+
+            build_repository(repository=args.repository, progress=print)
+        (BUILD_DIR / "bench").mkdir(parents=True, exist_ok=True)
+        with (
+            RedisServer() as redis_server,
+            tempfile.TemporaryDirectory(prefix="two-tier-", dir=BUILD_DIR / "bench") as work,
+        ):
+            for model in MODELS:
+                results[model] = measure(
+                    model,
+                    samples=args.samples,
+                    warmup=30,
+                    work=Path(work),
+                    source=args.repository,
+                    redis_url=redis_server.url,
+                )
+    except (FastpathError, OSError) as error:
+        print(f"fastpath bench cache: {error}", file=sys.stderr)
+        return 1
+    table = markdown_table(results, samples=args.samples)
+    print(table)
+    out_dir = args.output_dir or BUILD_DIR / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "two-tier-latency.md").write_text(table)
+    (out_dir / "two-tier-latency.json").write_text(json.dumps(results, indent=2))
+    if args.publish:
+        from triton_fastpath.bench.provenance import publish
+
+        print(f"wrote {publish('two-tier-latency.md', table, command)}")
     return 0

@@ -9,6 +9,13 @@ Examples:
     fastpath loadtest run --scenario mixed --shape spike --users 16 --duration 60s --workers 2
     fastpath loadtest run --scenario digits --host 127.0.0.1:8001 --metrics-url http://127.0.0.1:8002/metrics
     fastpath loadtest run --scenario imported --model filetype --model-repository build/public/repository
+    fastpath loadtest run --scenario mixed --shape step --users 8 --duration 40s --sla-profile relaxed --publish
+
+Each user's SDK client sends one attempt per request with no client-side throttling, so every
+time and error locust reports is the server's; `--sdk-retries` turns the SDK's retries and
+throttling on (an application's view), and the retries and throttled requests are counted apart
+in gate.json. `--publish` also writes the report and its plots to docs/results/loadtest-*,
+headed by date, commit, machine and command (a checkout with uncommitted changes is refused).
 
 Exit codes: 0 gate passed; 1 gate failed (the failed checks are printed); 2 usage or startup error,
 locust overran its time limit, or SIGTERM (the servers and locust started here are stopped first);
@@ -23,6 +30,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -91,6 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--model-repository", type=Path, default=DEFAULT_REPOSITORY, help="repository for the embedded server")
     add("--no-redis", action="store_true", help="embedded server without the Redis L2 cache")
     add("--no-plots", action="store_true", help="report tables only (no PNGs)")
+    add(
+        "--sdk-retries",
+        action="store_true",
+        help="the SDK's retries and client-side throttling on, as an application has them (the timings then "
+        "include backoff; retries counted apart in gate.json); default: one attempt per request, the server's view",
+    )
+    add(
+        "--publish",
+        action="store_true",
+        help="also write the report and plots to docs/results/loadtest-sample-report.md and loadtest-*.png",
+    )
     return parser
 
 
@@ -106,6 +125,7 @@ def locust_command(args: argparse.Namespace, out_dir: Path, host: str, role: str
         # cancelled call is a request the server ran but nobody counted, and cancellations under
         # load have crashed tritonserver 2.51 (SIGSEGV in pthread_mutex_lock; docs/reliability.md, "Honest limits").
         f"--stop-timeout={args.request_timeout_s:g}",
+        *(["--sdk-retries"] if args.sdk_retries else []),
     ]
     if args.scenario == "imported":
         options += [f"--model={args.model}"]
@@ -275,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[loadtest] %(message)s")
+    if why := publish_refusal(args):
+        print(f"fastpath loadtest run: {why}", file=sys.stderr)
+        return EXIT_USAGE
     for name in ("users", "workers"):
         if getattr(args, name) < (1 if name == "users" else 0):
             print(f"--{name}: got {getattr(args, name)}; expected >= {1 if name == 'users' else 0}", file=sys.stderr)
@@ -302,10 +325,25 @@ def _main(argv: list[str] | None) -> int:
             report_code = 0
             if prometheus_url:
                 report_code = write_report(args, out_dir, prometheus_url, start, end)
+            if args.publish and report_code == 0 and prometheus_url:
+                from triton_fastpath.cli.loadtest_report import publish_sample
+
+                publish_sample(out_dir, shlex.join(["fastpath", "loadtest", "run", *(argv or [])]))
     except (FastpathError, OSError, ValueError) as exc:
         print(f"[loadtest] error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return summarize(out_dir, code, report_code)
+
+
+def publish_refusal(args: argparse.Namespace) -> str | None:
+    """Why `--publish` cannot be honoured (None when it can, or is not asked)."""
+    if not args.publish:
+        return None
+    if args.no_prometheus:
+        return "--publish publishes the report, and --no-prometheus makes none"
+    from triton_fastpath.bench.provenance import publish_refusal as checkout_refusal
+
+    return checkout_refusal()
 
 
 def write_report(args: argparse.Namespace, out_dir: Path, prometheus_url: str, start: float, end: float) -> int:

@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         "headed by date, commit, machine and command",
     )
     args = parser.parse_args(argv)
+    if args.publish:
+        from triton_fastpath.bench.provenance import publish_refusal
+
+        if why := publish_refusal():
+            print(f"fastpath loadtest report: {why}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO, format="[report] %(message)s")
 
     from triton_fastpath.load_reports.data import read_locust_history

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from triton_fastpath.cli.measuring import cannot_publish
 from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings, ServiceLevels
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.reliability.report import format_table, results_json
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         "always uses the default one). Default: %(default)s",
     )
     args = parser.parse_args(argv)
+    if cannot_publish(args.publish, "fastpath reliability"):
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.monotonic()
 

@@ -2,12 +2,15 @@
 without confidence gating and the negation guard, measured on the model in build/.
 
 The measurement is `triton_fastpath.cache.semantic_calibration.calibrate`, the same one
-`fastpath build --semantic` runs on every build to choose the served setting. This script
-writes it up: docs/results/semantic-threshold.md, docs/results/semantic-threshold.png and
-build/semantic-calibration.json; with `--embedder NAME` (an imported sentence-transformers encoder,
-e.g. `minilm`), docs/results/semantic-threshold-NAME.md and .png.
+`fastpath build --semantic` runs on every build to choose the served setting. This command
+writes it up: build/semantic-threshold/semantic-threshold.{md,png} and build/semantic-calibration.json;
+with `--embedder NAME` (an imported sentence-transformers encoder, e.g. `minilm`),
+semantic-threshold-NAME.{md,png}. `--publish` also writes them to docs/results/, the .md headed by
+date, commit, machine and command (a checkout with uncommitted changes is refused).
 
     fastpath cache threshold [--perturbed 5000] [--max-wrong 0.005] [--embedder minilm]
+    fastpath cache threshold --publish                      # docs/results/semantic-threshold.*
+    fastpath cache threshold --embedder minilm --publish    # docs/results/semantic-threshold-minilm.*
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import sys
-import time
+from pathlib import Path
 
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.cache.semantic_calibration import (
@@ -26,9 +30,12 @@ from triton_fastpath.cache.semantic_calibration import (
     Calibration,
     measure_semantic,
 )
+from triton_fastpath.cli.measuring import cannot_publish
 from triton_fastpath.config.settings import RepoSettings, SemanticCache
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
+
+OUT_DIR = BUILD_DIR / "semantic-threshold"
 
 KIND_NAMES = {
     "heldout": "held-out",
@@ -70,7 +77,9 @@ def results_stem(embedder: str) -> str:
     return "semantic-threshold" if embedder == "embed" else f"semantic-threshold-{embedder}"
 
 
-def write_outputs(found: Calibration, command: str) -> None:
+def write_outputs(found: Calibration, command: str, out_dir: Path = OUT_DIR, *, publish: bool = False) -> list[Path]:
+    """The write-up (.md, .png) in `out_dir`, and build/semantic-calibration.json; with `publish`,
+    also docs/results/<stem>.{md,png}, the .md headed by date, commit, machine and `command`."""
     chosen = found.chosen
     stem = results_stem(found.embedder)
     margin = chosen["min_margin"] if chosen else max(r["min_margin"] for r in found.rows)
@@ -78,8 +87,7 @@ def write_outputs(found: Calibration, command: str) -> None:
     lines = [
         "# Semantic cache: calibrated on every build",
         "",
-        f"Command: `{command}` ({time.strftime('%Y-%m-%d')}); the build runs the same measurement with "
-        "`fastpath build --semantic` and ships its choice.",
+        "The build runs the same measurement with `fastpath build --semantic` and ships its choice.",
         "",
         f"Cache: the {found.cache_texts:,} training texts, answered by the served INT8 model. Queries: "
         + ", ".join(f"{n:,} {KIND_NAMES[k]}" for k, n in found.queries.items())
@@ -133,10 +141,18 @@ def write_outputs(found: Calibration, command: str) -> None:
         for e in found.examples:
             clean = [str(e[k]).replace("|", "/")[:140] for k in ("query", "cached")]
             lines.append(f"| {KIND_NAMES[e['kind']]} | {clean[0]} | {clean[1]} | {e['cosine']:.4f} |")
-    (RESULTS_DIR / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    (BUILD_DIR / "semantic-calibration.json").write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
-    plot(found, margin, RESULTS_DIR / f"{stem}.png")
-    print(f"wrote docs/results/{stem}.md, docs/results/{stem}.png, build/semantic-calibration.json")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / f"{stem}.md", out_dir / f"{stem}.png", BUILD_DIR / "semantic-calibration.json"]
+    written[0].write_text("\n".join(lines) + "\n")
+    written[2].write_text(json.dumps(dataclasses.asdict(found), indent=1, default=str))
+    plot(found, margin, written[1])
+    if publish:
+        from triton_fastpath.bench.provenance import publish as publish_result
+
+        written.append(publish_result(written[0].name, written[0].read_text(), command))
+        written.append(Path(shutil.copy2(written[1], RESULTS_DIR / written[1].name)))
+    print("wrote " + ", ".join(str(path) for path in written))
+    return written
 
 
 def plot(found: Calibration, margin: float, path) -> None:
@@ -186,7 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the semantic layer's embedder: 'embed' (bundled, default) or an imported sentence-transformers "
         "encoder such as 'minilm' (`make import-minilm`), as `fastpath build --semantic-embedder` takes",
     )
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="where the write-up goes (default: %(default)s)")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also write it to docs/results/, headed by date, commit, machine and command",
+    )
     args = parser.parse_args(argv)
+    if cannot_publish(args.publish, "fastpath cache threshold"):
+        return 2
     try:
         choice = resolve_embedder(args.embedder).choice
     except FastpathError as error:
@@ -194,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     found = measure_semantic(RepoSettings(semantic=SemanticCache(embedder=choice)), args.max_wrong, args.perturbed)
     print(found.summary())
-    write_outputs(found, " ".join(["fastpath cache threshold", *(argv if argv is not None else sys.argv[1:])]))
+    command = " ".join(["fastpath cache threshold", *(argv if argv is not None else sys.argv[1:])])
+    write_outputs(found, command, args.out, publish=args.publish)
     return 0
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from triton_fastpath.cli.measuring import cannot_publish
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, RESULTS_DIR
 from triton_fastpath.reliability.soak import format_report, run_soak, write_outputs
 
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output folder (default build/soak/<timestamp>)")
     parser.add_argument("--publish", action="store_true", help="also copy soak.{md,png,json} to docs/results/")
     args = parser.parse_args(argv)
+    if cannot_publish(args.publish, "fastpath soak"):
+        return 2
     if args.minutes <= 0 or args.window_s <= 0 or not 0 < args.fraction <= 1:
         parser.error("--minutes and --window-s must be > 0 and --fraction in (0, 1]")
     window = min(args.window_s, args.minutes * 60 / 2)  # at least two windows

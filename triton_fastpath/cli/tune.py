@@ -42,7 +42,7 @@ from triton_fastpath.bench.tuner import (
     tune,
     write_tuning,
 )
-from triton_fastpath.cli.measuring import add_service_levels
+from triton_fastpath.cli.measuring import add_service_levels, cannot_publish
 from triton_fastpath.config.settings import TUNING_FILE
 from triton_fastpath.errors import ConfigError, FastpathError
 from triton_fastpath.paths import BUILD_DIR
@@ -104,6 +104,8 @@ def results_markdown(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if cannot_publish(args.publish, "fastpath tune"):
+        return 2
     config = TuneConfig.smoke_config() if args.smoke else TuneConfig()
     if not 0 <= args.repeat_ratio < 1:
         p.error(f"--repeat-ratio {args.repeat_ratio}: expected 0 <= ratio < 1")

@@ -1,9 +1,12 @@
 """Warm the Redis L2 cache from a file of known inputs, so serving them is a lookup, not a model run.
 
-Texts are sent, de-duplicated, in batches through the `sentiment` ensemble: the cache model itself
-computes and stores each entry, so the keys are exactly the ones serving will look up (same
-tokenizer, same model version, same key prefix). Inputs already in the cache are not computed
-again; a second run over the same file computes nothing.
+Texts are sent, de-duplicated, to the served `sentiment` model, as clients send them, so the keys are
+exactly the ones serving will look up (same model, same version, same namespace or key prefix). In
+the default build (the text graph on the native backend behind the kit's two-tier response cache)
+each text goes as its own request and the response cache stores the answer in its Redis tier; in
+the Python renderings (`fused`, `ensemble`) texts go in batches and the Python cache step computes
+and stores each row. Inputs already in the cache are not computed again; a second run over the same
+file computes nothing.
 
 Input: one text per line (UTF-8; blank or whitespace-only lines are skipped and counted, they are
 not texts), or a CSV with a `text` column when the file name ends in .csv (blank cells skipped
@@ -18,16 +21,16 @@ Two modes:
     # start the embedded tritonserver on model_repository/ with this Redis, warm, stop it
     fastpath cache warm reviews.csv --redis-url redis://127.0.0.1:6379/0
 
-The summary's hit/miss figures are deltas of the cache model's counters on Triton's metrics
-endpoint (fastpath_cache_rows_total), so they are exact only while nothing else uses the server.
-Triton's own response cache may answer a batch identical to an earlier request before the cache
-model sees it (and then Redis is not checked for those rows); texts are batched in a new random
-order each run so that this is rare, and what it does answer is reported (requests from
-nv_cache_num_hits_per_model, which Triton refreshes once per metrics interval; rows as those
-answered that the cache model never saw). Rows found in a server's in-process L1 are reported apart
-from L2 hits: the cache model writes to Redis only when it computes. Exit status: 0
-done, 1 done but some rows were rejected or Redis reported errors, 2 bad arguments, a missing
-file or an unreachable server/Redis.
+The summary's hit/miss figures are deltas of the cache's counters on Triton's metrics endpoint (the
+two-tier cache's fastpath_response_cache_*, or the Python step's fastpath_cache_rows_total), so they
+are exact only while nothing else uses the server. In the Python renderings, Triton's response
+cache may answer a batch identical to an earlier request before the cache model sees it (and then
+Redis is not checked for those rows); texts are batched in a new random order each run so that this
+is rare, and what it does answer is reported (requests from nv_cache_num_hits_per_model, which
+Triton refreshes once per metrics interval; rows as those answered that the cache model never saw).
+Rows found in a server's in-process L1 are reported apart from L2 hits: a cache writes to Redis
+only when it computes. Exit status: 0 done, 1 done but some rows were rejected or Redis reported
+errors, 2 bad arguments, a missing file or an unreachable server/Redis.
 """
 
 from __future__ import annotations
@@ -99,12 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis-url", help="redis://... : start the embedded tritonserver with this L2, warm it, stop the server"
     )
     parser.add_argument("--metrics-url", help="Triton's Prometheus URL, e.g. http://127.0.0.1:8002/metrics")
-    parser.add_argument("--model", default="sentiment", help="ensemble to warm (default: %(default)s)")
+    parser.add_argument("--model", default="sentiment", help="the served model to warm (default: %(default)s)")
     parser.add_argument(
         "--batch-size",
         type=int,
         default=DEFAULT_BATCH_SIZE,
-        help="texts per request, at most the ensemble's max batch size (default: %(default)s)",
+        help="texts per request in the Python renderings, at most the model's max batch size (the two-tier "
+        "response cache is filled one text per request) (default: %(default)s)",
     )
     parser.add_argument("--concurrency", type=int, default=2, help="requests in flight (default: %(default)s)")
     parser.add_argument("--timeout-s", type=float, default=60.0, help="deadline per request (default: %(default)s)")

@@ -23,7 +23,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, Self, TypeVar
 
 from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder
@@ -221,36 +220,63 @@ def run_items(
 ) -> tuple[list[R], list[float], float]:
     """Send each item once from `concurrency` threads (a fixed workload, e.g. the demo's).
 
+    Each thread makes its client and sends its share of `warmup` first; the clock starts when every
+    thread is ready, so the wall time (and a rate computed from it) holds only the measured
+    requests, not client start-up or warm-up.
+
     Args:
-        warmup: items sent first through the same threads, not measured (opens each thread's channel).
+        warmup: items sent first, spread over the threads, not measured (opens each thread's channel).
 
     Returns:
-        The results in item order, each request's latency in seconds, and the wall time.
-        An exception from `send` propagates.
+        The results in item order, each request's latency in seconds, and the wall time from the
+        first measured request to the last answer. An exception from `make_client` or `send` propagates.
     """
-    local = threading.local()
-    clients: list[Any] = []
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency}; expected >= 1")
+    results: list[Any] = [None] * len(items)
+    latencies: list[float] = [0.0] * len(items)
+    errors: list[BaseException] = []
+    ready = threading.Barrier(concurrency + 1)
     lock = threading.Lock()
+    following = iter(range(len(items)))
 
-    def one(item: T) -> tuple[R, float]:
-        if not hasattr(local, "client"):
-            local.client = make_client()
+    def worker(first_warmup: int) -> None:
+        client = None
+        try:
+            client = make_client()
+            for item in warmup[first_warmup::concurrency]:
+                send(client, item)
+            ready.wait()
+            while True:
+                with lock:
+                    index = next(following, None)
+                if index is None or errors:
+                    return
+                started = time.perf_counter()
+                results[index] = send(client, items[index])
+                latencies[index] = time.perf_counter() - started
+        except threading.BrokenBarrierError:
+            return
+        except BaseException as error:  # handed to the caller below
             with lock:
-                clients.append(local.client)
-        started = time.perf_counter()
-        result = send(local.client, item)
-        return result, time.perf_counter() - started
+                errors.append(error)
+            ready.abort()
+        finally:
+            if client is not None:
+                _close(client)
 
-    try:
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            list(pool.map(one, warmup))
-            started = time.perf_counter()
-            pairs = list(pool.map(one, items))
-            wall_s = time.perf_counter() - started
-    finally:
-        for client in clients:
-            _close(client)
-    return [r for r, _ in pairs], [t for _, t in pairs], wall_s
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall_s = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return results, latencies, wall_s
 
 
 async def measure_windows(windows: StabilityWindows, *, warmup_s: float, window_s: float) -> None:
