@@ -6,21 +6,31 @@
 // - Insert: the entry's buffers are placeholders (base nullptr, the size of one serialized
 //   response each); the cache allocates its own memory, points the entry at it with
 //   TRITONCACHE_CacheEntrySetBuffer and calls TRITONCACHE_Copy, which serializes the responses
-//   into it. The cache reads what it stored only after that copy.
+//   into it. The cache reads what it stored only after that copy, and stores it only if it is one
+//   response that passes the complete check of codec.h.
 // - Lookup: the cache adds references to its buffers with TRITONCACHE_CacheEntryAddBuffer and
 //   calls TRITONCACHE_Copy, which builds the response from them before it returns; the entry is
 //   kept alive (a shared reference) until then, so an eviction in between frees nothing in use.
+//   Core's deserializer trusts every length in a buffer: a value from Redis is parsed completely
+//   and checked against the key it was read under (and its MAC) first; a refused one is a miss,
+//   counted and deleted from Redis. An L2 hit is promoted to L1 only once the copy succeeded.
 // An error response reaches Insert too (Triton 2.51's dynamic batcher inserts every response):
 // its serialized form has zero outputs, and it is refused (codec.h).
+// No exception leaves the four entry points: one (e.g. std::bad_alloc) becomes an error Triton
+// treats as a miss or an unstored response, and is counted.
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 
 #include "codec.h"
 #include "common.h"
+#include "fault.h"
 #include "metrics.h"
 #include "redis_l2.h"
 #include "settings.h"
+#include "sha256.h"
 #include "tiers.h"
 #include "triton_cache_api.h"
 
@@ -35,6 +45,14 @@ const char* CheckName(ResponseCheck check) {
     case ResponseCheck::kMalformed: return "a malformed serialized response";
   }
   return "?";
+}
+
+Counter RefusedCounter(DecodeResult result) {
+  switch (result) {
+    case DecodeResult::kForeignKey: return Counter::kL2RefusedForeignKey;
+    case DecodeResult::kBadMac: return Counter::kL2RefusedBadMac;
+    default: return Counter::kL2RefusedMalformed;
+  }
 }
 
 struct AttributesDeleter {
@@ -73,12 +91,27 @@ class TwoTierCache {
       }
       const char* password = settings_.password_env.empty() ? nullptr : std::getenv(settings_.password_env.c_str());
       if (password != nullptr && *password) address.password = password;
-      l2_ = std::make_unique<RedisL2>(settings_, address, &metrics_);
+      const char* secret = std::getenv(settings_.mac_secret_env.c_str());
+      if (secret != nullptr && *secret) {
+        const size_t secret_bytes = std::strlen(secret);
+        if (secret_bytes < kMinSecretBytes) {
+          return NewError(TRITONSERVER_ERROR_INVALID_ARG,
+                          "the secret in $" + settings_.mac_secret_env + " (mac_secret_env) is " +
+                              std::to_string(secret_bytes) + " bytes; expected at least " +
+                              std::to_string(kMinSecretBytes) + " (or leave it unset: no MAC)");
+        }
+        mac_ = std::make_unique<HmacSha256>(secret);
+      }
+      l2_ = std::make_unique<RedisL2>(settings_, address, mac_.get(), &metrics_);
       l2_->Start();  // never fails: an unreachable Redis only opens the breaker
       where = "L2 " + RedactedUrl(settings_.redis_url) + (address.password.empty() ? "" : " (password set)") +
+              ", values bound to their key" +
+              (mac_ ? " and authenticated (HMAC-SHA256, secret from $" + settings_.mac_secret_env + ")"
+                    : " (no MAC: $" + settings_.mac_secret_env + " not set)") +
               ", timeout " + std::to_string(settings_.timeout_ms) + " ms, breaker " +
               std::to_string(settings_.breaker_failures) + " failures / " + std::to_string(settings_.breaker_open_ms) +
-              " ms, ttl " + std::to_string(settings_.l2_ttl_ms / 1000) + " s" +
+              " ms, ttl " + std::to_string(settings_.l2_ttl_ms / 1000) + " s, write queue " +
+              std::to_string(settings_.write_queue) + " / " + std::to_string(settings_.write_queue_bytes) + " bytes" +
               (l2_->BreakerOpen() ? " (not reachable yet)" : "");
     }
     FASTPATH_CACHE_LOG(INFO, "namespace '" + settings_.ns + "', L1 " + std::to_string(settings_.l1_bytes) +
@@ -88,6 +121,7 @@ class TwoTierCache {
   }
 
   TRITONSERVER_Error* Lookup(const std::string& key, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
+    FASTPATH_FAULT_POINT(kLookup);
     const uint64_t now = NowNs();
     bool expired = false;
     EntryPtr found = settings_.l1_bytes ? l1_.Get(key, now, &expired) : nullptr;
@@ -96,36 +130,49 @@ class TwoTierCache {
       UpdateGauges();
     }
     if (found != nullptr) {
+      FASTPATH_CACHE_RETURN_IF_ERROR(Deliver(*found, entry, allocator));
       metrics_.Add(Counter::kL1Hit);
-      return Deliver(*found, entry, allocator);
+      return nullptr;
     }
     if (l2_ != nullptr) {
+      const std::string l2_key = L2Key(settings_.key_prefix, settings_.ns, key);
       std::string value;
-      if (l2_->Get(L2Key(settings_.key_prefix, settings_.ns, key), &value) == RedisL2::GetResult::kHit) {
+      const RedisL2::GetResult got = l2_->Get(l2_key, &value);
+      if (got == RedisL2::GetResult::kHit) {
         auto decoded = std::make_shared<Entry>();
         std::string error;
-        if (DecodeEntry(value, decoded.get(), &error)) {
+        const DecodeResult result = DecodeEntry(value, l2_key, mac_.get(), decoded.get(), &error);
+        if (result == DecodeResult::kOk) {
+          FASTPATH_CACHE_RETURN_IF_ERROR(Deliver(*decoded, entry, allocator));
           metrics_.Add(Counter::kL2Hit);
-          if (settings_.l1_bytes) Store(key, decoded, now);  // promoted: the next lookup is an L1 hit
-          return Deliver(*decoded, entry, allocator);
+          // Promoted once Triton has built the response from it: the next lookup is an L1 hit.
+          if (settings_.l1_bytes) Store(key, decoded, NowNs());
+          return nullptr;
         }
-        metrics_.Add(Counter::kL2BadValue);
-        if (FASTPATH_CACHE_VERBOSE_ENABLED()) FASTPATH_CACHE_LOG(VERBOSE, "ignoring the L2 value of " + key + ": " + error);
+        Refuse(l2_key, RefusedCounter(result), DecodeResultName(result), error);
+      } else if (got == RedisL2::GetResult::kWrongType) {
+        Refuse(l2_key, Counter::kL2RefusedWrongType, "wrong_type", "the key holds another type than a string");
       }
     }
     metrics_.Add(Counter::kMiss);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_NOT_FOUND, "fastpath cache: key not found");
   }
 
+  void CountInternalError(Counter counter) noexcept { metrics_.Add(counter); }
+
   TRITONSERVER_Error* Insert(const std::string& key, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
+    FASTPATH_FAULT_POINT(kInsert);
     const uint64_t now = NowNs();
     if (settings_.l1_bytes && l1_.Contains(key, now)) {
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_ALREADY_EXISTS, "fastpath cache: key already exists");
     }
     size_t count = 0;
     FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_CacheEntryBufferCount(entry, &count));
-    if (count == 0) {
+    if (count != kResponsesPerEntry) {  // a lookup could never hand it back (codec.h)
       metrics_.Add(Counter::kRefusedMalformed);
+      if (FASTPATH_CACHE_VERBOSE_ENABLED()) {
+        FASTPATH_CACHE_LOG(VERBOSE, "not storing key " + key + ": " + std::to_string(count) + " responses");
+      }
       return nullptr;
     }
     Attributes attributes;
@@ -155,12 +202,15 @@ class TwoTierCache {
       FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_CacheEntrySetBuffer(entry, i, stored->buffers[i].data(), nullptr));
     }
     FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_Copy(allocator, entry));
+    // The same complete check as a value read from Redis: what is stored is what a lookup accepts.
     for (const std::string& buffer : stored->buffers) {
-      const ResponseCheck check = CheckSerializedResponse(buffer.data(), buffer.size());
+      std::string why;
+      const ResponseCheck check = CheckSerializedResponse(buffer.data(), buffer.size(), &why);
       if (check == ResponseCheck::kOk) continue;
       metrics_.Add(check == ResponseCheck::kNoOutputs ? Counter::kRefusedErrorResponse : Counter::kRefusedMalformed);
       if (FASTPATH_CACHE_VERBOSE_ENABLED()) {
-        FASTPATH_CACHE_LOG(VERBOSE, "not storing key " + key + ": " + CheckName(check) + ", " +
+        FASTPATH_CACHE_LOG(VERBOSE, "not storing key " + key + ": " + CheckName(check) +
+                                        (check == ResponseCheck::kMalformed ? " (" + why + ")" : "") + ", " +
                                         std::to_string(count) + " buffer(s), this one " +
                                         std::to_string(buffer.size()) + " bytes");
       }
@@ -178,6 +228,16 @@ class TwoTierCache {
   }
 
  private:
+  // A value from Redis not handed to Triton: the lookup goes on as a miss, and the key is deleted
+  // (queued for the worker, off the request's thread).
+  void Refuse(const std::string& l2_key, Counter counter, const char* reason, const std::string& error) {
+    metrics_.Add(counter);
+    if (FASTPATH_CACHE_VERBOSE_ENABLED()) {
+      FASTPATH_CACHE_LOG(VERBOSE, "refused the L2 value of " + l2_key + " (" + reason + "): " + error);
+    }
+    l2_->Delete(l2_key);
+  }
+
   L1Cache::PutResult Store(const std::string& key, EntryPtr entry, uint64_t now) {
     const L1Cache::PutOutcome outcome = l1_.Put(key, std::move(entry), now);
     if (outcome.result == L1Cache::PutResult::kTooLarge) metrics_.Add(Counter::kRefusedTooLarge);
@@ -207,70 +267,100 @@ class TwoTierCache {
     return TRITONCACHE_Copy(allocator, entry);
   }
 
+  static constexpr size_t kMinSecretBytes = 16;
+
   const CacheSettings settings_;
   Metrics metrics_;  // declared before the tiers: destroyed after the L2 worker that counts into it
+  std::unique_ptr<HmacSha256> mac_;  // the replicas' secret (nullptr: none); outlives the L2 worker too
   L1Cache l1_;
   std::unique_ptr<RedisL2> l2_;
 };
 
 }  // namespace fastpath_cache
 
+using fastpath_cache::Counter;
+using fastpath_cache::ErrorNoThrow;
 using fastpath_cache::NewError;
 using fastpath_cache::TwoTierCache;
+
+namespace {
+
+// An exception stopped a lookup or an insert: counted, and an error Triton treats as a miss or an
+// unstored response (built without allocating where it can: memory may have run out).
+TRITONSERVER_Error* Caught(TwoTierCache* cache, Counter counter, const char* what, const char* detail) noexcept {
+  cache->CountInternalError(counter);
+  return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, what, detail);
+}
+
+}  // namespace
 
 extern "C" {
 
 TRITONSERVER_Error* TRITONCACHE_CacheInitialize(TRITONCACHE_Cache** cache, const char* config) {
-  if (cache == nullptr) return NewError(TRITONSERVER_ERROR_INVALID_ARG, "cache was nullptr");
+  if (cache == nullptr) return ErrorNoThrow(TRITONSERVER_ERROR_INVALID_ARG, "initializing", "cache was nullptr");
   *cache = nullptr;
-  uint32_t major = 0, minor = 0;
-  FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_ApiVersion(&major, &minor));
-  if (major != TRITONCACHE_API_VERSION_MAJOR || minor < TRITONCACHE_API_VERSION_MINOR) {
-    return NewError(TRITONSERVER_ERROR_UNSUPPORTED, "the server's cache API " + std::to_string(major) + "." +
-                                                        std::to_string(minor) + " does not support this cache (0.1)");
-  }
-  fastpath_cache::CacheSettings settings;
-  std::string error;
-  if (!fastpath_cache::ParseSettings(config == nullptr ? "{}" : config, &settings, &error)) {
-    return NewError(TRITONSERVER_ERROR_INVALID_ARG, error);
-  }
   try {
+    uint32_t major = 0, minor = 0;
+    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_ApiVersion(&major, &minor));
+    if (major != TRITONCACHE_API_VERSION_MAJOR || minor < TRITONCACHE_API_VERSION_MINOR) {
+      return NewError(TRITONSERVER_ERROR_UNSUPPORTED, "the server's cache API " + std::to_string(major) + "." +
+                                                          std::to_string(minor) + " does not support this cache (0.1)");
+    }
+    fastpath_cache::CacheSettings settings;
+    std::string error;
+    if (!fastpath_cache::ParseSettings(config == nullptr ? "{}" : config, &settings, &error)) {
+      return NewError(TRITONSERVER_ERROR_INVALID_ARG, error);
+    }
     auto created = std::make_unique<TwoTierCache>(settings);
     FASTPATH_CACHE_RETURN_IF_ERROR(created->Init());
     *cache = reinterpret_cast<TRITONCACHE_Cache*>(created.release());
   } catch (const std::exception& e) {
-    return NewError(TRITONSERVER_ERROR_INTERNAL, std::string("initializing: ") + e.what());
+    return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, "initializing", e.what());
+  } catch (...) {
+    return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, "initializing", "an exception of unknown type");
   }
   return nullptr;
 }
 
 TRITONSERVER_Error* TRITONCACHE_CacheFinalize(TRITONCACHE_Cache* cache) {
-  if (cache == nullptr) return NewError(TRITONSERVER_ERROR_INVALID_ARG, "cache was nullptr");
-  delete reinterpret_cast<TwoTierCache*>(cache);
+  if (cache == nullptr) return ErrorNoThrow(TRITONSERVER_ERROR_INVALID_ARG, "finalizing", "cache was nullptr");
+  try {
+    delete reinterpret_cast<TwoTierCache*>(cache);
+  } catch (const std::exception& e) {  // destructors do not throw; this is the last line of defence
+    return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, "finalizing", e.what());
+  } catch (...) {
+    return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, "finalizing", "an exception of unknown type");
+  }
   return nullptr;
 }
 
 TRITONSERVER_Error* TRITONCACHE_CacheLookup(TRITONCACHE_Cache* cache, const char* key, TRITONCACHE_CacheEntry* entry,
                                             TRITONCACHE_Allocator* allocator) {
   if (cache == nullptr || key == nullptr || entry == nullptr || allocator == nullptr) {
-    return NewError(TRITONSERVER_ERROR_INVALID_ARG, "cache, key, entry or allocator was nullptr");
+    return ErrorNoThrow(TRITONSERVER_ERROR_INVALID_ARG, "lookup", "cache, key, entry or allocator was nullptr");
   }
+  auto* two_tier = reinterpret_cast<TwoTierCache*>(cache);
   try {
-    return reinterpret_cast<TwoTierCache*>(cache)->Lookup(key, entry, allocator);
+    return two_tier->Lookup(key, entry, allocator);
   } catch (const std::exception& e) {  // e.g. bad_alloc: a miss, never a crash
-    return NewError(TRITONSERVER_ERROR_INTERNAL, std::string("lookup: ") + e.what());
+    return Caught(two_tier, Counter::kInternalErrorLookup, "lookup", e.what());
+  } catch (...) {
+    return Caught(two_tier, Counter::kInternalErrorLookup, "lookup", "an exception of unknown type");
   }
 }
 
 TRITONSERVER_Error* TRITONCACHE_CacheInsert(TRITONCACHE_Cache* cache, const char* key, TRITONCACHE_CacheEntry* entry,
                                             TRITONCACHE_Allocator* allocator) {
   if (cache == nullptr || key == nullptr || entry == nullptr || allocator == nullptr) {
-    return NewError(TRITONSERVER_ERROR_INVALID_ARG, "cache, key, entry or allocator was nullptr");
+    return ErrorNoThrow(TRITONSERVER_ERROR_INVALID_ARG, "insert", "cache, key, entry or allocator was nullptr");
   }
+  auto* two_tier = reinterpret_cast<TwoTierCache*>(cache);
   try {
-    return reinterpret_cast<TwoTierCache*>(cache)->Insert(key, entry, allocator);
-  } catch (const std::exception& e) {
-    return NewError(TRITONSERVER_ERROR_INTERNAL, std::string("insert: ") + e.what());
+    return two_tier->Insert(key, entry, allocator);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: the response is not stored, the request goes on
+    return Caught(two_tier, Counter::kInternalErrorInsert, "insert", e.what());
+  } catch (...) {
+    return Caught(two_tier, Counter::kInternalErrorInsert, "insert", "an exception of unknown type");
   }
 }
 

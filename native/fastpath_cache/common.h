@@ -1,9 +1,10 @@
 // Helpers of the cache's Triton-facing parts: TRITONSERVER_Error* with a return-if-error macro,
-// and logging through the server's log.
+// logging through the server's log, and both without allocating for catch handlers.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "triton_cache_api.h"
@@ -36,6 +37,24 @@ inline void LogIfError(TRITONSERVER_Error* err, const std::string& what, const c
   TRITONSERVER_ErrorDelete(err);
 }
 #define FASTPATH_CACHE_LOG_IF_ERROR(expr, what) ::fastpath_cache::LogIfError((expr), (what), __FILE__, __LINE__)
+
+// For catch handlers, where memory may have run out: a message of at most 256 bytes built on the
+// stack (the server still allocates its own copy; that is out of our hands).
+inline void FormatNoThrow(char (&out)[256], const char* what, const char* detail) noexcept {
+  std::snprintf(out, sizeof(out), "fastpath cache: %s: %s", what, detail != nullptr ? detail : "unknown error");
+}
+inline TRITONSERVER_Error* ErrorNoThrow(TRITONSERVER_Error_Code code, const char* what, const char* detail) noexcept {
+  char message[256];
+  FormatNoThrow(message, what, detail);
+  return TRITONSERVER_ErrorNew(code, message);
+}
+inline void LogNoThrow(TRITONSERVER_LogLevel level, const char* file, int line, const char* what,
+                       const char* detail) noexcept {
+  char message[256];
+  FormatNoThrow(message, what, detail);
+  TRITONSERVER_Error* err = TRITONSERVER_LogMessage(level, file, line, message);
+  if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+}
 
 inline uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -24,7 +24,12 @@ enum class Counter : int {
   kL2GetFailure,
   kL2SetFailure,
   kL2ConnectFailure,
-  kL2BadValue,
+  kL2RefusedMalformed,
+  kL2RefusedForeignKey,
+  kL2RefusedBadMac,
+  kL2RefusedWrongType,
+  kL2Deleted,
+  kL2DeleteDropped,
   kL2SkippedBreaker,
   kL2SkippedNoConnection,
   kL2WriteDropped,
@@ -32,6 +37,9 @@ enum class Counter : int {
   kBreakerOpened,
   kL2BytesRead,
   kL2BytesWritten,
+  kInternalErrorLookup,
+  kInternalErrorInsert,
+  kInternalErrorWorker,
   kCount,
 };
 
@@ -55,7 +63,7 @@ class Metrics {
   std::array<std::atomic<uint64_t>, static_cast<int>(Counter::kCount)> counts_{};
   std::array<TRITONSERVER_Metric*, static_cast<int>(Counter::kCount)> counters_{};
   std::array<TRITONSERVER_Metric*, static_cast<int>(Gauge::kCount)> gauges_{};
-  std::array<TRITONSERVER_MetricFamily*, 16> families_{};
+  std::array<TRITONSERVER_MetricFamily*, 24> families_{};
   int family_count_ = 0;
 };
 

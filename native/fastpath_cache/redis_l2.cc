@@ -5,10 +5,14 @@
 
 #include <chrono>
 #include <cstdarg>
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <thread>
 
 #include "codec.h"
 #include "common.h"
+#include "fault.h"
 
 namespace fastpath_cache {
 
@@ -51,11 +55,14 @@ Reply Command(redisContext* context, std::string* error, const char* format, ...
 
 }  // namespace
 
-RedisL2::RedisL2(const CacheSettings& settings, const RedisAddress& address, Metrics* metrics)
+RedisL2::RedisL2(const CacheSettings& settings, const RedisAddress& address, const HmacSha256* mac,
+                 Metrics* metrics)
     : settings_(settings),
       address_(address),
+      mac_(mac),
       metrics_(metrics),
-      breaker_(settings.breaker_failures, static_cast<uint64_t>(settings.breaker_open_ms) * 1'000'000) {}
+      breaker_(settings.breaker_failures, static_cast<uint64_t>(settings.breaker_open_ms) * 1'000'000),
+      queue_(settings.write_queue, settings.write_queue_bytes) {}
 
 RedisL2::~RedisL2() {
   {
@@ -193,25 +200,36 @@ RedisL2::GetResult RedisL2::Get(const std::string& key, std::string* value) {
     breaker_.RecordSuccess();
     return GetResult::kMiss;
   }
-  // An error reply (NOAUTH, a wrong-type key, LOADING): Redis cannot answer lookups.
+  // A key holding a list, set, ...: Redis answered, only this key is not a cache value.
+  constexpr char kWrongType[] = "WRONGTYPE";
+  if (reply->type == REDIS_REPLY_ERROR && reply->len >= sizeof(kWrongType) - 1 &&
+      std::memcmp(reply->str, kWrongType, sizeof(kWrongType) - 1) == 0) {
+    breaker_.RecordSuccess();
+    return GetResult::kWrongType;
+  }
+  // Any other error reply (NOAUTH, LOADING, ...): Redis cannot answer lookups.
   const std::string text = reply->type == REDIS_REPLY_ERROR ? std::string(reply->str, reply->len) : "unexpected reply";
   Failed(Counter::kL2GetFailure, "GET: " + text);
   return GetResult::kFailed;
 }
 
-void RedisL2::Put(std::string key, EntryPtr entry) {
+void RedisL2::Put(std::string key, EntryPtr entry) { Enqueue(Write{std::move(key), std::move(entry)}); }
+
+void RedisL2::Delete(std::string key) { Enqueue(Write{std::move(key), nullptr}); }
+
+void RedisL2::Enqueue(Write write) {
+  const Counter dropped = write.entry ? Counter::kL2WriteDropped : Counter::kL2DeleteDropped;
   if (!breaker_.AllowRequest()) {
-    metrics_->Add(Counter::kL2WriteDropped);
+    metrics_->Add(dropped);
     return;
   }
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() >= settings_.write_queue) {
-      metrics_->Add(Counter::kL2WriteDropped);
+    if (!queue_.Push(std::move(write))) {  // full, in operations or in bytes
+      metrics_->Add(dropped);
       return;
     }
-    queue_.push_back(Write{std::move(key), std::move(entry)});
     wake = queue_.size() == 1 || queue_.size() == kMaxPipeline;  // the first of a burst, or a full pipeline
   }
   if (wake) cv_.notify_one();
@@ -252,15 +270,31 @@ void RedisL2::Probe() {
                                "; breaker closed");
 }
 
+namespace {
+
+void CountDropped(Metrics* metrics, const std::vector<WriteQueue::Op>& ops, size_t from) {
+  uint64_t writes = 0, deletes = 0;
+  for (size_t i = from; i < ops.size(); ++i) ++(ops[i].entry ? writes : deletes);
+  metrics->Add(Counter::kL2WriteDropped, writes);
+  metrics->Add(Counter::kL2DeleteDropped, deletes);
+}
+
+}  // namespace
+
 void RedisL2::FlushWrites(std::vector<Write>* batch) {
   if (writer_ == nullptr) {
-    metrics_->Add(Counter::kL2WriteDropped, batch->size());
+    CountDropped(metrics_, *batch, 0);
     return;
   }
   std::vector<uint64_t> sizes;
   sizes.reserve(batch->size());
   for (const Write& write : *batch) {
-    const std::string value = EncodeEntry(*write.entry);
+    if (write.entry == nullptr) {
+      sizes.push_back(0);
+      redisAppendCommand(writer_, "DEL %b", write.key.data(), write.key.size());
+      continue;
+    }
+    const std::string value = EncodeEntry(write.key, *write.entry, mac_);
     sizes.push_back(value.size());
     if (settings_.l2_ttl_ms) {
       redisAppendCommand(writer_, "SET %b %b PX %llu", write.key.data(), write.key.size(), value.data(), value.size(),
@@ -277,11 +311,15 @@ void RedisL2::FlushWrites(std::vector<Write>* batch) {
       const std::string error = ContextError(writer_);
       redisFree(writer_);
       writer_ = nullptr;
-      metrics_->Add(Counter::kL2WriteDropped, batch->size() - i - 1);
+      CountDropped(metrics_, *batch, i + 1);
       Failed(Counter::kL2SetFailure, "SET: " + error);
       break;
     }
     Reply reply(static_cast<redisReply*>(raw));
+    if ((*batch)[i].entry == nullptr) {  // a DEL: deleted (or already gone), else counted as not done
+      metrics_->Add(reply->type == REDIS_REPLY_ERROR ? Counter::kL2DeleteDropped : Counter::kL2Deleted);
+      continue;
+    }
     if (reply->type == REDIS_REPLY_ERROR) {  // e.g. OOM: Redis is full; lookups still work
       metrics_->Add(Counter::kL2SetFailure);
       if (rejected.empty()) rejected.assign(reply->str, reply->len);
@@ -297,41 +335,67 @@ void RedisL2::FlushWrites(std::vector<Write>* batch) {
   }
 }
 
+// One round of the worker: wait for work (or the tick), then probe or reconnect, then send a batch
+// of queued operations. False once stopping.
+bool RedisL2::WorkerRound(std::vector<Write>* batch) {
+  uint64_t dropped_writes = 0, dropped_deletes = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
+    if (!stop_ && !queue_.empty() && queue_.size() < kMaxPipeline) {
+      cv_.wait_for(lock, kGatherWrites, [this] { return stop_ || queue_.size() >= kMaxPipeline; });
+    }
+    if (stop_) return false;
+    wake_ = false;
+    if (breaker_.IsOpen()) {
+      queue_.Clear(&dropped_writes, &dropped_deletes);
+    } else {
+      queue_.PopUpTo(kMaxPipeline, batch);
+    }
+  }
+  metrics_->Add(Counter::kL2WriteDropped, dropped_writes);
+  metrics_->Add(Counter::kL2DeleteDropped, dropped_deletes);
+  FASTPATH_FAULT_POINT(kWorker);
+  if (breaker_.IsOpen()) {
+    // Connections made before the failure are dropped, so a closed breaker starts afresh.
+    ClearPool();
+    if (writer_ != nullptr) {
+      redisFree(writer_);
+      writer_ = nullptr;
+    }
+    if (breaker_.ShouldProbe(NowNs())) Probe();
+    if (breaker_.IsOpen()) {  // it opened after this batch was taken: the batch is dropped
+      CountDropped(metrics_, *batch, 0);
+      batch->clear();
+      return true;
+    }
+  }
+  Maintain();
+  if (!batch->empty()) FlushWrites(batch);
+  return true;
+}
+
 void RedisL2::WorkerLoop() {
   while (true) {
     std::vector<Write> batch;
-    uint64_t dropped = 0;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
-      if (!stop_ && !queue_.empty() && queue_.size() < kMaxPipeline) {
-        cv_.wait_for(lock, kGatherWrites, [this] { return stop_ || queue_.size() >= kMaxPipeline; });
-      }
-      if (stop_) return;
-      wake_ = false;
-      if (breaker_.IsOpen()) {
-        dropped = queue_.size();
-        queue_.clear();
-      } else {
-        while (!queue_.empty() && batch.size() < kMaxPipeline) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
+    try {
+      if (!WorkerRound(&batch)) return;
+      continue;
+    } catch (const std::exception& e) {
+      LogNoThrow(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "the Redis worker skipped a round", e.what());
+    } catch (...) {
+      LogNoThrow(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "the Redis worker skipped a round", "unknown exception");
     }
-    metrics_->Add(Counter::kL2WriteDropped, dropped);
-    if (breaker_.IsOpen()) {
-      // Connections made before the failure are dropped, so a closed breaker starts afresh.
-      ClearPool();
-      if (writer_ != nullptr) {
-        redisFree(writer_);
-        writer_ = nullptr;
-      }
-      if (breaker_.ShouldProbe(NowNs())) Probe();
-      if (breaker_.IsOpen()) continue;
+    // e.g. std::bad_alloc: this round's operations count as dropped (some may have landed) and the
+    // writer's connection, which may hold replies not read yet, is closed; the worker goes on: an
+    // exception leaving this thread would abort the server.
+    metrics_->Add(Counter::kInternalErrorWorker);
+    CountDropped(metrics_, batch, 0);
+    if (writer_ != nullptr) {
+      redisFree(writer_);
+      writer_ = nullptr;
     }
-    Maintain();
-    if (!batch.empty()) FlushWrites(&batch);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // no busy loop while memory is short
   }
 }
 

@@ -183,6 +183,14 @@ bool ValidNamespace(const std::string& ns) {
   return true;
 }
 
+bool ValidEnvName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
 bool ParseSettings(const std::string& json, CacheSettings* settings, std::string* error) {
   std::map<std::string, std::string> values;
   if (!ParseFlatJsonObject(json, &values, error)) {
@@ -190,7 +198,9 @@ bool ParseSettings(const std::string& json, CacheSettings* settings, std::string
     return false;
   }
   CacheSettings s;
-  for (const auto& [key, value] : values) {
+  for (const auto& item : values) {
+    const std::string& key = item.first;  // not a structured binding: lambdas below capture these
+    const std::string& value = item.second;
     uint64_t n = 0;
     auto number = [&](uint64_t low, uint64_t high) {
       if (!ParseUnsigned(value, high, &n) || n < low) {
@@ -216,8 +226,12 @@ bool ParseSettings(const std::string& json, CacheSettings* settings, std::string
       s.l2_ttl_ms = n * 1000;
     } else if (key == "redis_url") {
       s.redis_url = value;
-    } else if (key == "password_env") {
-      s.password_env = value;
+    } else if (key == "password_env" || key == "mac_secret_env") {
+      if (!ValidEnvName(value)) {
+        *error = "cache config: " + key + "='" + value + "'; expected an environment variable's name";
+        return false;
+      }
+      (key == "password_env" ? s.password_env : s.mac_secret_env) = value;
     } else if (key == "key_prefix") {
       if (value.size() > 64 || value.find_first_of(" \t\r\n") != std::string::npos) {
         *error = "cache config: key_prefix must be at most 64 characters without spaces";
@@ -248,10 +262,14 @@ bool ParseSettings(const std::string& json, CacheSettings* settings, std::string
     } else if (key == "write_queue") {
       if (!number(1, 1'000'000)) return false;
       s.write_queue = n;
+    } else if (key == "write_queue_bytes") {
+      if (!number(uint64_t{1} << 16, uint64_t{1} << 40)) return false;
+      s.write_queue_bytes = n;
     } else {
       *error = "cache config: unknown key '" + key +
                "'; expected size, max_entry_bytes, l1_ttl_s, l2_ttl_s, redis_url, password_env, key_prefix, "
-               "namespace, connect_timeout_ms, timeout_ms, breaker_failures, breaker_open_ms, pool_size, write_queue";
+               "namespace, connect_timeout_ms, timeout_ms, breaker_failures, breaker_open_ms, pool_size, write_queue, "
+               "write_queue_bytes, mac_secret_env";
       return false;
     }
   }
@@ -261,6 +279,12 @@ bool ParseSettings(const std::string& json, CacheSettings* settings, std::string
     RedisAddress address;
     if (!ParseRedisUrl(s.redis_url, &address, error)) {
       *error = "cache config: redis_url: " + *error;
+      return false;
+    }
+    if (s.ns.empty()) {
+      *error = "cache config: redis_url is set but namespace is not; expected namespace=<the served models' "
+               "identity> (1-128 of [A-Za-z0-9._-]; `fastpath serve` passes a hash of the model repository), so "
+               "that servers of other models or builds sharing this Redis never read each other's entries";
       return false;
     }
   }

@@ -22,21 +22,26 @@ struct CacheSettings {
   uint64_t l2_ttl_ms = 86'400'000;  // "l2_ttl_s"; 0 = no expiry in Redis
   std::string redis_url;            // "" = L1 only
   std::string password_env = "FASTPATH_REDIS_PASSWORD";  // env var holding the password
+  // env var holding the replicas' shared secret: when set (16 bytes or more), every L2 value
+  // carries an HMAC-SHA256 under it and a value without a valid one is refused
+  std::string mac_secret_env = "FASTPATH_CACHE_MAC_SECRET";
   std::string key_prefix = "fastpath:";
-  std::string ns = "default";       // "namespace": the served models' identity
+  std::string ns;                   // "namespace": the served models' identity; required with redis_url
   int connect_timeout_ms = 50;
   int timeout_ms = 50;              // every Redis command on a request's path
   int breaker_failures = 3;         // consecutive L2 failures that open the breaker
   int breaker_open_ms = 1000;       // how long it skips Redis before one probe
   int pool_size = 4;                // connections for lookups (a lookup never waits for one)
-  uint64_t write_queue = 4096;      // pending L2 writes; more are dropped (counted)
+  uint64_t write_queue = 4096;      // pending L2 writes and deletes; more are dropped (counted)
+  uint64_t write_queue_bytes = 64ull << 20;  // their keys' and entries' bytes; past it, dropped too
 };
 
 // Parses a flat JSON object whose values are strings, numbers or booleans into text values.
 bool ParseFlatJsonObject(const std::string& text, std::map<std::string, std::string>* out, std::string* error);
 
 // Parses Triton's config JSON into `settings` (defaults for absent keys). Unknown keys, malformed
-// numbers and out-of-range values are refused with the key named.
+// numbers and out-of-range values are refused with the key named, and so is a redis_url without a
+// namespace (a shared Redis needs the served models' identity in every key: no default).
 bool ParseSettings(const std::string& json, CacheSettings* settings, std::string* error);
 
 // redis://[[user]:password@]host[:port][/db]; a user name other than "default" is refused.
@@ -47,5 +52,8 @@ std::string RedactedUrl(const std::string& url);
 
 // [A-Za-z0-9._-]{1,128}
 bool ValidNamespace(const std::string& ns);
+
+// An environment variable's name: [A-Za-z_][A-Za-z0-9_]{0,127}
+bool ValidEnvName(const std::string& name);
 
 }  // namespace fastpath_cache

@@ -56,8 +56,14 @@ L1Cache::PutOutcome L1Cache::Put(const std::string& key, EntryPtr entry, uint64_
     ++outcome.evicted;
   }
   const uint64_t expires = ttl_ns_ ? now_ns + ttl_ns_ : 0;
+  // Either both containers hold the new node or neither does (an allocation may fail in each).
   lru_.push_front(Node{key, std::move(entry), expires, charge});
-  index_[key] = lru_.begin();
+  try {
+    index_[key] = lru_.begin();
+  } catch (...) {
+    lru_.pop_front();
+    throw;
+  }
   bytes_ += charge;
   return outcome;
 }
@@ -106,6 +112,30 @@ bool Breaker::RecordFailure(uint64_t now_ns) {
   reopen_at_ns_ = now_ns + open_ns_;
   times_opened_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+bool WriteQueue::Push(Op op) {
+  const uint64_t cost = Cost(op);
+  if (ops_.size() >= max_ops_ || cost > max_bytes_ || bytes_ > max_bytes_ - cost) return false;
+  bytes_ += cost;
+  ops_.push_back(std::move(op));
+  return true;
+}
+
+void WriteQueue::PopUpTo(size_t n, std::vector<Op>* out) {
+  for (; n > 0 && !ops_.empty(); --n) {
+    bytes_ -= Cost(ops_.front());
+    out->push_back(std::move(ops_.front()));
+    ops_.pop_front();
+  }
+}
+
+void WriteQueue::Clear(uint64_t* writes, uint64_t* deletes) {
+  *writes = 0;
+  *deletes = 0;
+  for (const Op& op : ops_) ++(op.entry ? *writes : *deletes);
+  ops_.clear();
+  bytes_ = 0;
 }
 
 }  // namespace fastpath_cache

@@ -1,9 +1,11 @@
-// The in-process tier and the Redis breaker, pure (no Triton, no Redis): an LRU bounded in bytes
-// with a time-to-live, and a circuit breaker with an injected clock. Unit-tested as C++.
+// The in-process tier and the Redis tier's pure parts (no Triton, no Redis): an LRU bounded in
+// bytes with a time-to-live, a circuit breaker with an injected clock, and the queue of pending
+// Redis writes bounded in count and bytes. Unit-tested as C++.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -104,6 +106,39 @@ class Breaker {
   uint64_t reopen_at_ns_ = 0;
   std::atomic<bool> open_{false};
   std::atomic<uint64_t> times_opened_{0};
+};
+
+// The L2's pending operations, in order: a write (SET of `entry`) or a delete (no entry: DEL of a
+// refused key), bounded in count and in bytes (keys, entries' payloads and a fixed overhead each),
+// so a slow Redis costs a bounded amount of memory. Not synchronized: RedisL2 holds its lock.
+class WriteQueue {
+ public:
+  struct Op {
+    std::string key;
+    EntryPtr entry;  // nullptr: delete the key
+  };
+  static constexpr uint64_t kOpOverheadBytes = 64;
+  static uint64_t Cost(const Op& op) {
+    return kOpOverheadBytes + op.key.size() + (op.entry ? op.entry->payload_bytes() : 0);
+  }
+
+  WriteQueue(uint64_t max_ops, uint64_t max_bytes) : max_ops_(max_ops), max_bytes_(max_bytes) {}
+
+  // Appends `op` unless that would pass either bound (then false: the caller counts it dropped).
+  bool Push(Op op);
+  // Moves up to `n` of the oldest operations to the end of `out`.
+  void PopUpTo(size_t n, std::vector<Op>* out);
+  // Empties the queue; how many writes and deletes it held.
+  void Clear(uint64_t* writes, uint64_t* deletes);
+  size_t size() const { return ops_.size(); }
+  bool empty() const { return ops_.empty(); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  const uint64_t max_ops_;
+  const uint64_t max_bytes_;
+  std::deque<Op> ops_;
+  uint64_t bytes_ = 0;
 };
 
 }  // namespace fastpath_cache

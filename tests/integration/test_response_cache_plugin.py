@@ -7,12 +7,21 @@ Servers A and B serve the same repository (so the same namespace: a hash of its 
 Redis; server C serves a copy whose `scale` was "retrained" (y = 3x): Triton's own key (model name,
 version, inputs) is the same there, only the namespace tells them apart. Server D has a Redis of
 its own that the breaker tests stop, fill and kill.
+
+Redis is untrusted input: values are checked against the format the cache writes (FPC2: the value's
+own key, one serialized response, an HMAC-SHA256 when the replicas share a secret), Redis is
+poisoned beside a live server (the crash shape of 2026-11-28, a value copied from another key, a key
+of another type, a value whose MAC does not match) and the server answers as if it were clean. The
+C++ driver's Redis checks (native/tests/test_fastpath_cache.cc --redis-port) run here too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import signal
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -82,7 +91,14 @@ SERIES = {
     "l1_bytes": ("fastpath_response_cache_l1_bytes", {}),
     "l1_entries": ("fastpath_response_cache_l1_entries", {}),
     "bytes_written": ("fastpath_response_cache_l2_bytes_total", {"direction": "written"}),
+    "refused_malformed": ("fastpath_response_cache_l2_refused_total", {"reason": "malformed"}),
+    "refused_foreign_key": ("fastpath_response_cache_l2_refused_total", {"reason": "foreign_key"}),
+    "refused_bad_mac": ("fastpath_response_cache_l2_refused_total", {"reason": "bad_mac"}),
+    "refused_wrong_type": ("fastpath_response_cache_l2_refused_total", {"reason": "wrong_type"}),
+    "deleted": ("fastpath_response_cache_l2_deletes_total", {"outcome": "deleted"}),
+    "internal_errors": ("fastpath_response_cache_internal_errors_total", {"where": "lookup"}),
 }
+MAC_BYTES = 32
 RNG = np.random.default_rng()
 
 
@@ -311,6 +327,147 @@ def test_l1_stays_within_its_bound_and_evicts_the_least_recent(server_a):
     assert delta(after, final).get("l2_hit") == 1, delta(after, final)
 
 
+# --- Redis as untrusted input ---
+
+
+def value_parts(value: bytes) -> dict[str, object]:
+    """The parts of an L2 value (FPC2): auth byte, embedded key, the one response, offsets."""
+    assert value[:4] == b"FPC2", value[:16]
+    key_length = int.from_bytes(value[5:9], "little")
+    at = 9 + key_length
+    count = int.from_bytes(value[at : at + 4], "little")
+    size = int.from_bytes(value[at + 4 : at + 12], "little")
+    return {
+        "auth": value[4],
+        "key": value[9:at],
+        "count": count,
+        "response_at": at + 12,
+        "response": value[at + 12 : at + 12 + size],
+        "end": at + 12 + size,
+    }
+
+
+def l2_key_of(server, client, x: np.ndarray) -> tuple[bytes, bytes, np.ndarray]:
+    """Sends `x` to `server` (a new input: a miss, then an L2 write) and finds the Redis key that
+    write made in the server's namespace; returns it, its value and the answer."""
+    pattern = f"fastpath:rc:{server.config.two_tier_cache.namespace}:*"
+    keys_before = set(client.scan_iter(match=pattern, count=1000))
+    written = counts(server)["written"]
+    answer = scale(server, x)
+    await_count(server, "written", written + 1)
+    (key,) = set(client.scan_iter(match=pattern, count=1000)) - keys_before
+    return key, client.get(key), answer
+
+
+def test_values_carry_their_key_and_one_response(server_a, shared_redis):
+    import redis
+
+    client = redis.Redis(port=shared_redis.port)
+    x = unique_x()
+    key, value, answer = l2_key_of(server_a, client, x)
+    parts = value_parts(value)
+    assert parts["auth"] == 0, "no secret in this server's environment: no MAC"
+    assert parts["key"] == key and parts["count"] == 1 and parts["end"] == len(value)
+    response = parts["response"]
+    assert int.from_bytes(response[:4], "little") == 1, "one output"
+    assert response.endswith(answer.tobytes()), "the answer's bytes end the response"
+
+
+def test_poisoned_redis_is_refused_deleted_and_answered_as_if_clean(server_a, server_b, shared_redis):
+    """Beside a live replica, Redis gets (a) the crash shape of 2026-11-28 (the framing intact, the
+    first output's name length 0x7FFFFFF0: Triton 2.51's deserializer read 2 GiB past it and the
+    server died of SIGSEGV), (b) a valid value copied from another key, (c) a list (LPUSH) under
+    the keys server B will look up. B stays up, answers each as A did when Redis was clean, counts
+    each refusal by its reason, deletes the keys and stores its own answers in their place."""
+    import redis
+
+    client = redis.Redis(port=shared_redis.port)
+    names = ("crash", "copied", "wrong_type", "donor")
+    inputs = {name: unique_x() for name in names}
+    keys, values, clean = {}, {}, {}
+    for name in names:
+        keys[name], values[name], clean[name] = l2_key_of(server_a, client, inputs[name])
+    crash = bytearray(values["crash"])
+    name_length_at = value_parts(values["crash"])["response_at"] + 4 + 8
+    crash[name_length_at : name_length_at + 4] = (0x7FFFFFF0).to_bytes(4, "little")
+    client.set(keys["crash"], bytes(crash))
+    client.set(keys["copied"], values["donor"])
+    client.delete(keys["wrong_type"])
+    client.lpush(keys["wrong_type"], "not a cache value")
+    before = counts(server_b)
+    for name in ("crash", "copied", "wrong_type"):
+        np.testing.assert_array_equal(scale(server_b, inputs[name]), clean[name])
+    assert server_b.is_running()
+    after = await_count(server_b, "deleted", before["deleted"] + 3)
+    changed = delta(before, after)
+    assert changed.get("refused_malformed") == 1, changed
+    assert changed.get("refused_foreign_key") == 1, changed
+    assert changed.get("refused_wrong_type") == 1, changed
+    assert changed.get("deleted") == 3 and changed.get("miss") == 3 and "l2_hit" not in changed, changed
+    assert "get_failures" not in changed and "opened" not in changed, "Redis answered: no failure, no breaker"
+    await_count(server_b, "written", before["written"] + 3)
+    for name in ("crash", "copied", "wrong_type"):
+        assert client.get(keys[name]) == values[name], f"{name}: B's own answer, byte for byte A's, in its place"
+    np.testing.assert_array_equal(scale(server_b, inputs["crash"]), clean["crash"])
+    assert delta(after, counts(server_b)).get("l1_hit") == 1, "the recomputed answer is cached"
+    assert server_a.is_running() and server_b.is_running()
+
+
+def test_replicas_with_a_shared_secret_authenticate_their_values(repository, shared_redis, tmp_path, monkeypatch):
+    """With FASTPATH_CACHE_MAC_SECRET in their environment, replicas end every value with an
+    HMAC-SHA256 (the same as Python's hmac computes) and refuse a value whose MAC does not match."""
+    import redis
+
+    secret = "replica-secret-" + os.urandom(8).hex()
+    monkeypatch.setenv("FASTPATH_CACHE_MAC_SECRET", secret)
+    client = redis.Redis(port=shared_redis.port)
+    writer = start(repository, tmp_path / "writer", shared_redis.url, load=("scale",), namespace="mac-tests")
+    try:
+        reader = start(repository, tmp_path / "reader", shared_redis.url, load=("scale",), namespace="mac-tests")
+        try:
+            x, y = unique_x(), unique_x()
+            key, value, answer = l2_key_of(writer, client, x)
+            parts = value_parts(value)
+            assert parts["auth"] == 1 and parts["key"] == key and parts["end"] == len(value) - MAC_BYTES
+            expected = hmac.new(secret.encode(), value[:-MAC_BYTES], hashlib.sha256).digest()
+            assert value[-MAC_BYTES:] == expected, "the MAC is HMAC-SHA256(secret, the rest of the value)"
+            assert secret.encode() not in value and secret not in writer.log_path.read_text(errors="replace")
+            _, _, answer_y = l2_key_of(writer, client, y)
+            before = counts(reader)
+            np.testing.assert_array_equal(scale(reader, y), answer_y)
+            assert delta(before, counts(reader)).get("l2_hit") == 1, "the same secret reads the other's values"
+            tampered = bytearray(value)
+            tampered[parts["end"] - 1] ^= 0x01  # the answer's last byte; the MAC left as it was
+            client.set(key, bytes(tampered))
+            before = counts(reader)
+            np.testing.assert_array_equal(scale(reader, x), answer)
+            after = await_count(reader, "deleted", before["deleted"] + 1)
+            changed = delta(before, after)
+            assert changed.get("refused_bad_mac") == 1 and changed.get("miss") == 1 and "l2_hit" not in changed
+            assert changed.get("deleted") == 1, changed
+        finally:
+            reader.stop()
+    finally:
+        writer.stop()
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
+def test_the_cpp_driver_passes_its_redis_checks(shared_redis, sanitize):
+    """native/tests/test_fastpath_cache.cc with --redis-port: refused values (malformed, copied,
+    unauthenticated, wrong type) are misses, counted and deleted without opening the breaker; MACs
+    between caches; promotion only after delivery; the write queue's byte bound; the worker
+    surviving injected bad_alloc; every allocation of a lookup failing in turn."""
+    from triton_fastpath.native import cache_build
+
+    driver = cache_build.build_cache_test_driver(sanitize=sanitize)
+    result = subprocess.run(
+        [str(driver), "--redis-port", str(shared_redis.port)], capture_output=True, text=True, timeout=300, check=False
+    )
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert last.endswith(" passed, 0 failed") and int(last.split()[0]) >= 250, last
+
+
 def test_metrics_are_on_the_metrics_port_with_their_help(server_a):
     with urllib.request.urlopen(server_a.metrics_url, timeout=10) as reply:
         text = reply.read().decode()
@@ -319,7 +476,7 @@ def test_metrics_are_on_the_metrics_port_with_their_help(server_a):
         assert f"# HELP {family} " in text, family
     sample = counts(server_a)
     assert sample["insert"] >= 1 and sample["l1_hit"] >= 1 and sample["bytes_written"] > 0
-    assert sample["breaker_open"] == 0 and sample["get_failures"] == 0
+    assert sample["breaker_open"] == 0 and sample["get_failures"] == 0 and sample["internal_errors"] == 0
 
 
 # --- Redis full, slow, killed: server D and a Redis of its own ---

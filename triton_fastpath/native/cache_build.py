@@ -16,6 +16,12 @@ tokenizers, `cache_identity.json`) into the namespace the cache puts in every Re
 rebuilt or retrained model never reads entries of another build, while replicas serving the same
 repository share them.
 
+`build_cache_test_driver()` builds the C++ tests (native/tests/test_fastpath_cache.cc, against a
+stand-in for tritonserver, fault injection compiled in). Longer checks live in `cache_checks`:
+`run_decoder_fuzz()` fuzzes the Redis value decoder against a faithful copy of core's deserializer,
+`run_tsan_stress()` runs the whole cache under ThreadSanitizer with a real redis-server restarted
+mid-run.
+
     python -m triton_fastpath.native.cache_build      # build (or reuse) and print the library's path
 """
 
@@ -41,14 +47,19 @@ LOGGER = logging.getLogger(__name__)
 CACHE_NAME = "fastpath"
 LIBRARY_NAME = f"libtritoncache_{CACHE_NAME}.so"
 SOURCE_DIR = paths.ROOT / "native" / "fastpath_cache"
-CACHE_SOURCES = ("cache.cc", "codec.cc", "metrics.cc", "redis_l2.cc", "settings.cc", "tiers.cc")
-# The C++ tests of the pure parts (L1, breaker, key namespacing, response check, codec, settings).
-TEST_SOURCES = ("codec.cc", "settings.cc", "tiers.cc")
-TEST_DRIVER = paths.ROOT / "native" / "tests" / "test_fastpath_cache.cc"
+CACHE_SOURCES = ("cache.cc", "codec.cc", "metrics.cc", "redis_l2.cc", "settings.cc", "sha256.cc", "tiers.cc")
+TESTS_DIR = paths.ROOT / "native" / "tests"
+# The C++ tests: the pure parts, then the whole cache against a stand-in for tritonserver (and a
+# Redis, given --redis-port), with the test-only fault-injection points compiled in.
+TEST_DRIVER = TESTS_DIR / "test_fastpath_cache.cc"
+FAKE_TRITON = TESTS_DIR / "fake_triton.cc"
+TEST_HEADERS = ("fake_triton.h", "core_deserialize.h")
 HIREDIS_ARCHIVE = "libhiredis.a"
 # hiredis' symbols stay inside the library (the server and other plugins may carry their own).
 LINK_FLAGS = ("-Wl,--exclude-libs,ALL",)
 PASSWORD_ENV = "FASTPATH_REDIS_PASSWORD"
+# Holds the replicas' shared secret (16 bytes or more) when L2 values are to be authenticated.
+MAC_SECRET_ENV = "FASTPATH_CACHE_MAC_SECRET"
 # Files that never change what a model answers.
 _IGNORED_PARTS = re.compile(r"(^|/)(__pycache__|\.[^/]*)(/|$)|\.pyc$")
 
@@ -100,20 +111,56 @@ def build_cache(
     )
 
 
-def build_cache_test_driver(
-    *, source_dir: Path = SOURCE_DIR, output_root: Path = OUTPUT_ROOT, compiler: str | None = None, sanitize: bool
+def _test_flags() -> tuple[str, ...]:
+    """The drivers' include path, and a digest of its headers (the build hash covers only the
+    cache's own headers, so this makes an edited test header rebuild the drivers)."""
+    digest = hashlib.sha256(b"".join((TESTS_DIR / name).read_bytes() for name in TEST_HEADERS)).hexdigest()[:16]
+    return (f"-I{TESTS_DIR}", f"-DFASTPATH_TEST_HEADERS={digest}")
+
+
+def _build_driver(
+    driver: Path, name: str, flags: tuple[str, ...], *, source_dir: Path, output_root: Path, compiler: str | None
 ) -> Path:
-    """Compile (or reuse) `native/tests/test_fastpath_cache.cc`, the C++ tests of the cache's pure
-    parts (run it without arguments), with or without the sanitizers."""
+    """A program of `driver`, the stand-in for tritonserver and the whole cache (hiredis linked in)."""
+    compiler = compiler or find_compiler()
     return _compile(
-        (str(TEST_DRIVER), *TEST_SOURCES),
-        "test_fastpath_cache",
+        (str(driver), str(FAKE_TRITON), *CACHE_SOURCES, str(hiredis_archive(compiler))),
+        name,
         shared=False,
         source_dir=source_dir,
         output_root=output_root,
         compiler=compiler,
-        extra_flags=SANITIZE_FLAGS if sanitize else (),
+        extra_flags=(*_test_flags(), *flags),
     )
+
+
+def build_cache_test_driver(
+    *, source_dir: Path = SOURCE_DIR, output_root: Path = OUTPUT_ROOT, compiler: str | None = None, sanitize: bool
+) -> Path:
+    """Compile (or reuse) `native/tests/test_fastpath_cache.cc`, the C++ tests of the cache (run it
+    without arguments, or with `--redis-port N` for the Redis tier too), with or without the
+    sanitizers; fault injection compiled in."""
+    flags = ("-DFASTPATH_FAULT_INJECTION", *(SANITIZE_FLAGS if sanitize else ()))
+    return _build_driver(
+        TEST_DRIVER, "test_fastpath_cache", flags, source_dir=source_dir, output_root=output_root, compiler=compiler
+    )
+
+
+def run_decoder_fuzz(runs: int = 1_000_000, **options) -> dict[str, object]:
+    """Fuzz the Redis value decoder for `runs` inputs (`cache_checks.run_decoder_fuzz`: libFuzzer
+    or a mutation loop under AddressSanitizer, every accepted value read by a faithful copy of core's
+    deserializer); returns counts of runs, accepted, refused and crashes."""
+    from triton_fastpath.native import cache_checks
+
+    return cache_checks.run_decoder_fuzz(runs, **options)
+
+
+def run_tsan_stress(**options) -> dict[str, object]:
+    """The whole cache under ThreadSanitizer against a real redis-server restarted mid-run
+    (`cache_checks.run_tsan_stress`); returns the driver's counts and `tsan_reports`."""
+    from triton_fastpath.native import cache_checks
+
+    return cache_checks.run_tsan_stress(**options)
 
 
 def install_cache(caches_dir: Path, library: Path) -> Path:
@@ -180,11 +227,16 @@ class TwoTierCacheSettings:
 
     Args:
         namespace: prefix of every key this server's entries live under ("" = the served
-            repository's `repository_namespace()`, resolved when the server starts).
+            repository's `repository_namespace()`, resolved when the server starts). The cache
+            refuses a `redis_url` without one, so `config_args` always passes it.
         redis_url: `redis://host:port/db` of the shared L2; None = L1 only. A password never goes in
             the URL (it would show in tritonserver's command line): the cache reads it from the
             environment variable `password_env` of tritonserver's environment.
         password_env: name of that environment variable.
+        mac_secret_env: name of the environment variable that may hold the replicas' shared secret
+            (16 bytes or more; tritonserver's environment): when set, every Redis value carries an
+            HMAC-SHA256 under it and values without a valid one are refused; unset, values are only
+            bound to their key.
         l1_ttl_s / l2_ttl_s: time-to-live in each tier (0 = until evicted).
         timeout_ms / connect_timeout_ms: bound of one Redis command on a request's path, and of a
             connect (made off the request path).
@@ -193,11 +245,14 @@ class TwoTierCacheSettings:
         pool_size: Redis connections for lookups (a lookup never waits for one).
         key_prefix: first part of every Redis key (one Redis shared between deployments).
         max_entry_bytes: largest entry cached (0 = a quarter of the L1).
+        write_queue_bytes: bound of the Redis writes waiting to be sent (keys and entries); more are
+            dropped and counted.
     """
 
     namespace: str = ""
     redis_url: str | None = None
     password_env: str = PASSWORD_ENV
+    mac_secret_env: str = MAC_SECRET_ENV
     l1_ttl_s: int = 300
     l2_ttl_s: int = 86_400
     timeout_ms: int = 50
@@ -207,6 +262,7 @@ class TwoTierCacheSettings:
     pool_size: int = 4
     key_prefix: str = "fastpath:"
     max_entry_bytes: int = 0
+    write_queue_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
         """Validate; ConfigError naming the field."""
@@ -221,8 +277,9 @@ class TwoTierCacheSettings:
                     f"redis_url: carries a password; pass it in the environment variable {self.password_env} "
                     "instead (a URL shows in the server's command line)"
                 )
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.password_env):
-            raise ConfigError(f"password_env: got {self.password_env!r}; expected an environment variable name")
+        for name in ("password_env", "mac_secret_env"):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", getattr(self, name)):
+                raise ConfigError(f"{name}: got {getattr(self, name)!r}; expected an environment variable name")
         if len(self.key_prefix) > 64 or re.search(r"\s", self.key_prefix):
             raise ConfigError(f"key_prefix: got {self.key_prefix!r}; expected at most 64 characters, no spaces")
         bounds = {
@@ -234,6 +291,7 @@ class TwoTierCacheSettings:
             "breaker_open_ms": (1, 3_600_000),
             "pool_size": (1, 256),
             "max_entry_bytes": (0, 1 << 32),
+            "write_queue_bytes": (1 << 16, 1 << 40),
         }
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
@@ -241,13 +299,17 @@ class TwoTierCacheSettings:
                 raise ConfigError(f"{name}: got {value!r}; expected an integer in {low}..{high}")
 
     def config_args(self, size_bytes: int) -> list[str]:
-        """tritonserver's `--cache-config` arguments for an L1 of `size_bytes`.
+        """tritonserver's `--cache-config` arguments for an L1 of `size_bytes`; the namespace is
+        always among them (the cache requires one with `redis_url`).
 
         Raises:
             ConfigError: the namespace is not resolved yet.
         """
         if not self.namespace:
-            raise ConfigError("namespace: not resolved; expected the repository's (repository_namespace())")
+            raise ConfigError(
+                "namespace: not resolved; expected the repository's (repository_namespace()): the cache "
+                "refuses a redis_url without one"
+            )
         settings: dict[str, object] = {
             "size": size_bytes,
             "namespace": self.namespace,
@@ -260,6 +322,8 @@ class TwoTierCacheSettings:
             "breaker_open_ms": self.breaker_open_ms,
             "pool_size": self.pool_size,
             "password_env": self.password_env,
+            "mac_secret_env": self.mac_secret_env,
+            "write_queue_bytes": self.write_queue_bytes,
         }
         if self.redis_url:
             settings["redis_url"] = self.redis_url

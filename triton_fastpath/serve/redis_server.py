@@ -40,6 +40,11 @@ class RedisServer:
         """redis:// URL without the password (pass it separately, e.g. FASTPATH_REDIS_PASSWORD)."""
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def pid(self) -> int:
+        """The process id of the running redis-server (0 before `start`), e.g. to meter its CPU."""
+        return self._process.pid if self._process is not None else 0
+
     def args(self) -> list[str]:
         """The command line (pure; the binary is looked up on PATH)."""
         binary = shutil.which("redis-server")
