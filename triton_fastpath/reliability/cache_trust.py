@@ -158,3 +158,166 @@ def _l2_hits(metrics_url: str) -> float:
 
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
         return parse_metric(response.read().decode(), "fastpath_response_cache_hits_total", tier="l2")
+
+
+# --- Redis as untrusted input -------------------------------------------------------------------
+
+MAC_SECRET_ENV = "FASTPATH_CACHE_MAC_SECRET"  # the cache's default `mac_secret_env`
+MAC_BYTES = 32
+POISONS = ("crash shape, MAC recomputed", "crash shape, MAC kept", "copied from another key", "wrong Redis type")
+POISONS_BY_CASE = tuple(p for p in POISONS for _ in OUTPUTS)  # each poison on a sentiment and a digits key
+
+
+def _poison_cases(tag: str) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(model, inputs) pairs: per poison, a text of this run's own and digits pixels of its own."""
+    from triton_fastpath.models import data as datasets
+
+    image = np.asarray(datasets.load_digits_dataset().test.x[0], dtype=np.float32)
+    cases = []
+    for i, _ in enumerate(POISONS):
+        cases.append(("sentiment", {"text": np.array([[f"a poisoned review {i} ({tag})".encode()]], dtype=object)}))
+        offset = np.float32(int(tag, 16) % 997 + 1 + 1000 * i) / np.float32(1e6)
+        cases.append(("digits", {"pixels": (image + offset)[None]}))
+    return cases
+
+
+def _metric(metrics_url: str, name: str, **labels: str) -> float:
+    import urllib.request
+
+    from triton_fastpath.load import parse_metric
+
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        return parse_metric(response.read().decode(), name, **labels)
+
+
+def _await_writes(metrics_url: str, at_least: float, timeout_s: float = 10.0) -> float:
+    deadline = time.monotonic() + timeout_s
+    while (now := _metric(metrics_url, "fastpath_response_cache_l2_writes_total", outcome="stored")) < at_least:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return now
+
+
+def crash_shaped(value: bytes, secret: bytes | None) -> bytes:
+    """`value` (FPC2) with its first output's name length set to 0x7FFFFFF0, the outer framing kept
+    (Triton 2.51's deserializer read 2 GiB past it: SIGSEGV, 2026-11-28); the MAC recomputed with
+    `secret` (an attacker who has it), or left as it was (one who has not)."""
+    import hashlib
+    import hmac
+
+    if value[:4] != b"FPC2":
+        raise ValueError(f"not a fastpath cache value: {value[:8]!r}")
+    key_length = int.from_bytes(value[5:9], "little")
+    response_at = 9 + key_length + 4 + 8
+    name_length_at = response_at + 4 + 8  # [u32 outputs][u64 packed size][u32 name length]
+    poisoned = bytearray(value)
+    poisoned[name_length_at : name_length_at + 4] = (0x7FFFFFF0).to_bytes(4, "little")
+    if secret is not None and value[4] == 1:
+        poisoned[-MAC_BYTES:] = hmac.new(secret, bytes(poisoned[:-MAC_BYTES]), hashlib.sha256).digest()
+    return bytes(poisoned)
+
+
+def poisoned_l2(repository: Path, work: Path, *, progress: Progress = print) -> ScenarioResult:
+    """The row: Redis poisoned beside a live replica of the default build; answers equal clean ones.
+
+    Two replicas share Redis and a MAC secret (as production should). Replica A answers texts and
+    digits (its answers are the clean ones) and writes them to Redis; then each of their keys gets
+    one poison: the crash shape with a valid MAC (an attacker who has the secret: the complete parse
+    must refuse it), the crash shape with the old MAC, a value copied from another key, and a list
+    under the key. Replica B is asked for all of them: PASS when B stays up, answers each exactly as A
+    did, counts each refusal by its reason and deletes the poisoned keys.
+    """
+    import redis as redis_py
+
+    from triton_fastpath.serve.redis_server import RedisServer
+
+    cached = variant_repository(RepoSettings.tuned(), work / "cached-repo", only=tuple(OUTPUTS))
+    secret = secrets.token_urlsafe(32)
+    env = {MAC_SECRET_ENV: secret}
+    cases = _poison_cases(secrets.token_hex(4))
+    redis = RedisServer().start()
+    client = redis_py.Redis(port=redis.port)
+    refused_before = {r: 0.0 for r in ("malformed", "foreign_key", "bad_mac", "wrong_type")}
+    try:
+        options = {"two_tier_cache": _two_tier(redis.url), "extra_env": env}
+        with triton(cached, work / "a-logs", **options) as first:
+            pattern = f"fastpath:rc:{first.config.two_tier_cache.namespace}:*"
+            keys, values, clean = [], [], []
+            for model, inputs in cases:
+                before = set(client.scan_iter(match=pattern, count=1000))
+                written = _metric(first.metrics_url, "fastpath_response_cache_l2_writes_total", outcome="stored")
+                clean.append(ask_present(first.grpc_url, model, inputs, ()))
+                _await_writes(first.metrics_url, written + 1)
+                (key,) = set(client.scan_iter(match=pattern, count=1000)) - before
+                keys.append(key)
+                values.append(client.get(key))
+        for i, (key, poison) in enumerate(zip(keys, POISONS_BY_CASE, strict=True)):
+            if poison == POISONS[0]:
+                client.set(key, crash_shaped(values[i], secret.encode()))
+            elif poison == POISONS[1]:
+                client.set(key, crash_shaped(values[i], None))
+            elif poison == POISONS[2]:  # the other model's value: valid, signed, written under another key
+                client.set(key, values[i ^ 1])
+            else:
+                client.delete(key)
+                client.lpush(key, "not a cache value")
+        problems = []
+        with triton(cached, work / "b-logs", **options) as replica:
+            for r in refused_before:
+                refused_before[r] = _metric(replica.metrics_url, "fastpath_response_cache_l2_refused_total", reason=r)
+            for (model, inputs), want, poison in zip(cases, clean, POISONS_BY_CASE, strict=True):
+                problem = _mismatch(ask_present(replica.grpc_url, model, inputs, ()), (), want)
+                if problem:
+                    problems.append(f"{model}, {poison}: {problem}")
+            alive = replica.is_running()
+            refused = {
+                r: _metric(replica.metrics_url, "fastpath_response_cache_l2_refused_total", reason=r) - before
+                for r, before in refused_before.items()
+            }
+            time.sleep(WRITES_SETTLE_S)
+            deleted = _metric(replica.metrics_url, "fastpath_response_cache_l2_deletes_total", outcome="deleted")
+    finally:
+        client.close()
+        redis.stop()
+    expected = {"malformed": 2, "bad_mac": 2, "foreign_key": 2, "wrong_type": 2}
+    progress(f"poisoned L2: {len(cases)} poisoned keys, refused {refused}, deleted {deleted:.0f}, alive {alive}")
+    passed = alive and not problems and refused == expected and deleted >= len(cases)
+    if not alive:
+        note = "the replica died reading a poisoned value"
+    elif problems:
+        note = problems[0]
+    elif refused != expected:
+        note = f"refusals by reason {refused}, expected {expected}"
+    else:
+        note = f"replica up, every answer equal to the clean one; refused {expected}; {deleted:.0f} keys deleted"
+    return ScenarioResult(
+        "poisoned Redis L2 beside a live replica (MAC on): crash shape, copied value, wrong type",
+        len(cases),
+        len(cases) - len(problems),
+        0,
+        0,
+        float("nan"),
+        passed,
+        note,
+        figures={"deleted": deleted, **{f"refused {k}": v for k, v in refused.items()}},
+    )
+
+
+def decoder_fuzz(runs: int = 1_000_000, *, progress: Progress = print) -> ScenarioResult:
+    """The row: the cache's Redis value decoder under libFuzzer + ASan (or the mutation loop)."""
+    from triton_fastpath.native.cache_build import run_decoder_fuzz
+
+    progress(f"decoder fuzz: {runs:,} mutated values (libFuzzer where clang-14 has it, else the ASan loop)")
+    found = run_decoder_fuzz(runs)
+    crashes = int(found.get("crashes", 0))
+    note = (
+        f"{found.get('engine', '?')}: {int(found.get('runs', 0)):,} runs, {int(found.get('decodes', 0)):,} decodes, "
+        f"{int(found.get('accepted', 0)):,} accepted (each read whole by a copy of core's deserializer), "
+        f"{int(found.get('refused', 0)):,} refused, {crashes} crashes"
+    )
+    if crashes:
+        note += f"; reproduce: {found.get('command')} (artifact {found.get('artifact')})"
+    passed = crashes == 0 and int(found.get("runs", 0)) >= runs
+    figures = {k: float(v) for k, v in found.items() if isinstance(v, (int, float))}
+    return ScenarioResult("cache value decoder fuzz (ASan)", 0, 0, 0, 0, float("nan"), passed, note, figures=figures)

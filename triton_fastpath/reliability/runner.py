@@ -3,10 +3,12 @@
     results = run_all(repository, work_dir, quick=True, progress=print)
     print(format_table(results))
 
-`quick` runs the bad-input matrix, the security check, the four fault scenarios, the four
+`quick` runs the bad-input matrix, the security check, the response cache's two rows (every
+requested-output order answered whole from L1, a replica's L2 and a restart; Redis poisoned beside a
+live replica: `cache_trust`), the four fault scenarios, the four
 self-healing ones (a stub of each kind and tritonserver SIGKILLed with the watchdog on) and a
 small wire fuzz (400 hostile raw requests; a few minutes in all); the full run adds the overload
-scenarios, a restart whose deadline is shorter than the outage (its failures must all be counted
+scenarios, the cache value decoder's fuzz (1,000,000 mutated values under ASan), a restart whose deadline is shorter than the outage (its failures must all be counted
 timeouts) and the full wire fuzz (8,000 hostile requests, restarting the server after a death to
 find more) instead of the small one.
 """
@@ -127,6 +129,8 @@ SCENARIOS: dict[str, tuple[bool | str, Callable[[Path, Path, Progress, RepoSetti
     "matrix": (True, _matrix),
     "security": (True, _security),
     "requested-outputs": (True, lambda r, w, p, b: [cache_trust.requested_outputs(r, w, progress=p)]),
+    "poisoned-l2": (True, lambda r, w, p, b: [cache_trust.poisoned_l2(r, w, progress=p)]),
+    "decoder-fuzz": (False, lambda r, w, p, b: [cache_trust.decoder_fuzz(progress=p)]),
     "redis": (True, lambda r, w, p, b: [faults.redis_restart(r, w, progress=p)]),
     "restart": (True, lambda r, w, p, b: [faults.triton_restart(r, w, progress=p)]),
     "rollout": (True, lambda r, w, p, b: [faults.rollout(r, w, progress=p)]),
