@@ -5,12 +5,12 @@
 
 `quick` runs the bad-input matrix, the security check, the response cache's two rows (every
 requested-output order answered whole from L1, a replica's L2 and a restart; Redis poisoned beside a
-live replica: `cache_trust`), the four fault scenarios, the four
-self-healing ones (a stub of each kind and tritonserver SIGKILLed with the watchdog on) and a
-small wire fuzz (400 hostile raw requests; a few minutes in all); the full run adds the overload
-scenarios, the cache value decoder's fuzz (1,000,000 mutated values under ASan), a restart whose deadline is shorter than the outage (its failures must all be counted
-timeouts) and the full wire fuzz (8,000 hostile requests, restarting the server after a death to
-find more) instead of the small one.
+live replica: `cache_trust`), the four fault scenarios, the four self-healing ones (a stub of each
+kind and tritonserver SIGKILLed with the watchdog on) and a small wire fuzz (400 hostile raw
+requests; a few minutes in all); the full run adds the overload scenarios, the cache value decoder's
+fuzz (1,000,000 mutated values under ASan), a restart whose deadline is shorter than the outage (its
+failures must all be counted timeouts) and the full wire fuzz (8,000 hostile requests, restarting
+the server after a death to find more) instead of the small one.
 """
 
 from __future__ import annotations
