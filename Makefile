@@ -5,7 +5,7 @@ FASTPATH := .venv/bin/fastpath
 VENV_STAMP := .venv/.installed
 ARGS ?=
 
-.PHONY: help venv build demo serve import-public import-minilm test test-unit test-export test-integration lint format clean
+.PHONY: help venv build demo serve import-public import-minilm test test-unit test-export test-integration sanitize lint format clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -24,19 +24,22 @@ demo: $(VENV_STAMP)  ## build, start the embedded Triton, send held-out requests
 serve: build  ## serve model_repository/ on 127.0.0.1:8000/8001/8002 until Ctrl-C
 	$(FASTPATH) serve $(ARGS)
 
-test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration)
+test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration) but the sanitizer jobs
 	$(FASTPATH) build
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -m "not sanitize" $(ARGS)
+
+sanitize: $(VENV_STAMP)  ## ThreadSanitizer jobs: the backend's dispatcher and queue under unload, the cache's Redis tier under a Redis restart
+	$(PY) -m pytest -m sanitize $(ARGS)
 
 test-unit: $(VENV_STAMP)  ## every test that needs no server (-m "not integration"; tests/conftest.py says how the tree is split)
-	$(PY) -m pytest -m "not integration" $(ARGS)
+	$(PY) -m pytest -m "not integration and not sanitize" $(ARGS)
 
 test-export: $(VENV_STAMP)
 	$(PY) -m pytest tests/export $(ARGS)
 
 test-integration: $(VENV_STAMP)  ## every test that starts real servers (builds the repository first)
 	$(FASTPATH) build
-	$(PY) -m pytest -m integration $(ARGS)
+	$(PY) -m pytest -m "integration and not sanitize" $(ARGS)
 
 lint: $(VENV_STAMP)  ## ruff check and format check
 	$(PY) -m ruff check .
@@ -51,7 +54,7 @@ clean:  ## remove build outputs (keeps .venv)
 
 .PHONY: generate-clients
 PUBLIC := build/public/magika
-import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifier (pinned wheel, never installed) into build/public/repository, checked on 31 real files
+import-public: $(VENV_STAMP)  ## import Magika's public ONNX file-type classifier (pinned wheel, never installed) into build/public/repository, checked on 945 real files
 	$(FASTPATH) import public $(PUBLIC)
 	$(FASTPATH) import onnx $(PUBLIC)/model.onnx --name filetype --samples $(PUBLIC)/samples.npz \
 		--labels $(PUBLIC)/labels.txt --precision int8 --repository build/public/repository

@@ -5,6 +5,9 @@ How the tree is split: folders group tests by subject, one marker says what they
 - `integration` (a module's `pytestmark`): the test starts real processes (tritonserver,
   redis-server, prometheus, locust, a fresh venv) on free 127.0.0.1 ports, always stopped.
   `make test-integration` runs these.
+- `sanitize`: a ThreadSanitizer job of the native code (the backend's dispatcher and queue, the
+  cache's Redis tier): `make sanitize` runs these, and .ci/run runs it after `make test`, which
+  leaves them out.
 - everything else needs no server: `make test-unit` runs all of it (`-m "not integration"`), in
   seconds. Of these, `export`-marked tests need the build kit (torch, onnx); tests/unit needs
   neither (no torch, no server).

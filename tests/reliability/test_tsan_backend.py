@@ -17,20 +17,18 @@ No server is started; it takes about half a minute on two cores (most of it comp
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
 from triton_fastpath.native import build as native
 
 SCALE = 3  # requests sent: about 3x the unit-test run of the same driver
+pytestmark = pytest.mark.sanitize
 REPORTS = re.compile(r"WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|SUMMARY: ThreadSanitizer")
 
 
 @pytest.fixture(scope="module")
 def tsan_run() -> native.DriverRun:
-    if not any(shutil.which(c) for c in native.COMPILERS):
-        pytest.skip("no C++ compiler (scripts/bootstrap.sh installs g++): the TSan driver cannot be built")
     return native.run_dispatcher_driver(sanitizer="thread", scale=SCALE, timeout_s=900)
 
 

@@ -20,10 +20,9 @@ import pytest
 from triton_fastpath.errors import NativeBuildError
 from triton_fastpath.native import cache_build
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.sanitize]
 
 
-@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed (make venv)")
 def test_the_cache_has_no_data_race_with_redis_restarted_and_poisoned_mid_run():
     try:
         cache_build.hiredis_archive()
