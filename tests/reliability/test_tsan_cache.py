@@ -13,8 +13,6 @@ Marked `integration` (it starts redis-server); select it alone by its path.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from triton_fastpath.errors import NativeBuildError
