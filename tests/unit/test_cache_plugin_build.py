@@ -12,6 +12,7 @@ Redis checks, tests/reliability/test_tsan_cache.py the ThreadSanitizer stress).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -252,3 +253,25 @@ def test_serve_options_become_the_cache_settings_and_the_redis_environment(monke
         serve.response_cache_settings(serve.build_parser().parse_args(["--cache-namespace", "x"]))
     monkeypatch.setenv("FASTPATH_REDIS_URL", "redis://from-env:6379/0")
     assert serve.build_parser().parse_args([]).redis_url == "redis://from-env:6379/0"
+
+
+def test_serve_passes_the_mac_secret_s_variable_name_never_its_value(monkeypatch):
+    from triton_fastpath.cli import serve
+
+    monkeypatch.setenv("TEAM_CACHE_SECRET", "s" * 32)
+    args = serve.build_parser().parse_args(
+        [
+            "--response-cache",
+            "fastpath",
+            "--redis-url",
+            "redis://127.0.0.1:6379",
+            "--cache-mac-secret-env",
+            "TEAM_CACHE_SECRET",
+        ]
+    )
+    _, settings, _ = serve.response_cache_settings(args)
+    assert settings.mac_secret_env == "TEAM_CACHE_SECRET"
+    arguments = " ".join(dataclasses.replace(settings, namespace="ns1").config_args(1 << 20))
+    assert "mac_secret_env=TEAM_CACHE_SECRET" in arguments and "s" * 32 not in arguments
+    default = serve.build_parser().parse_args([])
+    assert default.cache_mac_secret_env == "FASTPATH_CACHE_MAC_SECRET"

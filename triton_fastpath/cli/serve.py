@@ -28,7 +28,7 @@ from pathlib import Path
 
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.native.cache_build import PASSWORD_ENV, TwoTierCacheSettings
+from triton_fastpath.native.cache_build import MAC_SECRET_ENV, PASSWORD_ENV, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig, two_tier_models
@@ -94,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="environment variable holding the Redis password, read by the server at start; a "
         "password is never taken from a command line or a file (default: %(default)s)",
+    )
+    add(
+        "--cache-mac-secret-env",
+        default=MAC_SECRET_ENV,
+        metavar="NAME",
+        help="environment variable that may hold a secret of at least 16 bytes shared by the replicas: "
+        "set, every Redis value carries an HMAC-SHA256 and a value without a valid one is refused and "
+        "deleted (unset: values are bound to their key, not authenticated; docs/caching.md) "
+        "(default: %(default)s)",
     )
     add(
         "--cache-namespace",
@@ -252,6 +261,7 @@ def response_cache_settings(
         namespace=args.cache_namespace,
         redis_url=args.redis_url,
         password_env=args.redis_password_env,
+        mac_secret_env=args.cache_mac_secret_env,
         timeout_ms=args.redis_timeout_ms,
     )
     return ResponseCacheKind.FASTPATH, settings, env
