@@ -12,8 +12,8 @@ PYTHON=/usr/bin/python3.11
 # custom ops), g++ (builds the native backend, native/fastpath_ort), libhiredis-dev (the Redis
 # client the C++ response cache, native/fastpath_cache, links statically), binutils (nm and
 # addr2line name tritonserver's frames in a crash stack: triton_fastpath/serve/crash.py), libutf8proc-dev
-# (Unicode data of the exact C++ WordPiece tokenizer, linked statically) and rapidjson-dev (it reads
-# tokenizer.json; header-only), redis-server (the L2 cache), prometheus (+ promtool; load-test
+# (Unicode data of the exact C++ WordPiece tokenizer, linked statically) and rapidjson-dev (the
+# native JSON reader of both libraries, native/common/json.cc, and the tokenizer.json reader; header-only), redis-server (the L2 cache), prometheus (+ promtool; load-test
 # reports and rule checks) and clang-14 with libclang-rt-14-dev (libFuzzer, for the fuzz of the
 # response cache's Redis value decoder: triton_fastpath/native/cache_checks.py; without them it falls
 # back to a slower mutation loop). Tests and scripts start their own servers on free ports; nothing

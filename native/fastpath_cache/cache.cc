@@ -26,7 +26,6 @@
 
 #include "codec.h"
 #include "common.h"
-#include "fault.h"
 #include "metrics.h"
 #include "redis_l2.h"
 #include "settings.h"
@@ -64,7 +63,7 @@ using Attributes = std::unique_ptr<TRITONSERVER_BufferAttributes, AttributesDele
 
 TRITONSERVER_Error* NewAttributes(Attributes* out) {
   TRITONSERVER_BufferAttributes* raw = nullptr;
-  FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesNew(&raw));
+  FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesNew(&raw));
   out->reset(raw);
   return nullptr;
 }
@@ -121,7 +120,7 @@ class TwoTierCache {
   }
 
   TRITONSERVER_Error* Lookup(const std::string& key, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
-    FASTPATH_FAULT_POINT(kLookup);
+    FASTPATH_FAULT_POINT("cache.lookup");
     const uint64_t now = NowNs();
     bool expired = false;
     EntryPtr found = settings_.l1_bytes ? l1_.Get(key, now, &expired) : nullptr;
@@ -130,7 +129,7 @@ class TwoTierCache {
       UpdateGauges();
     }
     if (found != nullptr) {
-      FASTPATH_CACHE_RETURN_IF_ERROR(Deliver(*found, entry, allocator));
+      FASTPATH_RETURN_IF_ERROR(Deliver(*found, entry, allocator));
       metrics_.Add(Counter::kL1Hit);
       return nullptr;
     }
@@ -143,7 +142,7 @@ class TwoTierCache {
         std::string error;
         const DecodeResult result = DecodeEntry(value, l2_key, mac_.get(), decoded.get(), &error);
         if (result == DecodeResult::kOk) {
-          FASTPATH_CACHE_RETURN_IF_ERROR(Deliver(*decoded, entry, allocator));
+          FASTPATH_RETURN_IF_ERROR(Deliver(*decoded, entry, allocator));
           metrics_.Add(Counter::kL2Hit);
           // Promoted once Triton has built the response from it: the next lookup is an L1 hit.
           if (settings_.l1_bytes) Store(key, decoded, NowNs());
@@ -161,13 +160,13 @@ class TwoTierCache {
   void CountInternalError(Counter counter) noexcept { metrics_.Add(counter); }
 
   TRITONSERVER_Error* Insert(const std::string& key, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
-    FASTPATH_FAULT_POINT(kInsert);
+    FASTPATH_FAULT_POINT("cache.insert");
     const uint64_t now = NowNs();
     if (settings_.l1_bytes && l1_.Contains(key, now)) {
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_ALREADY_EXISTS, "fastpath cache: key already exists");
     }
     size_t count = 0;
-    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_CacheEntryBufferCount(entry, &count));
+    FASTPATH_RETURN_IF_ERROR(TRITONCACHE_CacheEntryBufferCount(entry, &count));
     if (count != kResponsesPerEntry) {  // a lookup could never hand it back (codec.h)
       metrics_.Add(Counter::kRefusedMalformed);
       if (FASTPATH_CACHE_VERBOSE_ENABLED()) {
@@ -176,7 +175,7 @@ class TwoTierCache {
       return nullptr;
     }
     Attributes attributes;
-    FASTPATH_CACHE_RETURN_IF_ERROR(NewAttributes(&attributes));
+    FASTPATH_RETURN_IF_ERROR(NewAttributes(&attributes));
     auto stored = std::make_shared<Entry>();
     stored->buffers.resize(count);
     uint64_t total = 0;
@@ -184,9 +183,9 @@ class TwoTierCache {
       void* base = nullptr;
       size_t size = 0;
       TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-      FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_CacheEntryGetBuffer(entry, i, &base, attributes.get()));
-      FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesByteSize(attributes.get(), &size));
-      FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryType(attributes.get(), &memory_type));
+      FASTPATH_RETURN_IF_ERROR(TRITONCACHE_CacheEntryGetBuffer(entry, i, &base, attributes.get()));
+      FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesByteSize(attributes.get(), &size));
+      FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryType(attributes.get(), &memory_type));
       if (memory_type != TRITONSERVER_MEMORY_CPU && memory_type != TRITONSERVER_MEMORY_CPU_PINNED) {
         return NewError(TRITONSERVER_ERROR_INVALID_ARG, "only buffers in CPU memory can be cached");
       }
@@ -199,9 +198,9 @@ class TwoTierCache {
     }
     // Triton serializes the responses straight into the cache's buffers.
     for (size_t i = 0; i < count; ++i) {
-      FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_CacheEntrySetBuffer(entry, i, stored->buffers[i].data(), nullptr));
+      FASTPATH_RETURN_IF_ERROR(TRITONCACHE_CacheEntrySetBuffer(entry, i, stored->buffers[i].data(), nullptr));
     }
-    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_Copy(allocator, entry));
+    FASTPATH_RETURN_IF_ERROR(TRITONCACHE_Copy(allocator, entry));
     // The same complete check as a value read from Redis: what is stored is what a lookup accepts.
     for (const std::string& buffer : stored->buffers) {
       std::string why;
@@ -254,14 +253,14 @@ class TwoTierCache {
 
   TRITONSERVER_Error* Deliver(const Entry& stored, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
     Attributes attributes;
-    FASTPATH_CACHE_RETURN_IF_ERROR(NewAttributes(&attributes));
-    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetMemoryType(attributes.get(), TRITONSERVER_MEMORY_CPU));
-    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetMemoryTypeId(attributes.get(), 0));
+    FASTPATH_RETURN_IF_ERROR(NewAttributes(&attributes));
+    FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetMemoryType(attributes.get(), TRITONSERVER_MEMORY_CPU));
+    FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetMemoryTypeId(attributes.get(), 0));
     for (const std::string& buffer : stored.buffers) {
-      FASTPATH_CACHE_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetByteSize(attributes.get(), buffer.size()));
+      FASTPATH_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesSetByteSize(attributes.get(), buffer.size()));
       // The entry only references the buffer (it reads the size now); Triton copies out of it in
       // TRITONCACHE_Copy below, while `stored` is still held.
-      FASTPATH_CACHE_RETURN_IF_ERROR(
+      FASTPATH_RETURN_IF_ERROR(
           TRITONCACHE_CacheEntryAddBuffer(entry, const_cast<char*>(buffer.data()), attributes.get()));
     }
     return TRITONCACHE_Copy(allocator, entry);
@@ -301,10 +300,12 @@ TRITONSERVER_Error* TRITONCACHE_CacheInitialize(TRITONCACHE_Cache** cache, const
   *cache = nullptr;
   try {
     uint32_t major = 0, minor = 0;
-    FASTPATH_CACHE_RETURN_IF_ERROR(TRITONCACHE_ApiVersion(&major, &minor));
+    FASTPATH_RETURN_IF_ERROR(TRITONCACHE_ApiVersion(&major, &minor));
     if (major != TRITONCACHE_API_VERSION_MAJOR || minor < TRITONCACHE_API_VERSION_MINOR) {
-      return NewError(TRITONSERVER_ERROR_UNSUPPORTED, "the server's cache API " + std::to_string(major) + "." +
-                                                          std::to_string(minor) + " does not support this cache (0.1)");
+      return NewError(TRITONSERVER_ERROR_UNSUPPORTED,
+                      "the server's cache API " + std::to_string(major) + "." + std::to_string(minor) +
+                          " does not support this cache (" + std::to_string(TRITONCACHE_API_VERSION_MAJOR) + "." +
+                          std::to_string(TRITONCACHE_API_VERSION_MINOR) + ")");
     }
     fastpath_cache::CacheSettings settings;
     std::string error;
@@ -312,7 +313,7 @@ TRITONSERVER_Error* TRITONCACHE_CacheInitialize(TRITONCACHE_Cache** cache, const
       return NewError(TRITONSERVER_ERROR_INVALID_ARG, error);
     }
     auto created = std::make_unique<TwoTierCache>(settings);
-    FASTPATH_CACHE_RETURN_IF_ERROR(created->Init());
+    FASTPATH_RETURN_IF_ERROR(created->Init());
     *cache = reinterpret_cast<TRITONCACHE_Cache*>(created.release());
   } catch (const std::exception& e) {
     return ErrorNoThrow(TRITONSERVER_ERROR_INTERNAL, "initializing", e.what());

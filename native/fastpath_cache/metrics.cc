@@ -102,7 +102,7 @@ const std::vector<Family>& GaugeFamilies() {
 TRITONSERVER_Error* Metrics::Export() {
   auto create = [this](const Family& family, TRITONSERVER_Metric** slots) -> TRITONSERVER_Error* {
     TRITONSERVER_MetricFamily* handle = nullptr;
-    FASTPATH_CACHE_RETURN_IF_ERROR(
+    FASTPATH_RETURN_IF_ERROR(
         TRITONSERVER_MetricFamilyNew(&handle, family.kind, family.name, family.description));
     families_[family_count_++] = handle;
     for (const Series& series : family.series) {
@@ -114,7 +114,7 @@ TRITONSERVER_Error* Metrics::Export() {
       const TRITONSERVER_Parameter* labels[1] = {label};
       TRITONSERVER_Error* err = TRITONSERVER_MetricNew(&slots[series.index], handle, labels, label ? 1 : 0);
       if (label != nullptr) TRITONSERVER_ParameterDelete(label);
-      FASTPATH_CACHE_RETURN_IF_ERROR(err);
+      FASTPATH_RETURN_IF_ERROR(err);
     }
     return nullptr;
   };

@@ -12,7 +12,6 @@
 
 #include "codec.h"
 #include "common.h"
-#include "fault.h"
 
 namespace fastpath_cache {
 
@@ -355,7 +354,7 @@ bool RedisL2::WorkerRound(std::vector<Write>* batch) {
   }
   metrics_->Add(Counter::kL2WriteDropped, dropped_writes);
   metrics_->Add(Counter::kL2DeleteDropped, dropped_deletes);
-  FASTPATH_FAULT_POINT(kWorker);
+  FASTPATH_FAULT_POINT("cache.worker");
   if (breaker_.IsOpen()) {
     // Connections made before the failure are dropped, so a closed breaker starts afresh.
     ClearPool();

@@ -3,103 +3,11 @@
 #include <cctype>
 #include <limits>
 
+#include "json.h"  // native/common
+
 namespace fastpath_cache {
 
 namespace {
-
-void SkipSpace(const std::string& s, size_t* i) {
-  while (*i < s.size() && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\n' || s[*i] == '\r')) ++*i;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-bool ReadHex4(const std::string& s, size_t* i, uint32_t* out) {
-  if (*i + 4 > s.size()) return false;
-  uint32_t v = 0;
-  for (int k = 0; k < 4; ++k) {
-    const char c = s[(*i)++];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else return false;
-  }
-  *out = v;
-  return true;
-}
-
-// A JSON string starting at s[*i] == '"'.
-bool ReadString(const std::string& s, size_t* i, std::string* out) {
-  if (*i >= s.size() || s[*i] != '"') return false;
-  ++*i;
-  out->clear();
-  while (*i < s.size()) {
-    const char c = s[(*i)++];
-    if (c == '"') return true;
-    if (static_cast<unsigned char>(c) < 0x20) return false;
-    if (c != '\\') {
-      out->push_back(c);
-      continue;
-    }
-    if (*i >= s.size()) return false;
-    const char e = s[(*i)++];
-    switch (e) {
-      case '"': out->push_back('"'); break;
-      case '\\': out->push_back('\\'); break;
-      case '/': out->push_back('/'); break;
-      case 'b': out->push_back('\b'); break;
-      case 'f': out->push_back('\f'); break;
-      case 'n': out->push_back('\n'); break;
-      case 'r': out->push_back('\r'); break;
-      case 't': out->push_back('\t'); break;
-      case 'u': {
-        uint32_t cp = 0;
-        if (!ReadHex4(s, i, &cp)) return false;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate needs its low half
-          uint32_t low = 0;
-          if (*i + 2 > s.size() || s[*i] != '\\' || s[*i + 1] != 'u') return false;
-          *i += 2;
-          if (!ReadHex4(s, i, &low) || low < 0xDC00 || low > 0xDFFF) return false;
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return false;
-        }
-        AppendUtf8(cp, out);
-        break;
-      }
-      default:
-        return false;
-    }
-  }
-  return false;
-}
-
-// A bare JSON number or literal, kept as its text.
-bool ReadScalar(const std::string& s, size_t* i, std::string* out) {
-  const size_t start = *i;
-  while (*i < s.size() && (std::isalnum(static_cast<unsigned char>(s[*i])) || s[*i] == '-' || s[*i] == '+' ||
-                           s[*i] == '.')) {
-    ++*i;
-  }
-  *out = s.substr(start, *i - start);
-  return !out->empty();
-}
 
 bool ParseUnsigned(const std::string& text, uint64_t max, uint64_t* out) {
   if (text.empty() || text.size() > 20) return false;
@@ -119,58 +27,23 @@ bool ParseUnsigned(const std::string& text, uint64_t max, uint64_t* out) {
 
 bool ParseFlatJsonObject(const std::string& text, std::map<std::string, std::string>* out, std::string* error) {
   out->clear();
-  size_t i = 0;
-  SkipSpace(text, &i);
-  if (i >= text.size() || text[i] != '{') {
+  fastpath::Json json;
+  if (!fastpath::ParseJson(text, &json, error)) return false;
+  if (json.kind != fastpath::Json::Kind::kObject) {
     *error = "expected a JSON object";
     return false;
   }
-  ++i;
-  SkipSpace(text, &i);
-  if (i < text.size() && text[i] == '}') {
-    ++i;
-  } else {
-    while (true) {
-      std::string key, value;
-      SkipSpace(text, &i);
-      if (!ReadString(text, &i, &key)) {
-        *error = "expected a quoted key at offset " + std::to_string(i);
-        return false;
-      }
-      SkipSpace(text, &i);
-      if (i >= text.size() || text[i] != ':') {
-        *error = "expected ':' after key '" + key + "'";
-        return false;
-      }
-      ++i;
-      SkipSpace(text, &i);
-      const bool ok = (i < text.size() && text[i] == '"') ? ReadString(text, &i, &value) : ReadScalar(text, &i, &value);
-      if (!ok) {
-        *error = "expected a string, number or boolean for key '" + key + "'";
-        return false;
-      }
-      if (out->count(key)) {
-        *error = "key '" + key + "' appears twice";
-        return false;
-      }
-      (*out)[key] = value;
-      SkipSpace(text, &i);
-      if (i < text.size() && text[i] == ',') {
-        ++i;
-        continue;
-      }
-      if (i < text.size() && text[i] == '}') {
-        ++i;
-        break;
-      }
-      *error = "expected ',' or '}' after the value of '" + key + "'";
+  for (const auto& member : json.members) {
+    const fastpath::Json::Kind kind = member.second.kind;
+    if (kind != fastpath::Json::Kind::kString && kind != fastpath::Json::Kind::kNumber &&
+        kind != fastpath::Json::Kind::kBool) {
+      *error = "expected a string, number or boolean for key '" + member.first + "'";
       return false;
     }
-  }
-  SkipSpace(text, &i);
-  if (i != text.size()) {
-    *error = "unexpected text after the JSON object";
-    return false;
+    if (!out->emplace(member.first, member.second.text).second) {
+      *error = "key '" + member.first + "' appears twice";
+      return false;
+    }
   }
   return true;
 }

@@ -36,7 +36,8 @@ struct CacheSettings {
   uint64_t write_queue_bytes = 64ull << 20;  // their keys' and entries' bytes; past it, dropped too
 };
 
-// Parses a flat JSON object whose values are strings, numbers or booleans into text values.
+// Parses a flat JSON object whose values are strings, numbers or booleans into their text (a number
+// as written, a boolean as true/false) with native/common's reader; a repeated key is refused.
 bool ParseFlatJsonObject(const std::string& text, std::map<std::string, std::string>* out, std::string* error);
 
 // Parses Triton's config JSON into `settings` (defaults for absent keys). Unknown keys, malformed

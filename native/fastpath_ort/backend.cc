@@ -12,6 +12,10 @@
 //                model's own queue and a worker per instance (request_queue.h says why); answering
 //                each request (Answer) and releasing it
 //   batch.cc     planning Runs, stacking, running, handing each request its rows
+//   wordpiece*.cc  a text model's exact BERT WordPiece tokenizer (text_tokenizer), used by request.cc
+//   native/common  shared with the response cache: Triton errors and logging (common.h wraps them),
+//                fault points, the JSON reader; Triton's API is its vendored r24.10 headers
+//                (triton_api.h, native/third_party/triton/core)
 // Every request gets exactly one FINAL response and one release; a bad one fails alone.
 #include <sys/stat.h>
 
@@ -31,12 +35,15 @@
 #include "json.h"
 #include "request.h"
 #include "state.h"
+#include "wordpiece.h"
+#include "wordpiece_unicode.h"
 
 namespace fastpath {
 namespace {
 
-constexpr uint32_t kApiMajor = 1;
-constexpr uint32_t kApiMinor = 19;
+// The backend API of the headers it is built with (r24.10: 1.19, Triton 2.51's).
+constexpr uint32_t kApiMajor = TRITONBACKEND_API_VERSION_MAJOR;
+constexpr uint32_t kApiMinor = TRITONBACKEND_API_VERSION_MINOR;
 
 bool FileExists(const std::string& path) {
   struct stat info;
@@ -90,6 +97,31 @@ TRITONSERVER_Error* LoadModelSettings(TRITONBACKEND_Model* model, ModelSettings*
   return error.empty() ? nullptr : NewError(TRITONSERVER_ERROR_INVALID_ARG, error);
 }
 
+// A text model's tokenizer (text_tokenizer in the version folder), loaded once: one the C++
+// WordPiece tokenizer cannot reproduce exactly is refused by name (wordpiece.h), as is a max_length
+// below the special tokens it adds.
+TRITONSERVER_Error* LoadTokenizer(ModelState* state) {
+  const ModelSettings& settings = state->settings;
+  if (!settings.tokenizes()) return nullptr;
+  std::string error;
+  if (!wordpiece::CheckUnicodeData(&error)) return NewError(TRITONSERVER_ERROR_INTERNAL, error);
+  state->tokenizer_path = state->dir + "/" + std::to_string(state->version) + "/" + settings.text_tokenizer;
+  std::unique_ptr<WordPieceTokenizer> tokenizer = WordPieceTokenizer::Load(state->tokenizer_path, &error);
+  if (!tokenizer) {
+    return NewError(TRITONSERVER_ERROR_INVALID_ARG,
+                    "parameter 'text_tokenizer': " + error + " (serve this model with the Python tokenizer)");
+  }
+  if (static_cast<size_t>(settings.max_length) < tokenizer->special_token_count()) {
+    return NewError(TRITONSERVER_ERROR_INVALID_ARG,
+                    "parameter 'max_length' = " + std::to_string(settings.max_length) + " is below the " +
+                        std::to_string(tokenizer->special_token_count()) + " special tokens '" +
+                        state->tokenizer_path + "' adds around every text");
+  }
+  state->pad_id = std::max<int64_t>(0, tokenizer->TokenId("[PAD]"));
+  state->tokenizer = std::move(tokenizer);
+  return nullptr;
+}
+
 // The model's files and the process's onnxruntime, found and loaded.
 TRITONSERVER_Error* PrepareModel(ModelState* state) {
   const ModelSettings& settings = state->settings;
@@ -103,6 +135,7 @@ TRITONSERVER_Error* PrepareModel(ModelState* state) {
   if (ort_path.empty()) ort_path = FindOrtIn(state->dir);
   if (ort_path.empty()) ort_path = "libonnxruntime.so.1";  // the loader's search path, last
   FASTPATH_RETURN_IF_ERROR(WithPrefix("", AcquireRuntime(ort_path, &state->runtime)));
+  FASTPATH_RETURN_IF_ERROR(LoadTokenizer(state));
   if (settings.custom_op_library.empty()) return nullptr;
   // The model folder first, then the backend's own folder (where `fastpath serve` installs it).
   for (const std::string& dir : {state->dir, own_dir}) {
@@ -165,6 +198,11 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
                            "', graph '" + state->onnx_path + "', intra_op_threads " +
                            std::to_string(state->settings.intra_op_threads) +
                            (state->custom_op_path.empty() ? "" : ", custom ops '" + state->custom_op_path + "'") +
+                           (state->tokenizer ? ", text tokenized by the C++ WordPiece tokenizer '" +
+                                                   state->tokenizer_path + "' (vocabulary " +
+                                                   std::to_string(state->tokenizer->vocab_size()) + ", max_length " +
+                                                   std::to_string(state->settings.max_length) + ")"
+                                             : "") +
                            (state->settings.response_cache ? ", response cache on: every response carries every output"
                                                            : ""));
     FASTPATH_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, state.get()));

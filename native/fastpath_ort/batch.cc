@@ -45,8 +45,9 @@ class BatchRun {
 
   TRITONSERVER_Error* Run() {
     const ModelSettings& settings = s_.model->settings;
-    for (size_t i = 0; i < settings.inputs.size(); ++i) FASTPATH_RETURN_IF_ERROR(BuildInput(i));
-    outputs_.assign(settings.outputs.size(), nullptr);
+    for (size_t i = 0; i < settings.run_inputs.size(); ++i) FASTPATH_RETURN_IF_ERROR(BuildInput(i));
+    if (s_.feed_token_types) FASTPATH_RETURN_IF_ERROR(BuildTokenTypes());
+    outputs_.assign(s_.output_names.size(), nullptr);
     const uint64_t start = NowNs();
     TRITONSERVER_Error* err =
         OrtError(ort_,
@@ -61,8 +62,16 @@ class BatchRun {
     FASTPATH_RETURN_IF_ERROR(err);
     // Every output is checked before any response gets one.
     views_.resize(settings.outputs.size());
-    for (size_t j = 0; j < settings.outputs.size(); ++j) FASTPATH_RETURN_IF_ERROR(InspectOutput(j, &views_[j]));
-    for (size_t j = 0; j < settings.outputs.size(); ++j) SendOutput(j, views_[j]);
+    for (size_t j = 0; j < settings.outputs.size(); ++j) {
+      if (s_.output_slots[j] >= 0) FASTPATH_RETURN_IF_ERROR(InspectOutput(j, s_.output_slots[j], &views_[j]));
+    }
+    for (size_t j = 0; j < settings.outputs.size(); ++j) {
+      if (s_.output_slots[j] >= 0) {
+        SendOutput(j, views_[j]);
+      } else {
+        SendFlags(j);
+      }
+    }
     return nullptr;
   }
 
@@ -72,7 +81,7 @@ class BatchRun {
   // Stacks input `i` of every request into one tensor, padding -1 axes to the longest row. The
   // padded size was checked against overflow and max_padded_bytes when the Run was planned.
   TRITONSERVER_Error* BuildInput(size_t i) {
-    const TensorSpec& spec = s_.model->settings.inputs[i];
+    const TensorSpec& spec = s_.model->settings.run_inputs[i];
     const bool batched = s_.model->settings.batched();
     std::vector<int64_t> shape = batch_[0]->inputs[i].shape;
     total_rows_ = 0;
@@ -86,6 +95,7 @@ class BatchRun {
       }
     }
     if (batched) shape[0] = total_rows_;
+    if (i == 0) token_shape_ = shape;
     if (spec.ragged && first_ragged_input_ < 0) {
       first_ragged_input_ = static_cast<int>(i);
       ragged_axis_ = (batched ? 1 : 0) + (std::find(spec.dims.begin(), spec.dims.end(), -1) - spec.dims.begin());
@@ -115,6 +125,10 @@ class BatchRun {
       data = const_cast<uint8_t*>(batch_[0]->inputs[i].data);  // onnxruntime only reads inputs
     } else {
       owned_.emplace_back(static_cast<size_t>(bytes), 0);
+      if (s_.model->settings.tokenizes() && spec.name == kTokenIds && s_.model->pad_id != 0) {
+        int64_t* ids = reinterpret_cast<int64_t*>(owned_.back().data());
+        std::fill(ids, ids + elements, s_.model->pad_id);  // padded as the tokenizer pads
+      }
       StackRows(i, shape, per_row, spec.element_size, owned_.back().data(), false);
       data = owned_.back().data();
     }
@@ -123,6 +137,25 @@ class BatchRun {
                                                                           shape.data(), shape.size(), spec.onnx_type,
                                                                           &value),
                                       "creating input tensor '" + spec.name + "'"));
+    inputs_.push_back(value);
+    return nullptr;
+  }
+
+  // A text model's token_type_ids: zeros of the padded ids' shape (the first run input, built).
+  TRITONSERVER_Error* BuildTokenTypes() {
+    const std::vector<int64_t> shape = token_shape_;
+    int64_t bytes = 0;
+    if (!CheckedByteSize(shape, sizeof(int64_t), &bytes)) {
+      return NewError(TRITONSERVER_ERROR_INVALID_ARG, "the padded token_type_ids " + ShapeText(shape) + " overflow 64 bits");
+    }
+    owned_.emplace_back(static_cast<size_t>(bytes), 0);
+    OrtValue* value = nullptr;
+    FASTPATH_RETURN_IF_ERROR(OrtError(ort_,
+                                      ort_.CreateTensorWithDataAsOrtValue(s_.cpu, owned_.back().data(),
+                                                                          static_cast<size_t>(bytes), shape.data(),
+                                                                          shape.size(), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64,
+                                                                          &value),
+                                      "creating input tensor 'token_type_ids'"));
     inputs_.push_back(value);
     return nullptr;
   }
@@ -145,11 +178,12 @@ class BatchRun {
 
   // Reads output `j`'s type, shape and data; an output that disagrees with the configuration
   // fails the Run.
-  TRITONSERVER_Error* InspectOutput(size_t j, OutputView* view) {
+  TRITONSERVER_Error* InspectOutput(size_t j, int slot, OutputView* view) {
     const TensorSpec& spec = s_.model->settings.outputs[j];
     const bool batched = s_.model->settings.batched();
+    OrtValue* output = outputs_[static_cast<size_t>(slot)];
     OrtTensorTypeAndShapeInfo* info = nullptr;
-    FASTPATH_RETURN_IF_ERROR(OrtError(ort_, ort_.GetTensorTypeAndShape(outputs_[j], &info), "output shape",
+    FASTPATH_RETURN_IF_ERROR(OrtError(ort_, ort_.GetTensorTypeAndShape(output, &info), "output shape",
                                       TRITONSERVER_ERROR_INTERNAL));
     ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     size_t rank = 0;
@@ -176,7 +210,7 @@ class BatchRun {
     }
     if (!CheckedElementCount(shape, &view->elements)) return internal(name + " has an invalid shape " + ShapeText(shape));
     if (spec.is_string()) {
-      FASTPATH_RETURN_IF_ERROR(ReadStrings(outputs_[j], static_cast<size_t>(view->elements), &view->strings));
+      FASTPATH_RETURN_IF_ERROR(ReadStrings(output, static_cast<size_t>(view->elements), &view->strings));
       view->index.resize(view->strings.size());
       for (size_t k = 0; k < view->index.size(); ++k) view->index[k] = static_cast<int64_t>(k);
       view->data = reinterpret_cast<const uint8_t*>(view->index.data());
@@ -185,7 +219,7 @@ class BatchRun {
     }
     void* raw = nullptr;
     FASTPATH_RETURN_IF_ERROR(
-        OrtError(ort_, ort_.GetTensorMutableData(outputs_[j], &raw), "output data", TRITONSERVER_ERROR_INTERNAL));
+        OrtError(ort_, ort_.GetTensorMutableData(output, &raw), "output data", TRITONSERVER_ERROR_INTERNAL));
     view->data = static_cast<const uint8_t*>(raw);
     view->element_size = spec.element_size;
     return nullptr;
@@ -246,6 +280,31 @@ class BatchRun {
     }
   }
 
+  // A text model's cut_flag_output that the graph does not compute: [rows, dims...] BOOL, every
+  // element of a row set when its text or its tokens were cut (Pending::flagged_rows).
+  void SendFlags(size_t j) {
+    const ModelSettings& settings = s_.model->settings;
+    const TensorSpec& spec = settings.outputs[j];
+    for (Pending* p : batch_) {
+      if (!p->good() || (!settings.response_cache && !IsRequested(p, spec.name))) continue;
+      try {
+        std::vector<int64_t> shape = spec.dims;
+        shape.insert(shape.begin(), p->rows);
+        int64_t elements = 0;
+        if (!CheckedElementCount(shape, &elements)) {
+          p->Fail(NewError(TRITONSERVER_ERROR_INTERNAL, "output '" + spec.name + "' " + ShapeText(shape) + " overflows"));
+          continue;
+        }
+        std::vector<uint8_t> block(static_cast<size_t>(elements), 0);
+        FlagCutRows(*p, &block);
+        TRITONSERVER_Error* err = WriteOutput(p, spec, shape, block.data(), block.size());
+        if (err != nullptr) p->Fail(WithPrefix("output '" + spec.name + "': ", err));
+      } catch (const std::exception& e) {
+        p->Fail(ExceptionError("fastpath_ort: writing an output", e.what()));
+      }
+    }
+  }
+
   static TRITONSERVER_Error* WriteOutput(Pending* p, const TensorSpec& spec, const std::vector<int64_t>& shape,
                                          const uint8_t* payload, size_t size) {
     TRITONBACKEND_Output* output = nullptr;
@@ -265,6 +324,12 @@ class BatchRun {
   static void FlagCutRows(const Pending& p, std::vector<uint8_t>* flags) {
     const int64_t rows = std::max<int64_t>(p.rows, 1);
     const size_t per_row = flags->size() / static_cast<size_t>(rows);
+    if (!p.flagged_rows.empty()) {  // a text model: its texts were read, then tokenized
+      for (size_t r = 0; r < p.flagged_rows.size() && r < static_cast<size_t>(rows); ++r) {
+        if (p.flagged_rows[r]) std::fill_n(flags->begin() + r * per_row, per_row, 1);
+      }
+      return;
+    }
     for (const RequestInput& in : p.inputs) {
       if (in.cut.empty()) continue;
       const size_t elements_per_row = std::max<size_t>(in.cut.size() / static_cast<size_t>(rows), 1);
@@ -318,6 +383,7 @@ class BatchRun {
   std::vector<std::vector<uint8_t>> owned_;
   std::vector<OutputView> views_;
   int64_t total_rows_ = 0;
+  std::vector<int64_t> token_shape_;  // the first run input's padded shape (a text model's ids)
   int first_ragged_input_ = -1;
   size_t ragged_axis_ = 0;
   int64_t padded_length_ = 0;
@@ -359,7 +425,9 @@ void RunGroup(InstanceState* s, const std::vector<Pending*>& run) {
   for (Pending* p : run) RunGroup(s, {p});
 }
 
-PlanItem ToPlanItem(const ModelSettings& settings, const Pending& p) {
+// `token_types`: the instance feeds a text model's graph token_type_ids too (a third tensor of the
+// ids' shape), counted against max_padded_bytes like the rest.
+PlanItem ToPlanItem(const ModelSettings& settings, const Pending& p, bool token_types) {
   PlanItem item;
   item.rows = p.rows;
   item.length = p.length;
@@ -367,7 +435,12 @@ PlanItem ToPlanItem(const ModelSettings& settings, const Pending& p) {
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const std::vector<int64_t>& shape = p.inputs[i].shape;
     item.shapes.emplace_back(shape.begin() + std::min(batch_axes, shape.size()), shape.end());
-    item.element_sizes.push_back(settings.inputs[i].is_string() ? sizeof(const char*) : settings.inputs[i].element_size);
+    const TensorSpec& spec = settings.run_inputs[i];
+    item.element_sizes.push_back(spec.is_string() ? sizeof(const char*) : spec.element_size);
+  }
+  if (token_types && !item.shapes.empty()) {
+    item.shapes.push_back(item.shapes[0]);
+    item.element_sizes.push_back(sizeof(int64_t));
   }
   return item;
 }
@@ -381,7 +454,7 @@ void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_sta
     for (Pending* p : good) runs.push_back({p});
   } else {
     std::vector<PlanItem> items;
-    for (const Pending* p : good) items.push_back(ToPlanItem(settings, *p));
+    for (const Pending* p : good) items.push_back(ToPlanItem(settings, *p, s->feed_token_types));
     const RunPlan plan = PlanRuns(items, settings.length_bucket_rows, settings.max_padded_bytes);
     for (size_t i : plan.too_big) {
       good[i]->Fail(NewError(TRITONSERVER_ERROR_INVALID_ARG,

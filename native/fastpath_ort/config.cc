@@ -126,6 +126,14 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
   } else if (key == "max_sequence_length") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
     s->max_sequence_length = number;
+  } else if (key == "max_length") {
+    if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (tokens per text)";
+    s->max_length = number;
+  } else if (key == "text_tokenizer") {
+    if (value.empty() || value.find('/') != std::string::npos) {
+      return bad + "give a file name in the version folder (a tokenizer.json)";
+    }
+    s->text_tokenizer = value;
   } else if (key == "onnxruntime_library") {
     s->onnxruntime_library = value;
   } else if (key == "custom_op_library") {
@@ -195,6 +203,37 @@ std::string CheckValueBounds(const ModelSettings& s) {
   return "";
 }
 
+TensorSpec TokenSpec(const char* name) {
+  TensorSpec spec;
+  spec.name = name;
+  spec.triton_type = TRITONSERVER_TYPE_INT64;
+  spec.onnx_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  spec.element_size = 8;
+  spec.dims = {-1};
+  spec.ragged = true;
+  return spec;
+}
+
+// A text model (text_tokenizer): one TYPE_STRING input of dims [1], batched, a max_length; the
+// graph is fed the tokens instead (run_inputs).
+std::string CheckTextModel(ModelSettings* s) {
+  if (!s->tokenizes()) {
+    s->run_inputs = s->inputs;
+    return "";
+  }
+  const std::string bad = "parameter 'text_tokenizer' = '" + s->text_tokenizer + "': ";
+  if (s->inputs.size() != 1 || !s->inputs[0].is_string() || s->inputs[0].dims != std::vector<int64_t>{1}) {
+    return bad + "the model must have exactly one input, TYPE_STRING with dims [1] (one text a row)";
+  }
+  if (!s->batched()) return bad + "the model must batch (max_batch_size >= 1): the graph takes [rows, tokens]";
+  if (s->max_length <= 0) {
+    return bad + "give parameter 'max_length' (tokens per text, special tokens included), e.g. 512";
+  }
+  if (!s->value_bounds.empty()) return bad + "value_bounds applies to inputs a client sends; the ids are the tokenizer's";
+  s->run_inputs = {TokenSpec(kTokenIds), TokenSpec(kTokenMask)};
+  return "";
+}
+
 std::string CheckRaggedOutputs(const ModelSettings& s) {
   for (const std::string& name : s.ragged_outputs) {
     auto it = std::find_if(s.outputs.begin(), s.outputs.end(), [&](const TensorSpec& t) { return t.name == name; });
@@ -221,8 +260,11 @@ std::string CheckRaggedOutputs(const ModelSettings& s) {
 
 }  // namespace
 
-const char* const kInformationalParameters[] = {"max_length", "tokenizer_file", "tokenizer_sha256",
-                                                "priority_levels"};
+const char kTokenIds[] = "input_ids";
+const char kTokenMask[] = "attention_mask";
+const char kTokenTypes[] = "token_type_ids";
+
+const char* const kInformationalParameters[] = {"tokenizer_file", "tokenizer_sha256", "priority_levels"};
 const size_t kInformationalParameterCount = sizeof(kInformationalParameters) / sizeof(kInformationalParameters[0]);
 const char* const kBackendParameters[] = {
     "onnx_file",          "intra_op_threads",   "inter_op_threads",     "graph_optimization_level",
@@ -230,11 +272,11 @@ const char* const kBackendParameters[] = {
     "python_library",     "validate_utf8",      "reject_blank_strings", "max_string_bytes",
     "cut_string_chars",   "cut_flag_output",    "admission_budget_ms_", "admission_min_rows",
     "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs",
-    "value_bounds"};
+    "value_bounds",       "text_tokenizer",     "max_length"};
 const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
 
 bool ModelSettings::pads() const {
-  return batched() && std::any_of(inputs.begin(), inputs.end(), [](const TensorSpec& t) { return t.ragged; });
+  return batched() && std::any_of(run_inputs.begin(), run_inputs.end(), [](const TensorSpec& t) { return t.ragged; });
 }
 
 bool ModelSettings::is_ragged_output(const std::string& name) const {
@@ -316,6 +358,7 @@ std::string ParseModelSettings(const Json& config, ModelSettings* out) {
     }
   }
   error = CheckValueBounds(*out);
+  if (error.empty()) error = CheckTextModel(out);
   return error.empty() ? CheckRaggedOutputs(*out) : error;
 }
 

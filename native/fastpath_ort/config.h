@@ -41,6 +41,18 @@
 //   value_bounds              integer inputs whose values must lie in [lo, hi): "name:lo:hi,..."
 //                             (e.g. token ids within the tokenizer's vocabulary); a value outside
 //                             fails its request naming the input, the value and the bounds (default none)
+//   text_tokenizer            a BERT WordPiece tokenizer.json in the version folder (default none). With
+//                             it the model is text in: its one input is TYPE_STRING with dims [1] (a
+//                             text per row); each text is checked as above, then tokenized by the exact
+//                             C++ WordPiece tokenizer (wordpiece.h) at its natural length, and the graph
+//                             is fed input_ids and attention_mask (int64 [rows, longest], the batch
+//                             padded to its longest row with the tokenizer's [PAD] id) and, when the
+//                             graph has that input, token_type_ids (zeros). A text the tokenizer cuts
+//                             at max_length sets its row in cut_flag_output, which the backend then
+//                             writes itself when the graph has no such output.
+//   max_length                with text_tokenizer: the most tokens a text becomes, special tokens
+//                             included (required there); longer texts are cut, as `tokenizers`'
+//                             enable_truncation(max_length) cuts them. Informational otherwise.
 //
 // Read from the configuration beside the parameters: max_batch_size, input, output, model_warmup
 // (warmup_executes) and response_cache.enable (response_cache: with Triton's response cache on,
@@ -106,12 +118,25 @@ struct ModelSettings {
   int64_t max_padded_bytes = int64_t{64} << 20;
   std::vector<std::string> ragged_outputs;
   std::map<std::string, std::pair<int64_t, int64_t>> value_bounds;  // input -> [lo, hi)
+  std::string text_tokenizer;
+  int64_t max_length = 0;
+  // What a Run feeds the graph, request by request: the configuration's inputs, or with a
+  // text_tokenizer the text's token ids and mask (kTokenIds, kTokenMask: INT64, dims [-1], ragged).
+  // A graph input token_type_ids is added per instance (zeros), not here.
+  std::vector<TensorSpec> run_inputs;
 
   bool batched() const { return max_batch_size > 0; }
-  // Batched with a ragged input: requests are padded to each other in a Run.
+  // The backend tokenizes the text input itself (text_tokenizer).
+  bool tokenizes() const { return !text_tokenizer.empty(); }
+  // Batched with a ragged run input: requests are padded to each other in a Run.
   bool pads() const;
   bool is_ragged_output(const std::string& name) const;
 };
+
+// The graph inputs a text model's tokens feed (text_tokenizer).
+extern const char kTokenIds[];
+extern const char kTokenMask[];
+extern const char kTokenTypes[];
 
 // Parameter keys the kit renders for readers other than this backend.
 extern const char* const kInformationalParameters[];

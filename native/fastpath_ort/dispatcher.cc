@@ -17,19 +17,6 @@
 
 namespace fastpath {
 
-#ifdef FASTPATH_FAULT_INJECTION
-namespace {
-std::atomic<FaultHook> fault_hook{nullptr};
-}  // namespace
-
-void SetFaultHook(FaultHook hook) { fault_hook.store(hook); }
-
-void FaultPoint(const char* point) {
-  const FaultHook hook = fault_hook.load();
-  if (hook != nullptr) hook(point);
-}
-#endif
-
 namespace {
 
 constexpr char kUnloading[] = "the model is unloading with this request still queued; retry";
@@ -271,7 +258,7 @@ void Execute(InstanceState* s, TRITONBACKEND_Request** requests, const uint32_t 
         continue;
       }
       try {
-        ReadRequest(settings, &p);
+        ReadRequest(settings, s->model->tokenizer.get(), &p);
       } catch (const std::exception& e) {  // e.g. bad_alloc gathering a huge input
         p.Fail(ExceptionError("fastpath_ort: reading the request", e.what()));
       }

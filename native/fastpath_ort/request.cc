@@ -10,6 +10,7 @@
 #include "admission.h"
 #include "checks.h"
 #include "tensor_ops.h"
+#include "wordpiece.h"
 
 namespace fastpath {
 namespace {
@@ -139,14 +140,74 @@ int64_t LongestRow(const TensorSpec& spec, const RequestInput& in, size_t batch_
   return length;
 }
 
+// A dense int64 [rows, length] input held in its own buffer.
+RequestInput TokenInput(int64_t rows, int64_t length, int64_t fill) {
+  RequestInput in;
+  in.shape = {rows, length};
+  in.elements = rows * length;  // rows <= max_batch_size, length <= max_length: both checked small
+  in.gathered.resize(static_cast<size_t>(in.elements) * sizeof(int64_t));
+  int64_t* values = reinterpret_cast<int64_t*>(in.gathered.data());
+  std::fill(values, values + in.elements, fill);
+  in.data = in.gathered.data();
+  in.byte_size = in.gathered.size();
+  return in;
+}
+
+// A text model's request: each row's text (checked by ReadStrings, cut at cut_string_chars) becomes
+// its token ids at natural length; the request's rows are padded to its longest (ids with [PAD], the
+// mask with 0), and `p->inputs` becomes {ids, mask}. A row is flagged when its text was cut or its
+// tokens were cut at max_length.
+void Tokenize(const ModelSettings& settings, const WordPieceTokenizer& tokenizer, Pending* p) {
+  const RequestInput& text = p->inputs[0];
+  const std::string name = "input '" + settings.inputs[0].name + "'";
+  const int64_t rows = p->rows;
+  std::vector<std::vector<int64_t>> ids(static_cast<size_t>(rows));
+  p->flagged_rows.assign(static_cast<size_t>(rows), 0);
+  int64_t longest = 0;
+  std::string error;
+  for (int64_t r = 0; r < rows; ++r) {  // dims [1]: element r is row r
+    const std::string& row = text.strings[static_cast<size_t>(r)];
+    bool truncated = false;
+    if (!tokenizer.Encode(row.data(), row.size(), static_cast<int>(settings.max_length), &ids[r], &truncated,
+                          &error)) {
+      p->Fail(Invalid(name + " element " + std::to_string(r) + ": " + error));
+      return;
+    }
+    p->flagged_rows[r] = (truncated || text.cut[r]) ? 1 : 0;
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(ids[r].size()));
+  }
+  const int64_t pad = std::max<int64_t>(0, tokenizer.TokenId("[PAD]"));
+  RequestInput token_ids = TokenInput(rows, longest, pad);
+  RequestInput mask = TokenInput(rows, longest, 0);
+  int64_t* id_values = reinterpret_cast<int64_t*>(token_ids.gathered.data());
+  int64_t* mask_values = reinterpret_cast<int64_t*>(mask.gathered.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(ids[r].begin(), ids[r].end(), id_values + r * longest);
+    std::fill_n(mask_values + r * longest, ids[r].size(), 1);
+  }
+  p->inputs.clear();
+  p->inputs.push_back(std::move(token_ids));
+  p->inputs.push_back(std::move(mask));
+  p->length = longest;
+}
+
 }  // namespace
 
-void ReadRequest(const ModelSettings& settings, Pending* p) {
+void ReadRequest(const ModelSettings& settings, const WordPieceTokenizer* tokenizer, Pending* p) {
   p->inputs.resize(settings.inputs.size());
   for (size_t i = 0; i < settings.inputs.size() && p->good(); ++i) {
     p->Fail(ReadInput(settings, settings.inputs[i], p->request, &p->inputs[i]));
   }
   if (!p->good()) return;
+  if (settings.tokenizes()) {
+    if (tokenizer == nullptr) {
+      p->Fail(NewError(TRITONSERVER_ERROR_INTERNAL, "fastpath_ort: the model's tokenizer is not loaded"));
+      return;
+    }
+    p->rows = p->inputs[0].shape[0];  // batched, checked by ParseModelSettings; dims [1]: a text a row
+    Tokenize(settings, *tokenizer, p);
+    return;
+  }
   const size_t batch_axes = settings.batched() ? 1 : 0;
   p->rows = settings.batched() ? p->inputs[0].shape[0] : 1;
   int first_ragged = -1;

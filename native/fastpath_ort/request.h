@@ -1,7 +1,7 @@
 // Reading one request: its inputs checked on their own (type, shape and every count derived from
-// it, buffers, finite floats, UTF-8 and string limits) before it may join a batch. A request that
-// fails a check gets INVALID_ARGUMENT naming the input and the bound, and never touches its
-// batch-mates.
+// it, buffers, finite floats, UTF-8 and string limits) before it may join a batch, and a text
+// model's texts tokenized (text_tokenizer). A request that fails a check gets INVALID_ARGUMENT
+// naming the input and the bound, and never touches its batch-mates.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,8 @@
 #include "config.h"
 
 namespace fastpath {
+
+class WordPieceTokenizer;
 
 struct RequestInput {
   std::vector<int64_t> shape;  // as sent, batch axis included when the model batches
@@ -33,8 +35,13 @@ struct Pending {
   // holding only its error (Answer): nothing partial reaches the client or Triton's response cache.
   bool has_outputs = false;
   int64_t rows = 1;    // along the batch axis (1 when the model does not batch)
-  int64_t length = 0;  // its longest row: elements along a -1 axis, or bytes of a text
+  int64_t length = 0;  // its longest row: elements along a -1 axis (tokens of a text model), or bytes of a text
+  // What a Run feeds the graph (ModelSettings::run_inputs): the inputs as read, or a text model's
+  // token ids and mask ([rows, the request's longest], padded with the tokenizer's [PAD] id and 0).
   std::vector<RequestInput> inputs;
+  // A text model's rows whose text was cut (cut_string_chars) or whose tokens were cut at
+  // max_length: 1 per such row (empty for other models, whose cut rows are in RequestInput::cut).
+  std::vector<uint8_t> flagged_rows;
   uint64_t compute_start_ns = 0;
   uint64_t compute_end_ns = 0;
 
@@ -49,8 +56,9 @@ struct Pending {
   }
 };
 
-// Reads and checks every input of `p`'s request; on a problem, `p` holds the error.
-void ReadRequest(const ModelSettings& settings, Pending* p);
+// Reads and checks every input of `p`'s request and, for a text model (`tokenizer` not null, as
+// ModelSettings::tokenizes()), tokenizes its texts into `p->inputs`; on a problem, `p` holds the error.
+void ReadRequest(const ModelSettings& settings, const WordPieceTokenizer* tokenizer, Pending* p);
 
 // The request's `fastpath_priority` parameter (INT, or a STRING holding an integer); 0 (the
 // lowest level) when absent, of another type, or not a number.

@@ -91,23 +91,69 @@ TRITONSERVER_Error* CheckTensor(const ModelSettings& settings, const TensorSpec&
   return nullptr;
 }
 
-TRITONSERVER_Error* CheckGraphAgainstConfig(const InstanceState& s) {
-  const ModelSettings& settings = s.model->settings;
+std::string Names(const std::vector<GraphTensor>& graph) {
+  std::string names;
+  for (const auto& t : graph) names += (names.empty() ? "" : ", ") + t.name;
+  return names;
+}
+
+// A text model's graph inputs: input_ids and attention_mask, and token_type_ids if it wants them,
+// each INT64 [batch, sequence]; nothing else (the backend feeds nothing else).
+TRITONSERVER_Error* CheckTokenInputs(InstanceState* s, const std::vector<GraphTensor>& graph) {
+  const ModelSettings& settings = s->model->settings;
+  auto invalid = [](const std::string& message) { return NewError(TRITONSERVER_ERROR_INVALID_ARG, message); };
+  for (const char* wanted : {kTokenIds, kTokenMask}) {
+    if (std::none_of(graph.begin(), graph.end(), [&](const GraphTensor& t) { return t.name == wanted; })) {
+      return invalid(std::string("parameter 'text_tokenizer': the ONNX graph has no input '") + wanted +
+                     "' (its inputs: " + Names(graph) + "); a text model's graph takes the tokens: input_ids, "
+                     "attention_mask and optionally token_type_ids");
+    }
+  }
+  for (const GraphTensor& t : graph) {
+    if (t.name == kTokenTypes) {
+      s->feed_token_types = true;
+    } else if (t.name != kTokenIds && t.name != kTokenMask) {
+      return invalid("parameter 'text_tokenizer': the ONNX graph's input '" + t.name +
+                     "' is not one the backend feeds (input_ids, attention_mask, token_type_ids)");
+    }
+    TensorSpec spec = settings.run_inputs[0];
+    spec.name = t.name;
+    FASTPATH_RETURN_IF_ERROR(CheckTensor(settings, spec, t, "token input"));
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error* CheckGraphAgainstConfig(InstanceState* s) {
+  const ModelSettings& settings = s->model->settings;
   for (bool inputs : {true, false}) {
     std::vector<GraphTensor> graph;
-    FASTPATH_RETURN_IF_ERROR(ListGraphTensors(s, inputs, &graph));
+    FASTPATH_RETURN_IF_ERROR(ListGraphTensors(*s, inputs, &graph));
+    if (inputs && settings.tokenizes()) {
+      FASTPATH_RETURN_IF_ERROR(CheckTokenInputs(s, graph));
+      continue;
+    }
     const char* kind = inputs ? "input" : "output";
     const auto& specs = inputs ? settings.inputs : settings.outputs;
     for (const TensorSpec& spec : specs) {
       auto it = std::find_if(graph.begin(), graph.end(), [&](const GraphTensor& t) { return t.name == spec.name; });
+      if (it == graph.end() && !inputs && settings.tokenizes() && spec.name == settings.cut_flag_output) {
+        // The tokenizer's flag, written by the backend: one value a row, so fixed dims.
+        if (std::find(spec.dims.begin(), spec.dims.end(), -1) != spec.dims.end()) {
+          return NewError(TRITONSERVER_ERROR_INVALID_ARG,
+                          "config output '" + spec.name + "' (cut_flag_output, written by the backend for a text "
+                          "model) must have fixed dims, e.g. [1]");
+        }
+        s->output_slots.push_back(-1);
+        continue;
+      }
       if (it == graph.end()) {
-        std::string names;
-        for (const auto& t : graph) names += (names.empty() ? "" : ", ") + t.name;
         return NewError(TRITONSERVER_ERROR_INVALID_ARG, std::string("config ") + kind + " '" + spec.name +
-                                                            "' is not in the ONNX graph (its " + kind + "s: " + names +
-                                                            ")");
+                                                            "' is not in the ONNX graph (its " + kind +
+                                                            "s: " + Names(graph) + ")");
       }
       FASTPATH_RETURN_IF_ERROR(CheckTensor(settings, spec, *it, kind));
+      if (!inputs) s->output_slots.push_back(static_cast<int>(s->output_names.size()));
+      if (!inputs) s->output_names.push_back(spec.name.c_str());
     }
     if (inputs) {
       for (const GraphTensor& t : graph) {
@@ -153,9 +199,11 @@ TRITONSERVER_Error* CreateSession(InstanceState* s) {
                                     "CreateCpuMemoryInfo", TRITONSERVER_ERROR_INTERNAL));
   FASTPATH_RETURN_IF_ERROR(OrtError(ort, ort.GetAllocatorWithDefaultOptions(&s->allocator), "default allocator",
                                     TRITONSERVER_ERROR_INTERNAL));
-  FASTPATH_RETURN_IF_ERROR(CheckGraphAgainstConfig(*s));
-  for (const TensorSpec& spec : settings.inputs) s->input_names.push_back(spec.name.c_str());
-  for (const TensorSpec& spec : settings.outputs) s->output_names.push_back(spec.name.c_str());
+  s->output_names.clear();
+  s->output_slots.clear();
+  FASTPATH_RETURN_IF_ERROR(CheckGraphAgainstConfig(s));
+  for (const TensorSpec& spec : settings.run_inputs) s->input_names.push_back(spec.name.c_str());
+  if (s->feed_token_types) s->input_names.push_back(kTokenTypes);
   return nullptr;
 }
 

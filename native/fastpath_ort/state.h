@@ -16,6 +16,7 @@
 #include "request_queue.h"
 #include "runtime.h"
 #include "triton_api.h"
+#include "wordpiece.h"
 
 namespace fastpath {
 
@@ -53,6 +54,10 @@ struct ModelState {
   std::string onnx_path;
   std::string custom_op_path;
   const Runtime* runtime = nullptr;  // the process's; never released
+  // A text model's tokenizer (ModelSettings::text_tokenizer), loaded once; Encode is thread-safe.
+  std::shared_ptr<const WordPieceTokenizer> tokenizer;
+  std::string tokenizer_path;
+  int64_t pad_id = 0;  // the tokenizer's [PAD] id (0 without one): a Run pads token ids with it
   std::unique_ptr<Dispatcher> dispatcher;  // with admission budgets only; else Execute runs inline
   Unreleased unreleased;
 };
@@ -65,8 +70,12 @@ struct InstanceState {
   OrtSession* session = nullptr;
   OrtMemoryInfo* cpu = nullptr;
   OrtAllocator* allocator = nullptr;
-  std::vector<const char*> input_names;
-  std::vector<const char*> output_names;
+  std::vector<const char*> input_names;   // what a Run feeds: the run inputs, then token_type_ids if fed
+  std::vector<const char*> output_names;  // what a Run fetches: the configured outputs the graph has
+  bool feed_token_types = false;  // a text model whose graph takes token_type_ids (fed zeros)
+  // Per configured output, its index in output_names, or -1 for a text model's cut_flag_output that
+  // the graph does not compute (the backend writes it from Pending::flagged_rows).
+  std::vector<int> output_slots;
   std::thread worker;  // takes batches from the model's queue (dispatcher.h), with a dispatcher
   int64_t warmup_left = 0;  // warmup Execute calls still to come (ModelSettings::warmup_executes)
   bool stop = false;   // guarded by the dispatcher's mutex

@@ -293,5 +293,8 @@ size_t WordPieceTokenizer::special_token_count() const {
 }
 size_t WordPieceTokenizer::vocab_size() const { return state_->vocab_size; }
 int64_t WordPieceTokenizer::unk_id() const { return state_->unk_id; }
+int64_t WordPieceTokenizer::TokenId(const std::string& token) const {
+  return state_->initial.Find(token.data(), token.size());
+}
 
 }  // namespace fastpath

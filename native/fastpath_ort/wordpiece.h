@@ -60,6 +60,8 @@ class WordPieceTokenizer {
   size_t special_token_count() const;
   size_t vocab_size() const;
   int64_t unk_id() const;
+  // The id of the vocabulary token `token` (bytes as in tokenizer.json's model.vocab), or -1.
+  int64_t TokenId(const std::string& token) const;
 
   struct State;  // defined in wordpiece.cc
 

@@ -7,11 +7,6 @@
 #include <map>
 #include <mutex>
 
-struct TRITONSERVER_Error {
-  TRITONSERVER_Error_Code code;
-  std::string message;
-};
-
 struct TRITONSERVER_BufferAttributes {
   size_t byte_size = 0;
   TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
@@ -38,14 +33,12 @@ namespace fake_triton {
 
 namespace {
 
-std::mutex mu;  // metrics and logs (the cache's worker thread uses them too)
+std::mutex mu;  // metrics (the cache's worker thread uses them too)
 std::vector<TRITONSERVER_Metric*> live_metrics;
-std::vector<std::string> log_lines;
-std::atomic<bool> verbose{false};
 std::atomic<bool> metrics_enabled{true};
 
 TRITONSERVER_Error* Error(TRITONSERVER_Error_Code code, const std::string& message) {
-  return new TRITONSERVER_Error{code, message};
+  return TRITONSERVER_ErrorNew(code, message.c_str());
 }
 
 }  // namespace
@@ -59,16 +52,6 @@ Entry InsertEntry(const std::vector<std::string>& serialized) {
   return entry;
 }
 
-Result Take(TRITONSERVER_Error* error) {
-  Result result;
-  if (error != nullptr) {
-    result.code = error->code;
-    result.message = error->message;
-    delete error;
-  }
-  return result;
-}
-
 double MetricValue(const std::string& family, const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu);
   double sum = 0;
@@ -79,43 +62,12 @@ double MetricValue(const std::string& family, const std::string& key, const std:
 }
 
 void SetMetricsEnabled(bool enabled) { metrics_enabled = enabled; }
-void SetVerbose(bool on) { verbose = on; }
-
-std::vector<std::string> Logs() {
-  std::lock_guard<std::mutex> lock(mu);
-  return log_lines;
-}
-
-void ClearLogs() {
-  std::lock_guard<std::mutex> lock(mu);
-  log_lines.clear();
-}
 
 }  // namespace fake_triton
 
 using fake_triton::Error;
 
 extern "C" {
-
-TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg) {
-  return new TRITONSERVER_Error{code, msg ? msg : ""};
-}
-void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error) { delete error; }
-TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error) { return error->code; }
-const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error) { return error->message.c_str(); }
-
-bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) {
-  return level != TRITONSERVER_LOG_VERBOSE || fake_triton::verbose.load();
-}
-
-TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char*, const int, const char* msg) {
-  static const char* names[] = {"INFO", "WARN", "ERROR", "VERBOSE"};
-  std::string line = std::string(names[level]) + " " + msg;
-  if (std::getenv("FAKE_TRITON_PRINT_LOGS") != nullptr) std::fprintf(stderr, "%s\n", line.c_str());
-  std::lock_guard<std::mutex> lock(fake_triton::mu);
-  if (fake_triton::log_lines.size() < 10000) fake_triton::log_lines.push_back(std::move(line));
-  return nullptr;
-}
 
 TRITONSERVER_Error* TRITONSERVER_BufferAttributesNew(TRITONSERVER_BufferAttributes** attributes) {
   *attributes = new TRITONSERVER_BufferAttributes();

@@ -1,6 +1,6 @@
 // A stand-in for the parts of tritonserver the response cache calls, for its C++ drivers (tests,
-// TSan stress): TRITONSERVER_* errors, logs, buffer attributes, parameters and metrics, and the
-// TRITONCACHE_* entry and Copy callbacks. Copy behaves as core r24.10's two allocators: on insert
+// TSan stress): TRITONSERVER_* errors and logs (fake_server.h, shared with the backend's drivers),
+// buffer attributes, parameters and metrics, and the TRITONCACHE_* entry and Copy callbacks. Copy behaves as core r24.10's two allocators: on insert
 // it writes the responses a test gives into the cache's buffers (the serialized bytes Triton would
 // write), on lookup it builds responses from the cache's buffers with core_deserialize.h.
 #pragma once
@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "core_deserialize.h"
-#include "triton_cache_api.h"
+#include "fake_server.h"
+#include "triton/core/tritoncache.h"
 
 namespace fake_triton {
 
@@ -36,13 +37,8 @@ TRITONCACHE_CacheEntry* AsHandle(Entry* entry);
 // An entry as Triton builds it for an insert of `serialized` (sizes only).
 Entry InsertEntry(const std::vector<std::string>& serialized);
 
-// An error's code and message, and deleting it (nullptr: success, kept as -1 / "").
-struct Result {
-  int code = -1;
-  std::string message;
-  bool ok() const { return code == -1; }
-};
-Result Take(TRITONSERVER_Error* error);
+using fake_server::Result;
+using fake_server::Take;
 
 // The value of the metric `family` with the label `key`=`value` ("" = no label), summed over live
 // metrics (0 if none); the metric API can be switched off (MetricFamilyNew then fails, as with
@@ -50,9 +46,8 @@ Result Take(TRITONSERVER_Error* error);
 double MetricValue(const std::string& family, const std::string& key = "", const std::string& value = "");
 void SetMetricsEnabled(bool enabled);
 
-void SetVerbose(bool verbose);
-// Log lines so far (each "LEVEL message"); Clear empties them.
-std::vector<std::string> Logs();
-void ClearLogs();
+using fake_server::ClearLogs;
+using fake_server::Logs;
+using fake_server::SetVerbose;
 
 }  // namespace fake_triton

@@ -13,8 +13,9 @@
 //
 // Built with -DFASTPATH_FAULT_INJECTION, plainly, under AddressSanitizer + UBSan
 // (tests/unit/test_native_cpp.py) and under ThreadSanitizer (tests/reliability/test_tsan_backend.py),
-// by triton_fastpath.native.build.build_dispatcher_driver. Usage: test_dispatcher [scale]; prints
-// one line per failed check and "N passed, N failed" last; exit 1 on any failure.
+// by triton_fastpath.native.build.build_dispatcher_driver, with fake_server.cc (Triton's errors,
+// counted, and its log). Usage: test_dispatcher [scale]; prints one line per failed check and
+// "N passed, N failed" last; exit 1 on any failure (native/tests/harness.h).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,9 @@
 #include "admission.h"
 #include "batch.h"
 #include "dispatcher.h"
+#include "fake_server.h"
+#define FASTPATH_TEST_CUSTOM_MAIN
+#include "harness.h"
 #include "state.h"
 
 #ifndef FASTPATH_FAULT_INJECTION
@@ -44,11 +48,6 @@ using namespace fastpath;  // NOLINT
 // --- fake Triton: what the backend calls, recording every answer and release ------------------
 
 extern "C" {
-
-struct TRITONSERVER_Error {
-  TRITONSERVER_Error_Code code;
-  std::string message;
-};
 
 struct TRITONBACKEND_ModelInstance {
   int id = 0;
@@ -83,36 +82,15 @@ struct TRITONBACKEND_Response {
 
 namespace {
 
-std::atomic<int64_t> live_errors{0};
 std::atomic<int64_t> live_responses{0};
-std::atomic<int64_t> error_logs{0};
-const bool verbose = std::getenv("FASTPATH_DRIVER_VERBOSE") != nullptr;
 
 TRITONSERVER_Error* FakeError(TRITONSERVER_Error_Code code, const char* message) {
-  ++live_errors;
-  return new TRITONSERVER_Error{code, message != nullptr ? message : ""};
+  return TRITONSERVER_ErrorNew(code, message);  // fake_server.cc: counted until deleted
 }
 
 }  // namespace
 
 extern "C" {
-
-TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg) {
-  return FakeError(code, msg);
-}
-void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error) {
-  --live_errors;
-  delete error;
-}
-TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error) { return error->code; }
-const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error) { return error->message.c_str(); }
-
-TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char* filename, const int line,
-                                            const char* msg) {
-  if (level == TRITONSERVER_LOG_ERROR) ++error_logs;
-  if (verbose) std::fprintf(stderr, "[log %d] %s:%d %s\n", static_cast<int>(level), filename, line, msg);
-  return nullptr;
-}
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseNew(TRITONBACKEND_Response** response, TRITONBACKEND_Request* request) {
   const int n = ++request->response_news;
@@ -207,7 +185,7 @@ struct Gate {
 
 namespace fastpath {
 
-void ReadRequest(const ModelSettings& /*settings*/, Pending* p) {
+void ReadRequest(const ModelSettings& /*settings*/, const WordPieceTokenizer* /*tokenizer*/, Pending* p) {
   p->rows = p->request->rows;
   if (p->request->bad) p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "fake: a bad input"));
 }
@@ -273,18 +251,10 @@ void InjectBadAlloc(const char* point) {
 
 // --- checks -----------------------------------------------------------------------------------------
 
-int passed = 0;
-int failed = 0;
-std::string current;
+using fastpath_test::Check;
+using fastpath_test::current;
 
-void Check(bool condition, const std::string& what) {
-  if (condition) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
-  }
-}
+int scale = 1;  // the driver's argument: multiplies the requests sent
 
 struct Scenario {
   const char* name;
@@ -462,7 +432,7 @@ void Run(const Scenario& scenario) {
         "releases refused once are retried at finalize; those always refused are counted lost (" +
             std::to_string(model->unreleased.lost) + " of " + std::to_string(always_refused) + ")");
   Check(live_responses == 0, "no response left unsent or undeleted: " + std::to_string(live_responses.load()));
-  Check(live_errors == 0, "no error object leaked: " + std::to_string(live_errors.load()));
+  Check(fake_server::LiveErrors() == 0, "no error object leaked: " + std::to_string(fake_server::LiveErrors()));
   Check(unknown_points == 0, "every fault point is known to the driver");
   if (scenario.unload_while_queued && scenario.queued) {
     Check(unloading > 0, "requests queued at unload are answered UNAVAILABLE (" + std::to_string(unloading) + ")");
@@ -479,27 +449,44 @@ void Run(const Scenario& scenario) {
               ok, unloading, overloaded, injected_answers);
 }
 
+
+FASTPATH_TEST(InlineBadAllocInjected) {
+  Scenario scenario{"inline, bad_alloc injected"};
+  scenario.queued = false;
+  scenario.instances = 2;
+  scenario.calls = 150 * scale;
+  scenario.faults = 30;
+  scenario.unload_while_queued = false;
+  Run(scenario);
+}
+
+FASTPATH_TEST(QueuedProducersAndWorkers) {
+  Scenario scenario{"queued, producers and workers"};
+  scenario.calls = 200 * scale;
+  Run(scenario);
+}
+
+FASTPATH_TEST(QueuedBadAllocInjected) {
+  Scenario scenario{"queued, bad_alloc injected"};
+  scenario.calls = 200 * scale;
+  scenario.faults = 30;
+  Run(scenario);
+}
+
+FASTPATH_TEST(QueuedTightBudgetSheds) {
+  Scenario scenario{"queued, a tight budget sheds"};
+  scenario.calls = 150 * scale;
+  scenario.budget_s = 0.0002;
+  scenario.unload_while_queued = false;  // its burst is refused on arrival: nothing is left queued
+  Run(scenario);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int scale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  scale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
   SetFaultHook(InjectBadAlloc);
-  Scenario inline_faults{"inline, bad_alloc injected"};
-  inline_faults.queued = false;
-  inline_faults.instances = 2;
-  inline_faults.calls = 150 * scale;
-  inline_faults.faults = 30;
-  inline_faults.unload_while_queued = false;
-  Scenario stress{"queued, producers and workers"};
-  stress.calls = 200 * scale;
-  Scenario faults{"queued, bad_alloc injected"};
-  faults.calls = 200 * scale;
-  faults.faults = 30;
-  Scenario shed{"queued, a tight budget sheds"};
-  shed.calls = 150 * scale;
-  shed.budget_s = 0.0002;
-  shed.unload_while_queued = false;  // its burst is refused on arrival: nothing is left queued
-  for (const Scenario& scenario : {inline_faults, stress, faults, shed}) Run(scenario);
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  fake_server::SetRecordLogs(false);  // logging must add no synchronization ThreadSanitizer would see
+  fastpath_test::RunCases();
+  return fastpath_test::Summary();
 }

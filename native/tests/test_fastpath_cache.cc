@@ -12,7 +12,8 @@
 // Built and run by tests/unit/test_cache_plugin_build.py (no Redis), also under AddressSanitizer and
 // UndefinedBehaviorSanitizer, and by tests/integration/test_response_cache_plugin.py with a Redis.
 // Usage: test_fastpath_cache [--redis-port N]; prints one line per failed check and
-// "N passed, N failed" last; exit 1 on any failure.
+// "N passed, N failed" last; exit 1 on any failure (native/tests/harness.h). The Redis cases are the
+// "redis" group, run only with a port.
 #include <hiredis/hiredis.h>
 
 #include <chrono>
@@ -30,7 +31,9 @@
 #include "codec.h"
 #include "core_deserialize.h"
 #include "fake_triton.h"
-#include "fault.h"
+#include "fault.h"  // native/common: SetFaultHook
+#define FASTPATH_TEST_CUSTOM_MAIN
+#include "harness.h"
 #include "settings.h"
 #include "sha256.h"
 #include "tiers.h"
@@ -73,23 +76,34 @@ void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace fastpath_cache;  // NOLINT
+using fastpath_test::Check;
+using fastpath_test::Contains;
+using fastpath_test::current;
+
+// The cache's fault points (native/common/fault.h: "cache.lookup", "cache.insert", "cache.worker"),
+// each armed to throw std::bad_alloc for its next `times` passes, as an allocation failure there would.
+namespace armed_faults {
+std::atomic<int> lookup{0}, insert{0}, worker{0};
+std::atomic<int>* Slot(const char* point) {
+  if (std::strcmp(point, "cache.lookup") == 0) return &lookup;
+  if (std::strcmp(point, "cache.insert") == 0) return &insert;
+  if (std::strcmp(point, "cache.worker") == 0) return &worker;
+  return nullptr;
+}
+void Hook(const char* point) {
+  std::atomic<int>* armed = Slot(point);
+  if (armed == nullptr) return;
+  int left = armed->load();
+  while (left > 0) {
+    if (armed->compare_exchange_weak(left, left - 1)) throw std::bad_alloc();
+  }
+}
+void Arm(const char* point, int times) { Slot(point)->store(times); }
+}  // namespace armed_faults
 
 namespace {
 
-int passed = 0;
-int failed = 0;
-std::string current;
-
-void Check(bool condition, const std::string& what) {
-  if (condition) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
-  }
-}
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+int redis_port = 0;  // --redis-port: the "redis" group's server
 
 template <typename T>
 void Put(std::string* out, T value) {
@@ -178,7 +192,7 @@ constexpr uint64_t kSecond = 1'000'000'000ull;
 
 // --- tiers.h: the L1 ---
 
-void TestL1HitsAndLruOrder() {
+FASTPATH_TEST(TestL1HitsAndLruOrder) {
   current = "L1 LRU order";
   const uint64_t charge = L1Cache::Charge("k0", *SizedEntry(100));
   L1Cache l1(3 * charge, 0);
@@ -194,7 +208,7 @@ void TestL1HitsAndLruOrder() {
   Check(l1.Put("k3", SizedEntry(100), 4).result == L1Cache::PutResult::kExists, "an existing key is kept");
 }
 
-void TestL1ByteBound() {
+FASTPATH_TEST(TestL1ByteBound) {
   current = "L1 byte bound";
   const uint64_t capacity = 64 * 1024;
   L1Cache l1(capacity, 0);
@@ -215,7 +229,7 @@ void TestL1ByteBound() {
         "bookkeeping counts: 1 payload byte does not fit in 100");
 }
 
-void TestL1Ttl() {
+FASTPATH_TEST(TestL1Ttl) {
   current = "L1 TTL";
   L1Cache l1(1 << 20, 10 * kSecond);
   bool expired = false;
@@ -234,7 +248,7 @@ void TestL1Ttl() {
   Check(forever.Get("x", UINT64_MAX / 2, &expired) != nullptr, "ttl 0 never expires");
 }
 
-void TestL1HeldEntrySurvivesEviction() {
+FASTPATH_TEST(TestL1HeldEntrySurvivesEviction) {
   current = "L1 entry held during eviction";
   const uint64_t charge = L1Cache::Charge("a", *SizedEntry(64));
   L1Cache l1(charge, 0);
@@ -246,7 +260,7 @@ void TestL1HeldEntrySurvivesEviction() {
   Check(held != nullptr && held->buffers[0] == std::string(64, 'q'), "a lookup's reference still reads a");
 }
 
-void TestL1Concurrent() {
+FASTPATH_TEST(TestL1Concurrent) {
   current = "L1 concurrent use";
   L1Cache l1(32 * 1024, 0);
   std::vector<std::thread> threads;
@@ -266,7 +280,7 @@ void TestL1Concurrent() {
 
 // --- tiers.h: the breaker ---
 
-void TestBreaker() {
+FASTPATH_TEST(TestBreaker) {
   current = "breaker";
   Breaker b(3, 2 * kSecond);
   Check(b.AllowRequest() && !b.IsOpen(), "starts closed");
@@ -293,7 +307,7 @@ void TestBreaker() {
 
 // --- tiers.h: the write queue ---
 
-void TestWriteQueue() {
+FASTPATH_TEST(TestWriteQueue) {
   current = "L2 write queue";
   const EntryPtr kb = SizedEntry(1000);
   const uint64_t write_cost = WriteQueue::Cost({"k", kb});
@@ -328,7 +342,7 @@ void TestWriteQueue() {
 
 // --- codec.h: keys ---
 
-void TestKeyNamespacing() {
+FASTPATH_TEST(TestKeyNamespacing) {
   current = "key namespacing";
   Check(L2Key("fastpath:", "abc123", "98765") == "fastpath:rc:abc123:98765", "prefix, rc:, namespace, key");
   Check(L2Key("fastpath:", "ns-a", "1") != L2Key("fastpath:", "ns-b", "1"), "namespaces never share a key");
@@ -341,7 +355,7 @@ void TestKeyNamespacing() {
 
 // --- sha256.h: FIPS 180-4 examples and RFC 4231's HMAC-SHA256 test cases ---
 
-void TestSha256() {
+FASTPATH_TEST(TestSha256) {
   current = "SHA-256";
   Check(Hex(Sha256Of("", 0)) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "empty");
   Check(Hex(Sha256Of("abc", 3)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "abc");
@@ -368,7 +382,7 @@ void TestSha256() {
   }
 }
 
-void TestHmacRfc4231() {
+FASTPATH_TEST(TestHmacRfc4231) {
   current = "HMAC-SHA256 (RFC 4231)";
   auto mac = [](const std::string& key, const std::string& data) {
     return Hex(HmacSha256(key).Mac(data.data(), data.size()));
@@ -412,7 +426,7 @@ std::string OneOutput(const std::string& body, uint64_t packed_size) {
   return out + body;
 }
 
-void TestResponseCheck() {
+FASTPATH_TEST(TestResponseCheck) {
   current = "serialized response check";
   auto check = [](const std::string& buffer) { return CheckSerializedResponse(buffer.data(), buffer.size()); };
   auto refused = [&](const std::string& buffer, const std::string& why_part) {
@@ -537,7 +551,7 @@ void TestResponseCheck() {
 
 // --- codec.h: the Redis value ---
 
-void TestCodec() {
+FASTPATH_TEST(TestCodec) {
   current = "L2 value codec";
   const std::string key = "fastpath:rc:ns:123";
   Entry entry;
@@ -631,7 +645,7 @@ void TestCodec() {
 
 // --- settings.h ---
 
-void TestSettings() {
+FASTPATH_TEST(TestSettings) {
   current = "settings";
   CacheSettings s;
   std::string error;
@@ -683,7 +697,7 @@ void TestSettings() {
   Check(!ParseFlatJsonObject(R"({"k":"\ud83d"})", &values, &error), "a lone surrogate");
 }
 
-void TestRedisUrl() {
+FASTPATH_TEST(TestRedisUrl) {
   current = "redis URL";
   RedisAddress a;
   std::string error;
@@ -748,7 +762,7 @@ struct Cache {
 
 std::string FloatData(float value) { return std::string(reinterpret_cast<const char*>(&value), sizeof(value)); }
 
-void TestCacheInsertAndLookup() {
+FASTPATH_TEST(TestCacheInsertAndLookup) {
   current = "cache: insert and lookup";
   Cache c(R"({"size":"1048576"})");
   Check(c.init.ok() && c.handle != nullptr, "initialized: " + c.init.message);
@@ -768,7 +782,7 @@ void TestCacheInsertAndLookup() {
   Check(c.Insert("bytes", {strings}).ok() && c.LookupData("bytes") == BytesData({"ab", "c"}), "BYTES round trip");
 }
 
-void TestCacheRefusesWhatCoreCouldNotRead() {
+FASTPATH_TEST(TestCacheRefusesWhatCoreCouldNotRead) {
   current = "cache: insert refuses";
   Cache c(R"({"size":"1048576"})");
   Result r;
@@ -794,7 +808,7 @@ void TestCacheRefusesWhatCoreCouldNotRead() {
   Check(r.code == kNotFound && Metric("inserts_total") == 0, "nothing of these was stored");
 }
 
-void TestCacheDeliveryFailure() {
+FASTPATH_TEST(TestCacheDeliveryFailure) {
   current = "cache: Triton's copy fails";
   Cache c(R"({"size":"1048576"})");
   c.Insert("k", {FloatResponse(3.0f)});
@@ -806,7 +820,7 @@ void TestCacheDeliveryFailure() {
   Check(c.LookupData("k") == FloatData(3.0f), "the entry is still there");
 }
 
-void TestCacheSettings() {
+FASTPATH_TEST(TestCacheSettings) {
   current = "cache: initialize";
   {
     Cache c(R"({"redis_url":"redis://127.0.0.1:1/0"})");
@@ -842,18 +856,18 @@ void TestCacheSettings() {
 
 // --- faults: the fault points, then every allocation in turn failing ---
 
-void TestCacheFaultPoints() {
+FASTPATH_TEST(TestCacheFaultPoints) {
   current = "cache: injected faults";
   Cache c(R"({"size":"1048576"})");
   c.Insert("k", {FloatResponse(4.0f)});
-  fault::Arm(fault::kLookup, 1);
+  armed_faults::Arm("cache.lookup", 1);
   Result r;
   c.LookupData("k", &r);
   Check(r.code == kInternal && Contains(r.message, "bad_alloc") &&
             Metric("internal_errors_total", "where", "lookup") == 1,
         "bad_alloc in Lookup: an error (a miss for Triton), counted: " + r.message);
   Check(c.LookupData("k") == FloatData(4.0f), "the next lookup works");
-  fault::Arm(fault::kInsert, 1);
+  armed_faults::Arm("cache.insert", 1);
   r = c.Insert("k2", {FloatResponse(5.0f)});
   Check(r.code == kInternal && Metric("internal_errors_total", "where", "insert") == 1, "bad_alloc in Insert: counted");
   c.LookupData("k2", &r);
@@ -936,6 +950,8 @@ void TestCacheAllocationFailures(const std::string& extra_config, const std::str
         "the cache works afterwards");
 }
 
+FASTPATH_TEST(TestCacheAllocationFailuresL1) { TestCacheAllocationFailures("", ""); }
+
 // --- the Redis tier, against a real redis-server (--redis-port N) ---
 
 class Redis {
@@ -993,7 +1009,14 @@ std::string L2Config(int port, const std::string& ns, const std::string& extra =
          R"(","mac_secret_env":")" + secret_env + "\"" + extra + "}";
 }
 
-void TestL2RefusedValuesAreMissesDeletedAndCounted(int port) {
+FASTPATH_TEST_GROUP("redis", TestCacheAllocationFailuresWithRedis) {
+  TestCacheAllocationFailures(R"(,"redis_url":"redis://127.0.0.1:)" + std::to_string(redis_port) +
+                                  R"(/0","namespace":")" + UniqueNamespace("alloc-insert") + "\"",
+                              " (with Redis)");
+}
+
+FASTPATH_TEST_GROUP("redis", TestL2RefusedValuesAreMissesDeletedAndCounted) {
+  const int port = redis_port;
   current = "L2: refused values";
   Redis redis(port);
   const std::string ns = UniqueNamespace("refused");
@@ -1052,7 +1075,8 @@ void TestL2RefusedValuesAreMissesDeletedAndCounted(int port) {
         "the recomputed answer is stored in place of the wrong-type key");
 }
 
-void TestL2ValuesCarryTheirKeyAndMac(int port) {
+FASTPATH_TEST_GROUP("redis", TestL2ValuesCarryTheirKeyAndMac) {
+  const int port = redis_port;
   current = "L2: MAC between replicas";
   Redis redis(port);
   const std::string ns = UniqueNamespace("mac");
@@ -1089,7 +1113,8 @@ void TestL2ValuesCarryTheirKeyAndMac(int port) {
   unsetenv("FASTPATH_TEST_SECRET");
 }
 
-void TestL2PromotionOnlyAfterDelivery(int port) {
+FASTPATH_TEST_GROUP("redis", TestL2PromotionOnlyAfterDelivery) {
+  const int port = redis_port;
   current = "L2: promotion after delivery";
   Redis redis(port);
   const std::string ns = UniqueNamespace("promote");
@@ -1107,7 +1132,8 @@ void TestL2PromotionOnlyAfterDelivery(int port) {
         "delivered once, it is promoted");
 }
 
-void TestL2WriteQueueBoundInBytes(int port) {
+FASTPATH_TEST_GROUP("redis", TestL2WriteQueueBoundInBytes) {
+  const int port = redis_port;
   current = "L2: write queue bytes";
   const std::string ns = UniqueNamespace("queue");
   Cache c(L2Config(port, ns, R"(,"write_queue_bytes":"65536","max_entry_bytes":"100000")"));
@@ -1123,12 +1149,13 @@ void TestL2WriteQueueBoundInBytes(int port) {
   Check(Metric("l2_writes_total", "outcome", "stored") >= 2, "and the first are stored");
 }
 
-void TestL2WorkerSurvivesExceptions(int port) {
+FASTPATH_TEST_GROUP("redis", TestL2WorkerSurvivesExceptions) {
+  const int port = redis_port;
   current = "L2: worker exceptions";
   Redis redis(port);
   const std::string ns = UniqueNamespace("worker");
   Cache c(L2Config(port, ns));
-  fault::Arm(fault::kWorker, 3);
+  armed_faults::Arm("cache.worker", 3);
   c.Insert("lost", {FloatResponse(1)});
   Check(WaitFor([&] { return Metric("internal_errors_total", "where", "worker") == 3; }),
         "three rounds of the worker threw bad_alloc, each counted");
@@ -1137,7 +1164,8 @@ void TestL2WorkerSurvivesExceptions(int port) {
   Check(WaitFor([&] { return redis.Exists(L2Key("fastpath:", ns, "kept")); }), "and the worker still writes");
 }
 
-void TestL2AllocationFailures(int port) {
+FASTPATH_TEST_GROUP("redis", TestL2AllocationFailures) {
+  const int port = redis_port;
   current = "L2: every allocation failing in turn";
   Redis redis(port);
   const std::string ns = UniqueNamespace("alloc");
@@ -1188,7 +1216,6 @@ void TestL2AllocationFailures(int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int redis_port = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--redis-port" && i + 1 < argc) {
       redis_port = std::atoi(argv[++i]);
@@ -1197,41 +1224,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  TestL1HitsAndLruOrder();
-  TestL1ByteBound();
-  TestL1Ttl();
-  TestL1HeldEntrySurvivesEviction();
-  TestL1Concurrent();
-  TestBreaker();
-  TestWriteQueue();
-  TestKeyNamespacing();
-  TestSha256();
-  TestHmacRfc4231();
-  TestResponseCheck();
-  TestCodec();
-  TestSettings();
-  TestRedisUrl();
-  TestCacheInsertAndLookup();
-  TestCacheRefusesWhatCoreCouldNotRead();
-  TestCacheDeliveryFailure();
-  TestCacheSettings();
-  TestCacheFaultPoints();
-  TestCacheAllocationFailures("", "");
+  fastpath::SetFaultHook(armed_faults::Hook);
+  fastpath_test::RunCases();
   if (redis_port != 0) {
     if (!Redis(redis_port).ok()) {
       std::printf("FAILED: no Redis on 127.0.0.1:%d\n", redis_port);
       return 1;
     }
-    TestCacheAllocationFailures(R"(,"redis_url":"redis://127.0.0.1:)" + std::to_string(redis_port) +
-                                    R"(/0","namespace":")" + UniqueNamespace("alloc-insert") + "\"",
-                                " (with Redis)");
-    TestL2RefusedValuesAreMissesDeletedAndCounted(redis_port);
-    TestL2ValuesCarryTheirKeyAndMac(redis_port);
-    TestL2PromotionOnlyAfterDelivery(redis_port);
-    TestL2WriteQueueBoundInBytes(redis_port);
-    TestL2WorkerSurvivesExceptions(redis_port);
-    TestL2AllocationFailures(redis_port);
+    fastpath_test::RunCases("redis");
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return fastpath_test::Summary();
 }

@@ -1,11 +1,11 @@
 // Tests of fastpath_ort's pure parts, as C++: checks.cc (overflow-checked counts, request shape
 // checks, Run planning), tensor_ops.cc (block copies, UTF-8, BYTES parsing, non-finite rows),
-// config.cc (parameters, load-time refusals), json.cc and admission.h. Cases shared with the
-// Python twins' tests come from cases.json (read with json.cc itself).
+// config.cc (parameters, load-time refusals) and admission.h. Cases shared with the Python twins'
+// tests come from cases.json (read with native/common's JSON reader, tested itself by test_common.cc).
 //
 // Built and run by tests/unit/test_native_cpp.py, also under AddressSanitizer and
 // UndefinedBehaviorSanitizer. Usage: test_fastpath_ort <cases.json>; prints one line per failed
-// check and "N passed, N failed" last; exit 1 on any failure.
+// check and "N passed, N failed" last; exit 1 on any failure (native/tests/harness.h).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,32 +19,22 @@
 #include "admission.h"
 #include "checks.h"
 #include "config.h"
+#define FASTPATH_TEST_CUSTOM_MAIN
+#include "harness.h"
 #include "json.h"
 #include "request_queue.h"
 #include "tensor_ops.h"
 
 using namespace fastpath;  // NOLINT
 
+using fastpath_test::Check;
+using fastpath_test::CheckError;
+using fastpath_test::Contains;
+using fastpath_test::current;
+
 namespace {
 
-int passed = 0;
-int failed = 0;
-std::string current;
-
-void Check(bool condition, const std::string& what) {
-  if (condition) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
-  }
-}
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-void CheckError(const std::string& error, const std::string& part) {
-  Check(Contains(error, part), "expected an error containing '" + part + "', got '" + error + "'");
-}
+Json shared_cases;  // cases.json, read by main
 
 std::string FromHex(const std::string& hex) {
   std::string out;
@@ -56,7 +46,7 @@ constexpr int64_t kWrap = (int64_t{1} << 61) + 1;  // x 8 bytes wraps to 8 in 64
 
 // --- checks.cc ---
 
-void TestCheckedArithmetic() {
+FASTPATH_TEST(TestCheckedArithmetic) {
   current = "checked arithmetic";
   int64_t out = 0;
   Check(CheckedMul(3, 4, &out) && out == 12, "3 * 4");
@@ -85,7 +75,7 @@ ModelSettings RaggedModel() {
   return s;
 }
 
-void TestCheckInputShape() {
+FASTPATH_TEST(TestCheckInputShape) {
   current = "CheckInputShape";
   const ModelSettings s = RaggedModel();
   const TensorSpec& ids = s.inputs[0];
@@ -126,7 +116,7 @@ PlanItem Item(int64_t rows, int64_t length) {
   return item;
 }
 
-void TestBounds() {
+FASTPATH_TEST(TestBounds) {
   current = "FirstOutOfBounds";
   const std::vector<int64_t> ids = {1, 7999, 0, 8000, -1};
   int64_t value = 0;
@@ -141,7 +131,7 @@ void TestBounds() {
         "INT32, a negative value");
 }
 
-void TestPlanRuns() {
+FASTPATH_TEST(TestPlanRuns) {
   current = "PlanRuns";
   std::vector<PlanItem> items = {Item(1, 10), Item(2, 3), Item(1, 7)};
   RunPlan plan = PlanRuns(items, 0, 0);
@@ -170,7 +160,7 @@ void TestPlanRuns() {
 
 // --- tensor_ops.cc ---
 
-void TestCopyBlock() {
+FASTPATH_TEST(TestCopyBlock) {
   current = "CopyBlock";
   const std::vector<int32_t> src = {1, 2, 3, 4, 5, 6};  // [2, 3]
   std::vector<int32_t> dst(2 * 5, 0);                   // padded to [2, 5]
@@ -187,7 +177,7 @@ void TestCopyBlock() {
   Check(none[0] == 9, "an empty block copies nothing");
 }
 
-void TestNonFinite() {
+FASTPATH_TEST(TestNonFinite) {
   current = "FirstNonFiniteRow";
   const std::vector<float> x = {1, 2, 3, std::numeric_limits<float>::quiet_NaN(), 5, 6};
   Check(FirstNonFiniteRow(TRITONSERVER_TYPE_FP32, reinterpret_cast<const uint8_t*>(x.data()), {3, 2}, 6) == 1,
@@ -200,7 +190,8 @@ void TestNonFinite() {
         "FP16 Inf in row 1");
 }
 
-void TestSharedCases(const Json& cases) {
+FASTPATH_TEST(TestSharedCases) {
+  const Json& cases = shared_cases;
   current = "utf8 cases";
   for (const Json& c : cases.Find("utf8")->items) {
     const std::string text = FromHex(c.Find("hex")->AsString());
@@ -251,7 +242,7 @@ void TestSharedCases(const Json& cases) {
 // --- request_queue.h, and admission on arrival and at take time (C++ only: the Python models
 // shed per batch) ---
 
-void TestRequestQueue() {
+FASTPATH_TEST(TestRequestQueue) {
   current = "request queue";
   RequestQueue<int> queue;
   Check(queue.empty() && queue.RowsAhead(2) == 0, "an empty queue has nothing ahead");
@@ -277,7 +268,7 @@ void TestRequestQueue() {
         "PopFront empties the queue in order, counting nothing as computing");
 }
 
-void TestAdmissionOnArrival() {
+FASTPATH_TEST(TestAdmissionOnArrival) {
   current = "admission on arrival";
   Admission admission({{1, 0.040}, {2, 0.020}}, 4);
   Check(admission.AdmitArrival(1000, 1, 2, 1), "nothing learned yet: admitted");
@@ -304,7 +295,7 @@ void TestAdmissionOnArrival() {
         "not overloaded: a late request (a warmup on a slow start) is still computed");
 }
 
-void TestAdmissionDrainRate() {
+FASTPATH_TEST(TestAdmissionDrainRate) {
   current = "admission drain rate";
   Admission admission({{1, 0.040}, {2, 0.020}}, 4);
   admission.Observe(10, 0.010);  // a Run takes 1 ms a row
@@ -375,7 +366,36 @@ void TestResponseCacheConfig() {
         "a reparse starts from the defaults");
 }
 
-void TestConfig() {
+// A text model (text_tokenizer): one text a row in, the graph fed the tokens.
+void TestTextModelConfig() {
+  ModelSettings s;
+  auto text_model = [](const std::string& parameters, const std::string& input_dims = R"(["1"])",
+                       const std::string& batch = "8") {
+    return R"({"max_batch_size":")" + batch + R"(","input":[{"name":"text","data_type":"TYPE_STRING","dims":)" +
+           input_dims + R"(}],"output":[{"name":"p","data_type":"TYPE_FP32","dims":["2"]},)" +
+           R"({"name":"truncated","data_type":"TYPE_BOOL","dims":["1"]}],"parameters":{)" + parameters + "}}";
+  };
+  const std::string good = Param("text_tokenizer", "tokenizer.json") + "," + Param("max_length", "64") + "," +
+                           Param("cut_flag_output", "truncated");
+  Check(ParseConfig(text_model(good), &s).empty() && s.tokenizes() && s.max_length == 64, "a text model parses");
+  Check(s.run_inputs.size() == 2 && s.run_inputs[0].name == "input_ids" && s.run_inputs[1].name == "attention_mask" &&
+            s.run_inputs[0].triton_type == TRITONSERVER_TYPE_INT64 && s.run_inputs[0].ragged && s.pads(),
+        "its graph is fed ragged int64 ids and mask, padded to each other");
+  Check(ParseConfig(Config(Param("max_length", "64")), &s).empty() && !s.tokenizes() && s.run_inputs.size() == 1 &&
+            s.run_inputs[0].name == "ids",
+        "max_length without text_tokenizer: the inputs as sent");
+  CheckError(ParseConfig(text_model(Param("text_tokenizer", "tokenizer.json")), &s), "give parameter 'max_length'");
+  CheckError(ParseConfig(text_model(good, R"(["2"])"), &s), "exactly one input, TYPE_STRING with dims [1]");
+  CheckError(ParseConfig(text_model(good, R"(["1"])", "0"), &s), "must batch");
+  CheckError(ParseConfig(Config(Param("text_tokenizer", "t.json") + "," + Param("max_length", "8")), &s),
+             "exactly one input, TYPE_STRING");
+  CheckError(ParseConfig(text_model(Param("text_tokenizer", "../t.json") + "," + Param("max_length", "8")), &s),
+             "a file name in the version folder");
+  CheckError(ParseConfig(text_model(Param("text_tokenizer", "t.json") + "," + Param("max_length", "-1")), &s),
+             "parameter 'max_length'");
+}
+
+FASTPATH_TEST(TestConfig) {
   current = "ParseModelSettings";
   ModelSettings s;
   Check(ParseConfig(Config(Param("onnx_file", "m.onnx") + "," + Param("tokenizer_sha256", "ab")), &s).empty(),
@@ -413,24 +433,7 @@ void TestConfig() {
   Check(ParseConfig(config, &s).empty() && s.warmup_executes == 5,
         "warmup Executes per instance: 1 + (batch_size 0 skipped) + 3 + (count 0 runs once) 1");
   TestResponseCacheConfig();
-}
-
-// --- json.cc ---
-
-void TestJson() {
-  current = "ParseJson";
-  Json out;
-  std::string error;
-  Check(ParseJson(R"({"a":[1,"x",true,null,{"b":"\u00e9\ud83d\ude00"}]})", &out, &error), "parses: " + error);
-  Check(out.Find("a")->items[4].Find("b")->text == "\xc3\xa9\xf0\x9f\x98\x80", "\\u escapes and surrogate pairs");
-  int64_t v = 0;
-  Check(out.Find("a")->items[0].AsInt64(&v) && v == 1, "numbers as int64");
-  Check(!ParseJson(R"({"a":1,})", &out, &error), "a trailing comma fails");
-  Check(!ParseJson(R"({"a":"\ud83d"})", &out, &error), "a lone surrogate fails");
-  Check(!ParseJson(std::string(100, '[') + std::string(100, ']'), &out, &error) && Contains(error, "too deep"),
-        "nesting past 64 fails, without recursing further");
-  Check(!ParseJson("{\"a\":1} x", &out, &error), "trailing characters fail");
-  Check(!ParseJson("\"abc", &out, &error), "an unterminated string fails");
+  TestTextModelConfig();
 }
 
 }  // namespace
@@ -454,24 +457,11 @@ int main(int argc, char** argv) {
   std::ifstream file(argv[1]);
   std::stringstream text;
   text << file.rdbuf();
-  Json cases;
   std::string error;
-  if (!ParseJson(text.str(), &cases, &error)) {
+  if (!ParseJson(text.str(), &shared_cases, &error)) {
     std::fprintf(stderr, "cannot read %s: %s\n", argv[1], error.c_str());
     return 2;
   }
-  TestCheckedArithmetic();
-  TestCheckInputShape();
-  TestPlanRuns();
-  TestBounds();
-  TestCopyBlock();
-  TestNonFinite();
-  TestSharedCases(cases);
-  TestRequestQueue();
-  TestAdmissionOnArrival();
-  TestAdmissionDrainRate();
-  TestConfig();
-  TestJson();
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  fastpath_test::RunCases();
+  return fastpath_test::Summary();
 }

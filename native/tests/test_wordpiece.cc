@@ -21,30 +21,20 @@
 #include <string>
 #include <vector>
 
+#define FASTPATH_TEST_CUSTOM_MAIN
+#include "harness.h"
 #include "wordpiece.h"
 #include "wordpiece_unicode.h"
 
 using fastpath::WordPieceTokenizer;
+using fastpath_test::Check;
+using fastpath_test::Contains;
+using fastpath_test::current;
 
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Unit cases.
-
-int passed = 0;
-int failed = 0;
-std::string current;
-
-void Check(bool condition, const std::string& what) {
-  if (condition) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED %s: %s\n", current.c_str(), what.c_str());
-  }
-}
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+// Unit cases (native/tests/harness.h).
 
 std::string Join(const std::vector<int64_t>& ids) {
   std::string out = "[";
@@ -114,13 +104,15 @@ void ExpectIds(const WordPieceTokenizer& t, const std::string& text, const std::
   Check(got == want, "'" + text + "' -> " + Join(got) + ", expected " + Join(want));
 }
 
-void TestEncode() {
+FASTPATH_TEST(TestEncode) {
   current = "encode";
   std::string error;
   auto t = Make(TokenizerJson(), &error);
   Check(t != nullptr, "the test tokenizer loads: " + error);
   if (!t) return;
   Check(t->special_token_count() == 2 && t->unk_id() == kUnk, "two special tokens, [UNK] = 1");
+  Check(t->TokenId("[PAD]") == 0 && t->TokenId("##b") == kHashB && t->TokenId("nope") == -1 && t->TokenId("") == -1,
+        "TokenId looks tokens up in the vocabulary");
   ExpectIds(*t, "Hello, World!", {kCls, kHello, kComma, kWorld, kBang, kSep});
   ExpectIds(*t, "ab", {kCls, kA, kHashB, kSep});
   ExpectIds(*t, "", {kCls, kSep});
@@ -136,7 +128,7 @@ void TestEncode() {
   ExpectIds(*t, "\xC4\xB0", {kCls, kI, kSep});  // İ: NFD I + U+0307, mark dropped, lowercase i
 }
 
-void TestMaxInputChars() {
+FASTPATH_TEST(TestMaxInputChars) {
   current = "max_input_chars_per_word";
   std::string error;
   auto t = Make(TokenizerJson(), &error);
@@ -157,7 +149,7 @@ void TestMaxInputChars() {
   ExpectIds(*t, std::string(1 << 20, 'a'), {kCls, kUnk, kSep});
 }
 
-void TestTruncation() {
+FASTPATH_TEST(TestTruncation) {
   current = "truncation";
   std::string error;
   auto t = Make(TokenizerJson(), &error);
@@ -185,7 +177,7 @@ void TestTruncation() {
   Check(Ids(*t, long_text, 0, &cut).size() == 200002 && !cut, "long text whole");
 }
 
-void TestNormalizer() {
+FASTPATH_TEST(TestNormalizer) {
   current = "normalizer";
   std::string error;
   auto t = Make(TokenizerJson(), &error);
@@ -224,7 +216,7 @@ void TestNormalizer() {
         "pre-tokenized words");
 }
 
-void TestInvalidUtf8() {
+FASTPATH_TEST(TestInvalidUtf8) {
   current = "invalid UTF-8";
   std::string error;
   auto t = Make(TokenizerJson(), &error);
@@ -258,7 +250,7 @@ void ExpectRefused(const std::string& json, const std::string& part) {
   Check(t == nullptr && Contains(error, part), "refused naming '" + part + "': " + error);
 }
 
-void TestRefusals() {
+FASTPATH_TEST(TestRefusals) {
   current = "refusals";
   ExpectRefused(TokenizerJson(R"({"type": "NFKC"})"), "normalizer \"NFKC\"");
   ExpectRefused(TokenizerJson(R"({"type": "Sequence", "normalizers": []})"), "normalizer \"Sequence\"");
@@ -309,7 +301,7 @@ void TestRefusals() {
         "missing file: " + error);
 }
 
-void TestTemplate() {
+FASTPATH_TEST(TestTemplate) {
   current = "TemplateProcessing";
   std::string error;
   auto t = Make(TokenizerJson("null", "WordPiece", R"({"type": "TemplateProcessing", "single": [
@@ -327,7 +319,7 @@ void TestTemplate() {
   ExpectIds(*bare, "a b", {kA}, 1);
 }
 
-void TestUnicodeHelpers() {
+FASTPATH_TEST(TestUnicodeHelpers) {
   current = "unicode helpers";
   using namespace fastpath::wordpiece;  // NOLINT
   Check(IsWhitespace(0x3000) && IsWhitespace(0x85) && !IsWhitespace(0x1C) && !IsWhitespace(0x200B), "whitespace");
@@ -353,16 +345,8 @@ void TestUnicodeHelpers() {
 }
 
 int RunUnit() {
-  TestEncode();
-  TestMaxInputChars();
-  TestTruncation();
-  TestNormalizer();
-  TestInvalidUtf8();
-  TestRefusals();
-  TestTemplate();
-  TestUnicodeHelpers();
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  fastpath_test::RunCases();
+  return fastpath_test::Summary();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The response cache (native/fastpath_cache) under ThreadSanitizer, against a real redis-server.
 
-`cache_checks.run_tsan_stress()` builds native/tests/stress_fastpath_cache.cc with
+`reliability.cache_stress.run_tsan_stress()` runs native/tests/stress_fastpath_cache.cc with
 `-fsanitize=thread`: four threads look up and insert the same 200 keys through two caches that share
 one Redis (small L1s: most answers come back from Redis), a fifth poisons Redis meanwhile (corrupt
 values, values copied between keys, keys of another type: refusals and their deletes race with the
@@ -17,6 +17,7 @@ import pytest
 
 from triton_fastpath.errors import NativeBuildError
 from triton_fastpath.native import cache_build
+from triton_fastpath.reliability import cache_stress
 
 pytestmark = [pytest.mark.integration, pytest.mark.sanitize]
 
@@ -26,7 +27,7 @@ def test_the_cache_has_no_data_race_with_redis_restarted_and_poisoned_mid_run():
         cache_build.hiredis_archive()
     except NativeBuildError as error:
         pytest.skip(str(error))
-    result = cache_build.run_tsan_stress(seconds=8, threads=4, restart_after_s=3.0)
+    result = cache_stress.run_tsan_stress(seconds=8, threads=4, restart_after_s=3.0)
     assert result["tsan_reports"] == 0, f"{result['command']}\n{result['report']}"
     assert result["returncode"] == 0, f"{result['command']}\n{result['report']}"
     assert result["redis_restarted"], "the run ended before Redis could be restarted"

@@ -21,7 +21,7 @@ import pytest
 
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.native import build as native
-from triton_fastpath.native import cache_build
+from triton_fastpath.native import cache_build, cache_checks
 
 ENTRY_POINTS = {
     "TRITONCACHE_CacheInitialize",
@@ -70,7 +70,7 @@ def test_a_quick_fuzz_of_the_decoder_finds_nothing(engine):
     """20,000 mutated values (the full run is `fastpath reliability`'s: a million): every value the
     decoder accepts is read in bounds by a faithful copy of core's deserializer."""
     try:
-        result = cache_build.run_decoder_fuzz(20_000, engine=engine)
+        result = cache_checks.run_decoder_fuzz(20_000, engine=engine)
     except NativeBuildError as error:
         if engine == "libfuzzer":
             pytest.skip(f"no libFuzzer here (scripts/bootstrap.sh installs clang-14): {error}")

@@ -1,7 +1,9 @@
-"""The native backend's build (triton_fastpath.native.build): compiler lookup, caching by source
-hash, the symbols the library needs from the server, and the OrtApi slots checked by behaviour
-against the venv's onnxruntime. Compiling needs g++ (skipped, with the reason, where there is none);
-no server is started here (tests/integration/test_native_backend.py does that)."""
+"""The native backend's build (triton_fastpath.native.build, on triton_fastpath.native.toolchain):
+compiler lookup, caching by source hash (the backend's own headers, native/common's and the vendored
+Triton headers), the vendored r24.10 headers themselves, the symbols the library needs from the
+server, and the OrtApi slots checked by behaviour against the venv's onnxruntime. Compiling needs g++
+(skipped, with the reason, where there is none); no server is started here
+(tests/integration/test_native_backend.py does that)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import pytest
 
 from triton_fastpath.errors import NativeBuildError
 from triton_fastpath.native import build as native
+from triton_fastpath.native import toolchain
+from triton_fastpath.paths import ROOT
 
 needs_compiler = pytest.mark.skipif(
     not any(shutil.which(name) for name in native.COMPILERS), reason="no C++ compiler on PATH"
@@ -67,11 +71,69 @@ def test_source_hash_changes_with_any_source_or_header(tmp_path):
     shutil.copytree(native.SOURCE_DIR, source)
     before = native.source_hash(source, native.BACKEND_SOURCES, "g++", shared=True)
     assert before == native.source_hash(source, native.BACKEND_SOURCES, "g++", shared=True)
-    (source / "json.h").write_text((source / "json.h").read_text() + "\n// changed\n")
+    (source / "config.h").write_text((source / "config.h").read_text() + "\n// changed\n")
     after_header = native.source_hash(source, native.BACKEND_SOURCES, "g++", shared=True)
     (source / "backend.cc").write_text((source / "backend.cc").read_text() + "\n// changed\n")
     assert len({before, after_header, native.source_hash(source, native.BACKEND_SOURCES, "g++", shared=True)}) == 3
     assert before != native.source_hash(native.SOURCE_DIR, native.BACKEND_SOURCES, "clang++", shared=True)
+
+
+def test_source_hash_covers_the_common_layer_and_the_vendored_triton_headers(tmp_path):
+    common, triton = tmp_path / "common", tmp_path / "triton"
+    shutil.copytree(toolchain.COMMON_DIR, common)
+    shutil.copytree(toolchain.TRITON_INCLUDE_DIR, triton)
+
+    def digest() -> str:
+        return native.source_hash(
+            native.SOURCE_DIR, native.BACKEND_SOURCES, "g++", shared=True, include_dirs=(common, triton)
+        )
+
+    before = digest()
+    (common / "json.h").write_text((common / "json.h").read_text() + "\n// changed\n")
+    after_common = digest()
+    header = triton / "triton" / "core" / "tritonbackend.h"
+    header.write_text(header.read_text() + "\n// changed\n")
+    assert len({before, after_common, digest()}) == 3
+
+
+VENDORED = ROOT / "native" / "third_party" / "triton" / "core"
+
+
+def api_version(header: str, api: str) -> tuple[int, int]:
+    text = (VENDORED / "include" / "triton" / "core" / header).read_text()
+    major = re.search(rf"#define {api}_API_VERSION_MAJOR (\d+)", text)
+    minor = re.search(rf"#define {api}_API_VERSION_MINOR (\d+)", text)
+    assert major and minor, f"{header} defines no {api} API version"
+    return int(major.group(1)), int(minor.group(1))
+
+
+def test_the_vendored_triton_headers_are_r24_10s_with_their_license():
+    """Triton 2.51 is core r24.10: server API 1.34, backend API 1.19, cache API 0.1 (the libraries
+    compare the server's version with these macros when loaded)."""
+    assert api_version("tritonserver.h", "TRITONSERVER") == (1, 34)
+    assert api_version("tritonbackend.h", "TRITONBACKEND") == (1, 19)
+    assert api_version("tritoncache.h", "TRITONCACHE") == (0, 1)
+    license_text = (VENDORED / "LICENSE").read_text()
+    assert "NVIDIA CORPORATION" in license_text and "Redistribution and use in source and binary forms" in license_text
+    readme = (VENDORED / "README.md").read_text()
+    assert "r24.10" in readme and re.search(r"\b[0-9a-f]{40}\b", readme), "the README names the branch and commit"
+    for header in (VENDORED / "include" / "triton" / "core").glob("*.h"):
+        assert "Redistribution and use in source and binary forms" in header.read_text(), f"{header.name}: notice"
+
+
+def test_no_native_source_declares_the_triton_api_by_hand():
+    """The vendored headers are the one declaration of Triton's API: no forward declaration of its
+    types or redefinition of its enums elsewhere (a hand copy drifts; the fakes of native/tests
+    define the opaque structs, which the headers leave undefined)."""
+    hand_made = re.compile(r"^\s*(struct TRITON\w+;|enum TRITON\w+ \{|TRITONSERVER_Error\* TRITON\w+\([^)]*\);)", re.M)
+    sources = [
+        p
+        for folder in ("fastpath_ort", "fastpath_cache", "common", "tests")
+        for p in (ROOT / "native" / folder).iterdir()
+        if p.suffix in (".h", ".cc")
+    ]
+    found = {str(p.relative_to(ROOT)): hand_made.findall(p.read_text()) for p in sources}
+    assert not {k: v for k, v in found.items() if v}, found
 
 
 def test_missing_sources_are_named(tmp_path):
@@ -90,13 +152,15 @@ def test_build_is_reused_while_the_sources_are_unchanged(library):
 def test_a_compile_error_reports_the_command(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(native.SOURCE_DIR, source)
-    (source / "json.cc").write_text("this is not C++\n")
+    (source / "checks.cc").write_text("this is not C++\n")
     with pytest.raises(NativeBuildError, match=r"compiling libtriton_fastpath_ort.so failed.*command: "):
         native.build_backend(source_dir=source, output_root=tmp_path / "out")
 
 
 @needs_compiler
 def test_library_exports_the_entry_points_and_needs_only_what_the_server_exports(library):
+    """Built against the vendored headers, linking nothing from Triton: every TRITON* symbol it needs
+    is one the wheel's libtritonserver exports."""
     from triton_fastpath.serve.server import find_wheel_tree
 
     assert dynamic_symbols(library, defined=True) >= ENTRY_POINTS

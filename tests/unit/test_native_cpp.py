@@ -1,6 +1,10 @@
-"""The native backend's pure parts tested as C++, and their Python twins on the same cases.
+"""The native layer's pure parts tested as C++, and their Python twins on the same cases.
 
-`native/tests/test_fastpath_ort.cc` (checks, tensor ops, config, JSON, admission) is compiled twice,
+`native/tests/test_common.cc` tests native/common, shared by the backend and the response cache: the
+JSON reader (RapidJSON; int64 kept exact, refusals with their offset, nesting bounded without
+recursion), the Triton error and log helpers with each library's prefix, and the fault hook.
+
+`native/tests/test_fastpath_ort.cc` (checks, tensor ops, config, admission) is compiled twice,
 plainly and with AddressSanitizer + UndefinedBehaviorSanitizer, and run on `native/tests/cases.json`.
 The Python twins (admission control in `fastpath_backends.admission`, UTF-8 validation by Python's
 strict decoder that the Python models use) must give the same answers on the shared cases.
@@ -22,6 +26,7 @@ import pytest
 
 from fastpath_backends.admission import Admission
 from triton_fastpath.native import build as native
+from triton_fastpath.native import toolchain
 
 CASES = json.loads(native.TEST_CASES.read_text())
 
@@ -29,6 +34,14 @@ needs_compiler = pytest.mark.skipif(
     not any(shutil.which(c) for c in native.COMPILERS),
     reason="no C++ compiler (scripts/bootstrap.sh installs g++): the C++ tests cannot be built here",
 )
+
+
+@needs_compiler
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
+def test_the_common_layer_passes_every_check(sanitize):
+    run = toolchain.run_driver(native.build_common_test_driver(sanitize=sanitize), timeout_s=120)
+    assert run.passed, f"{' '.join(run.command)} exited {run.returncode}\n{run.output[-6000:]}"
+    assert int(run.summary.split()[0]) >= 100, run.summary
 
 
 @needs_compiler

@@ -3,12 +3,12 @@
 The cache is a Triton cache implementation (`TRITONCACHE_*`): an in-process L1 (LRU bounded in
 bytes, with a time-to-live) in front of Redis as a shared L2, chosen server-wide with
 `--cache-config fastpath,<key>=<value>` and used by every model whose config enables
-`response_cache`. `build_cache()` compiles `libtritoncache_fastpath.so` under
-`build/native/<hash>/` (the hash covers sources, headers, hiredis' archive, flags and compiler, as
-`build.build_backend()` does; hiredis is linked statically, so the library needs nothing at run time
-but the server that loads it). `install_cache()` puts one copy in a cache directory in Triton's
-layout, `<caches>/fastpath/libtritoncache_fastpath.so`; `fastpath serve` does that when it prepares
-its server tree.
+`response_cache`. `build_cache()` compiles `libtritoncache_fastpath.so` with native/common's sources
+under `build/native/<hash>/` (`toolchain.compile_cached`, as for the backend: the hash covers
+sources, headers, hiredis' archive, flags and compiler; hiredis is linked statically, so the library
+needs nothing at run time but the server that loads it). `install_cache()` puts one copy in a cache
+directory in Triton's layout, `<caches>/fastpath/libtritoncache_fastpath.so`
+(`toolchain.install_staged`); `fastpath serve` does that when it prepares its server tree.
 
 Keys: Triton's own key hashes the model's name, version and the request's inputs, but not its
 weights; `repository_namespace()` hashes every file of the served repository (configs, weights,
@@ -17,46 +17,65 @@ rebuilt or retrained model never reads entries of another build, while replicas 
 repository share them.
 
 `build_cache_test_driver()` builds the C++ tests (native/tests/test_fastpath_cache.cc, against a
-stand-in for tritonserver, fault injection compiled in). Longer checks live in `cache_checks`:
-`run_decoder_fuzz()` fuzzes the Redis value decoder against a faithful copy of core's deserializer,
-`run_tsan_stress()` runs the whole cache under ThreadSanitizer with a real redis-server restarted
-mid-run.
+stand-in for tritonserver, fault injection compiled in); `build_cache_driver()` builds any program of
+the whole cache against that stand-in. Longer checks live in `cache_checks`: `run_decoder_fuzz()`
+fuzzes the Redis value decoder against a faithful copy of core's deserializer, `build_tsan_stress()`
+builds the ThreadSanitizer stress that `reliability.cache_stress.run_tsan_stress()` runs against a
+real redis-server restarted mid-run.
 
     python -m triton_fastpath.native.cache_build      # build (or reuse) and print the library's path
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 import re
-import shutil
-import subprocess
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from triton_fastpath import paths
 from triton_fastpath.errors import ConfigError, NativeBuildError
-from triton_fastpath.native.build import OUTPUT_ROOT, SANITIZE_FLAGS, _compile, find_compiler
+from triton_fastpath.native.toolchain import (
+    COMMON_SOURCES,
+    FAULT_INJECTION_FLAGS,
+    INCLUDE_DIRS,
+    OUTPUT_ROOT,
+    SANITIZE_FLAGS,
+    STATIC_LINK_FLAGS,
+    TESTS_DIR,
+    compile_cached,
+    find_compiler,
+    has_system_header,
+    install_staged,
+    require_rapidjson,
+    static_archive,
+)
+from triton_fastpath.native.toolchain import install_digest as _install_digest
 
 LOGGER = logging.getLogger(__name__)
 
 CACHE_NAME = "fastpath"
 LIBRARY_NAME = f"libtritoncache_{CACHE_NAME}.so"
 SOURCE_DIR = paths.ROOT / "native" / "fastpath_cache"
-CACHE_SOURCES = ("cache.cc", "codec.cc", "metrics.cc", "redis_l2.cc", "settings.cc", "sha256.cc", "tiers.cc")
-TESTS_DIR = paths.ROOT / "native" / "tests"
+CACHE_SOURCES = (
+    "cache.cc",
+    "codec.cc",
+    "metrics.cc",
+    "redis_l2.cc",
+    "settings.cc",
+    "sha256.cc",
+    "tiers.cc",
+    *map(str, COMMON_SOURCES),
+)
 # The C++ tests: the pure parts, then the whole cache against a stand-in for tritonserver (and a
 # Redis, given --redis-port), with the test-only fault-injection points compiled in.
 TEST_DRIVER = TESTS_DIR / "test_fastpath_cache.cc"
-FAKE_TRITON = TESTS_DIR / "fake_triton.cc"
-TEST_HEADERS = ("fake_triton.h", "core_deserialize.h")
+# The stand-in for tritonserver: its errors and log (fake_server.cc, shared with the backend's
+# drivers), buffer attributes, metrics and the TRITONCACHE_* callbacks (fake_triton.cc).
+FAKE_TRITON = (TESTS_DIR / "fake_server.cc", TESTS_DIR / "fake_triton.cc")
 HIREDIS_ARCHIVE = "libhiredis.a"
-# hiredis' symbols stay inside the library (the server and other plugins may carry their own).
-LINK_FLAGS = ("-Wl,--exclude-libs,ALL",)
 PASSWORD_ENV = "FASTPATH_REDIS_PASSWORD"
 # Holds the replicas' shared secret (16 bytes or more) when L2 values are to be authenticated.
 MAC_SECRET_ENV = "FASTPATH_CACHE_MAC_SECRET"
@@ -70,17 +89,13 @@ def hiredis_archive(compiler: str | None = None) -> Path:
     Raises:
         NativeBuildError: hiredis is not installed, naming the package.
     """
-    compiler = compiler or find_compiler()
-    found = subprocess.run(
-        [compiler, f"-print-file-name={HIREDIS_ARCHIVE}"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    header_found = any(Path(d, "hiredis", "hiredis.h").is_file() for d in ("/usr/include", "/usr/local/include"))
-    if not found or not Path(found).is_absolute() or not Path(found).is_file() or not header_found:
+    found = static_archive(compiler or find_compiler(), HIREDIS_ARCHIVE)
+    if found is None or not has_system_header("hiredis/hiredis.h"):
         raise NativeBuildError(
             "hiredis is not installed (the response cache's Redis client): apt-get install libhiredis-dev "
             "(scripts/bootstrap.sh installs it)"
         )
-    return Path(found).resolve()
+    return found
 
 
 def build_cache(
@@ -96,41 +111,49 @@ def build_cache(
     `build.sanitizer_environment()`).
 
     Raises:
-        NativeBuildError: no compiler, no hiredis, missing sources, or a compile error.
+        NativeBuildError: no compiler, no hiredis or RapidJSON, missing sources, or a compile error.
     """
     compiler = compiler or find_compiler()
     archive = hiredis_archive(compiler)
-    return _compile(
+    require_rapidjson()
+    return compile_cached(
         (*CACHE_SOURCES, str(archive)),  # after the sources: the linker takes what they need from it
         LIBRARY_NAME,
         shared=True,
         source_dir=source_dir,
         output_root=output_root,
         compiler=compiler,
-        extra_flags=(*LINK_FLAGS, *(SANITIZE_FLAGS if sanitize else ())),
+        extra_flags=(*STATIC_LINK_FLAGS, *(SANITIZE_FLAGS if sanitize else ())),
     )
 
 
-def _test_flags() -> tuple[str, ...]:
-    """The drivers' include path, and a digest of its headers (the build hash covers only the
-    cache's own headers, so this makes an edited test header rebuild the drivers)."""
-    digest = hashlib.sha256(b"".join((TESTS_DIR / name).read_bytes() for name in TEST_HEADERS)).hexdigest()[:16]
-    return (f"-I{TESTS_DIR}", f"-DFASTPATH_TEST_HEADERS={digest}")
-
-
-def _build_driver(
-    driver: Path, name: str, flags: tuple[str, ...], *, source_dir: Path, output_root: Path, compiler: str | None
+def build_cache_driver(
+    driver: Path,
+    name: str,
+    flags: Sequence[str] = (),
+    *,
+    source_dir: Path = SOURCE_DIR,
+    output_root: Path = OUTPUT_ROOT,
+    compiler: str | None = None,
 ) -> Path:
-    """A program of `driver`, the stand-in for tritonserver and the whole cache (hiredis linked in)."""
+    """Compile (or reuse) a program of `driver` (in native/tests), the stand-in for tritonserver and the
+    whole cache (hiredis linked in), with `flags` (sanitizers, fault injection).
+
+    Raises:
+        NativeBuildError: no compiler, no hiredis or RapidJSON, or a compile error (with the command).
+    """
     compiler = compiler or find_compiler()
-    return _compile(
-        (str(driver), str(FAKE_TRITON), *CACHE_SOURCES, str(hiredis_archive(compiler))),
+    archive = hiredis_archive(compiler)
+    require_rapidjson()
+    return compile_cached(
+        (str(driver), *map(str, FAKE_TRITON), *CACHE_SOURCES, str(archive)),
         name,
         shared=False,
         source_dir=source_dir,
         output_root=output_root,
         compiler=compiler,
-        extra_flags=(*_test_flags(), *flags),
+        extra_flags=tuple(flags),
+        include_dirs=(TESTS_DIR, *INCLUDE_DIRS),
     )
 
 
@@ -140,27 +163,10 @@ def build_cache_test_driver(
     """Compile (or reuse) `native/tests/test_fastpath_cache.cc`, the C++ tests of the cache (run it
     without arguments, or with `--redis-port N` for the Redis tier too), with or without the
     sanitizers; fault injection compiled in."""
-    flags = ("-DFASTPATH_FAULT_INJECTION", *(SANITIZE_FLAGS if sanitize else ()))
-    return _build_driver(
+    flags = (*FAULT_INJECTION_FLAGS, *(SANITIZE_FLAGS if sanitize else ()))
+    return build_cache_driver(
         TEST_DRIVER, "test_fastpath_cache", flags, source_dir=source_dir, output_root=output_root, compiler=compiler
     )
-
-
-def run_decoder_fuzz(runs: int = 1_000_000, **options) -> dict[str, object]:
-    """Fuzz the Redis value decoder for `runs` inputs (`cache_checks.run_decoder_fuzz`: libFuzzer
-    or a mutation loop under AddressSanitizer, every accepted value read by a faithful copy of core's
-    deserializer); returns counts of runs, accepted, refused and crashes."""
-    from triton_fastpath.native import cache_checks
-
-    return cache_checks.run_decoder_fuzz(runs, **options)
-
-
-def run_tsan_stress(**options) -> dict[str, object]:
-    """The whole cache under ThreadSanitizer against a real redis-server restarted mid-run
-    (`cache_checks.run_tsan_stress`); returns the driver's counts and `tsan_reports`."""
-    from triton_fastpath.native import cache_checks
-
-    return cache_checks.run_tsan_stress(**options)
 
 
 def install_cache(caches_dir: Path, library: Path) -> Path:
@@ -171,35 +177,12 @@ def install_cache(caches_dir: Path, library: Path) -> Path:
     Returns:
         The installed library's path.
     """
-    home = caches_dir / CACHE_NAME
-    with contextlib.suppress(OSError):
-        if (home / LIBRARY_NAME).read_bytes() == library.read_bytes():
-            return home / LIBRARY_NAME
-    caches_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{CACHE_NAME}-", dir=caches_dir))
-    try:
-        shutil.copy2(library, staging / LIBRARY_NAME)
-        (staging / LIBRARY_NAME).chmod(0o755)
-        staging.chmod(0o755)
-        if home.exists():  # another or a partial installation: moved aside, then removed
-            retired = Path(tempfile.mkdtemp(prefix=f".{CACHE_NAME}-old-", dir=caches_dir))
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(home, retired / CACHE_NAME)
-            shutil.rmtree(retired, ignore_errors=True)
-        try:
-            os.rename(staging, home)
-        except OSError:
-            if (home / LIBRARY_NAME).read_bytes() != library.read_bytes():  # else a concurrent caller won
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    LOGGER.info("Installed the response cache %s in %s", library, home)
-    return home / LIBRARY_NAME
+    return install_staged(caches_dir, CACHE_NAME, library, LIBRARY_NAME, what="response cache")
 
 
 def install_digest(library: Path) -> str:
     """A short hash of the library's bytes (names the cache directory it is installed in)."""
-    return hashlib.sha256(library.read_bytes()).hexdigest()[:16]
+    return _install_digest(library)
 
 
 def repository_namespace(repository: Path) -> str:

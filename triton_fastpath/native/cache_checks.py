@@ -8,7 +8,7 @@ valid values of every datatype and checks that every value the decoder accepts i
 faithful copy of Triton 2.51's deserializer. `run_tsan_stress()` builds
 native/tests/stress_fastpath_cache.cc with ThreadSanitizer and runs it against a redis-server it
 starts, kills and restarts. Both return plain dicts of counts (a `fastpath reliability` row, or a
-test, judges them); the build helpers are `cache_build`'s.
+test, judges them); they are built by `cache_build.build_cache_driver` and `toolchain.compile_cached`.
 
     python -m triton_fastpath.native.cache_checks fuzz 1000000
     python -m triton_fastpath.native.cache_checks tsan
@@ -28,13 +28,22 @@ import time
 from pathlib import Path
 
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native.build import OUTPUT_ROOT, SANITIZE_FLAGS, _compile, find_compiler
-from triton_fastpath.native.cache_build import SOURCE_DIR, TESTS_DIR, _build_driver, _test_flags
+from triton_fastpath.native.cache_build import SOURCE_DIR, build_cache_driver
+from triton_fastpath.native.toolchain import (
+    INCLUDE_DIRS,
+    OUTPUT_ROOT,
+    SANITIZE_FLAGS,
+    TESTS_DIR,
+    THREAD_SANITIZE_FLAGS,
+    compile_cached,
+    find_compiler,
+)
 
 LOGGER = logging.getLogger(__name__)
 
 FUZZ_DRIVER = TESTS_DIR / "fuzz_fastpath_cache.cc"
 FUZZ_SOURCES = ("codec.cc", "sha256.cc")
+FUZZ_INCLUDE_DIRS = (TESTS_DIR, *INCLUDE_DIRS)
 FUZZ_FLAGS = (
     "-fsanitize=fuzzer,address,undefined",
     "-fno-sanitize-recover=all",
@@ -45,7 +54,6 @@ FUZZ_FLAGS = (
 FUZZ_COMPILERS = ("clang++-14", "clang++")
 FUZZ_ARTIFACTS = OUTPUT_ROOT / "fuzz-artifacts"
 STRESS_DRIVER = TESTS_DIR / "stress_fastpath_cache.cc"
-TSAN_FLAGS = ("-fsanitize=thread", "-fno-omit-frame-pointer", "-g", "-O1")
 
 
 def build_decoder_fuzzer(
@@ -63,30 +71,30 @@ def build_decoder_fuzzer(
         try:
             if clang is None:
                 raise NativeBuildError(f"no clang for libFuzzer (looked for {', '.join(FUZZ_COMPILERS)})")
-            flags = (*_test_flags(), *FUZZ_FLAGS)
-            binary = _compile(
+            binary = compile_cached(
                 (str(FUZZ_DRIVER), *FUZZ_SOURCES),
                 "fuzz_fastpath_cache",
                 shared=False,
                 source_dir=source_dir,
                 output_root=output_root,
                 compiler=clang,
-                extra_flags=flags,
+                extra_flags=FUZZ_FLAGS,
+                include_dirs=FUZZ_INCLUDE_DIRS,
             )
             return binary, "libfuzzer"
         except NativeBuildError as error:
             if engine == "libfuzzer":
                 raise
             LOGGER.warning("libFuzzer unavailable, fuzzing with the standalone loop: %s", str(error)[:300])
-    flags = (*_test_flags(), "-DFASTPATH_FUZZ_STANDALONE", *SANITIZE_FLAGS)
-    binary = _compile(
+    binary = compile_cached(
         (str(FUZZ_DRIVER), *FUZZ_SOURCES),
         "fuzz_fastpath_cache_standalone",
         shared=False,
         source_dir=source_dir,
         output_root=output_root,
         compiler=find_compiler(),
-        extra_flags=flags,
+        extra_flags=("-DFASTPATH_FUZZ_STANDALONE", *SANITIZE_FLAGS),
+        include_dirs=FUZZ_INCLUDE_DIRS,
     )
     return binary, "standalone"
 
@@ -146,64 +154,14 @@ def build_tsan_stress(
     *, source_dir: Path = SOURCE_DIR, output_root: Path = OUTPUT_ROOT, compiler: str | None = None
 ) -> Path:
     """Compile (or reuse) `native/tests/stress_fastpath_cache.cc` with ThreadSanitizer."""
-    return _build_driver(
+    return build_cache_driver(
         STRESS_DRIVER,
         "stress_fastpath_cache",
-        TSAN_FLAGS,
+        THREAD_SANITIZE_FLAGS,
         source_dir=source_dir,
         output_root=output_root,
         compiler=compiler,
     )
-
-
-def run_tsan_stress(
-    *, seconds: int = 8, threads: int = 4, restart_after_s: float | None = 3.0, down_s: float = 0.5
-) -> dict[str, object]:
-    """The whole cache under ThreadSanitizer: `threads` threads on two caches sharing a real
-    redis-server (started here on a free 127.0.0.1 port, always stopped), Redis poisoned meanwhile,
-    and killed `restart_after_s` into the run and started again `down_s` later on the same port.
-
-    Returns:
-        the driver's counts (lookups, hits, l1_hits, l2_hits, misses, errors, inserts, l2_stored,
-        refused, deleted, poisoned, breaker_opened, wrong), returncode, tsan_reports (0 when clean),
-        redis_restarted, command and report (stderr's tail when it is not clean).
-    """
-    from triton_fastpath.processes import die_with_parent
-    from triton_fastpath.serve.redis_server import RedisServer
-
-    binary = build_tsan_stress()
-    env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1 exitcode=66 second_deadlock_stack=1"}
-    restarted = False
-    with RedisServer() as redis, tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        command = [str(binary), "--redis-port", str(redis.port), "--seconds", str(seconds), "--threads", str(threads)]
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, preexec_fn=die_with_parent())  # noqa: PLW1509
-        try:
-            if restart_after_s is not None:
-                try:
-                    process.wait(timeout=restart_after_s)
-                except subprocess.TimeoutExpired:
-                    redis.kill()
-                    time.sleep(down_s)
-                    redis.start()
-                    restarted = True
-            returncode = process.wait(timeout=seconds * 20 + 120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    reports = stderr.count("WARNING: ThreadSanitizer")
-    clean = returncode == 0 and reports == 0
-    return {
-        **_counts("stress: ", stdout),
-        "returncode": returncode,
-        "tsan_reports": reports,
-        "redis_restarted": restarted,
-        "command": " ".join(command),
-        "report": "" if clean else (stderr + stdout)[-6000:],
-    }
 
 
 def _main(argv: list[str]) -> int:  # pragma: no cover - manual use
@@ -211,11 +169,8 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - manual use
     if argv[:1] == ["fuzz"]:
         result = run_decoder_fuzz(int(argv[1]) if len(argv) > 1 else 1_000_000)
         ok = result["crashes"] == 0
-    elif argv[:1] == ["tsan"]:
-        result = run_tsan_stress()
-        ok = result["returncode"] == 0 and result["tsan_reports"] == 0
     else:
-        print("usage: python -m triton_fastpath.native.cache_checks fuzz [RUNS] | tsan", file=sys.stderr)
+        print("usage: python -m triton_fastpath.native.cache_checks fuzz [RUNS]", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2))
     return 0 if ok else 1

@@ -1,7 +1,7 @@
 """Build and run the exact C++ WordPiece tokenizer (native/fastpath_ort/wordpiece*.cc) outside a server.
 
 `build_tokenizer_driver()` compiles `native/tests/test_wordpiece.cc` with the tokenizer into the
-`test_wordpiece` program (cached under `build/native/<hash>/` by `build._compile`, utf8proc linked
+`test_wordpiece` program (cached under `build/native/<hash>/` by `toolchain.compile_cached`, utf8proc linked
 statically, RapidJSON header-only). The program runs the C++ unit cases and has batch modes, which
 the helpers here drive: `encode_texts` (ids and the truncated flag per text, or the error),
 `normalize_texts` / `pretokenize_texts` (the normalized text, the pre-tokenized words), `refusal`
@@ -24,39 +24,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath import paths
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native.build import OUTPUT_ROOT, SANITIZE_FLAGS, SOURCE_DIR, _compile, find_compiler
+from triton_fastpath.native.build import SOURCE_DIR, TOKENIZER_SOURCES, utf8proc_archive
+from triton_fastpath.native.toolchain import (
+    INCLUDE_DIRS,
+    OUTPUT_ROOT,
+    SANITIZE_FLAGS,
+    TESTS_DIR,
+    compile_cached,
+    find_compiler,
+)
 
 LOGGER = logging.getLogger(__name__)
 
-TOKENIZER_SOURCES = ("wordpiece.cc", "wordpiece_load.cc", "wordpiece_unicode.cc")
-DRIVER = paths.ROOT / "native" / "tests" / "test_wordpiece.cc"
+DRIVER = TESTS_DIR / "test_wordpiece.cc"
 DRIVER_NAME = "test_wordpiece"
-UTF8PROC_ARCHIVE = "libutf8proc.a"
 RUN_TIMEOUT_S = 600
-
-
-def utf8proc_archive(compiler: str | None = None) -> Path:
-    """utf8proc's static library as the compiler finds it, after checking RapidJSON's headers too.
-
-    Raises:
-        NativeBuildError: naming the Debian package to install (scripts/bootstrap.sh installs both).
-    """
-    compiler = compiler or find_compiler()
-    found = subprocess.run(
-        [compiler, f"-print-file-name={UTF8PROC_ARCHIVE}"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    include_dirs = ("/usr/include", "/usr/local/include")
-    if not found or not Path(found).is_absolute() or not Path(found).is_file():
-        raise NativeBuildError(
-            "utf8proc is not installed (the tokenizer's Unicode data): apt-get install libutf8proc-dev"
-        )
-    if not any(Path(d, "utf8proc.h").is_file() for d in include_dirs):
-        raise NativeBuildError("utf8proc.h is missing: apt-get install libutf8proc-dev")
-    if not any(Path(d, "rapidjson", "document.h").is_file() for d in include_dirs):
-        raise NativeBuildError("RapidJSON is not installed (reads tokenizer.json): apt-get install rapidjson-dev")
-    return Path(found).resolve()
 
 
 def build_tokenizer_driver(
@@ -73,7 +56,7 @@ def build_tokenizer_driver(
     """
     compiler = compiler or find_compiler()
     archive = utf8proc_archive(compiler)
-    return _compile(
+    return compile_cached(
         (str(DRIVER), *TOKENIZER_SOURCES, str(archive)),  # the archive after the sources that use it
         DRIVER_NAME,
         shared=False,
@@ -81,6 +64,7 @@ def build_tokenizer_driver(
         output_root=output_root,
         compiler=compiler,
         extra_flags=SANITIZE_FLAGS if sanitize else (),
+        include_dirs=(TESTS_DIR, *INCLUDE_DIRS),
     )
 
 

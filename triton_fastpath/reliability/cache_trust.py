@@ -306,7 +306,7 @@ def poisoned_l2(repository: Path, work: Path, *, progress: Progress = print) -> 
 
 def decoder_fuzz(runs: int = 1_000_000, *, progress: Progress = print) -> ScenarioResult:
     """The row: the cache's Redis value decoder under libFuzzer + ASan (or the mutation loop)."""
-    from triton_fastpath.native.cache_build import run_decoder_fuzz
+    from triton_fastpath.native.cache_checks import run_decoder_fuzz
 
     progress(f"decoder fuzz: {runs:,} mutated values (libFuzzer where clang-14 has it, else the ASan loop)")
     found = run_decoder_fuzz(runs)
