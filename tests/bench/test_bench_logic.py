@@ -14,7 +14,7 @@ import pytest
 from triton_fastpath.bench import tuner
 from triton_fastpath.bench.budget import budget_rows, ensemble_steps, input_plan
 from triton_fastpath.bench.flops import bert_flops_per_sequence, cpu_peak
-from triton_fastpath.bench.loadgen import _item_tensors, _raw_contents, metric_models, server_stats
+from triton_fastpath.bench.loadgen import metric_models, server_stats
 from triton_fastpath.bench.report import BASELINES, OURS, best_under, budgets, headline, markdown, ours_systems, p50_at
 from triton_fastpath.bench.tuner import (
     MODEL_KNOBS,
@@ -180,15 +180,22 @@ def test_the_mix_with_repeats_is_its_own_table_with_ours_over_every_baseline() -
     assert "- sentiment, ours-default: ours-default / pytriton = **6.0x**" in text
 
 
-def test_a_tagged_sweep_sends_texts_no_earlier_sweep_sent_and_leaves_images_alone() -> None:
-    import numpy as np
-
-    from triton_fastpath.bench.loadgen import tagged_vary
+def test_a_tagged_sweep_sends_texts_and_images_no_earlier_sweep_sent() -> None:
+    from triton_fastpath.bench.loadgen import image_offset, tagged_vary
 
     assert tagged_vary("")("a film", 0) == "a film"  # untagged: round 0 as it is
     assert tagged_vary("mix")("a film", 0) == "mix0: a film" != tagged_vary("mix")("a film", 1)
-    image = np.zeros((8, 8), dtype=np.float32)
-    assert tagged_vary("mix")(image, 0) is image
+    image = [[0.0] * 8 for _ in range(8)]
+    assert tagged_vary("")(image, 0) is image  # round 0, untagged: as it is
+    sent = {
+        tag: [tuple(tagged_vary(tag)(image, round_)[0]) for round_ in range(3)]
+        for tag in ("", "mix", "s", "smix", "t", "tmix")
+    }
+    every = [row for rows in sent.values() for row in rows]
+    assert len(set(every)) == len(every)  # no tag's round repeats another's image
+    assert 0 < image_offset("s") < 1e-3 and image_offset("") == 0.0
+    ids = {"input_ids": [101, 102]}
+    assert tagged_vary("mix")(ids, 3) is ids  # an imported model's row: as it is
 
 
 def test_headline_is_the_default_build_as_it_ships_and_the_baselines_include_fastapi_ort() -> None:
@@ -242,11 +249,14 @@ def test_markdown_shows_p50_at_concurrency_1_the_ceiling_share_and_the_p50_ratio
     results = _results_with_ceiling()
     results["headline"] = headline(results, 50)
     text = markdown(results)
-    header = "| p50 ms at concurrency 1 | server CPU ms / request at concurrency 8 | share of the in-process ceiling |"
+    header = (
+        "| p50 ms at concurrency 1 | server CPU ms / request at concurrency 8 "
+        "| load generator CPU ms / request at concurrency 8 | share of the in-process ceiling |"
+    )
     assert header in text
-    assert "| sentiment | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | 75% | yes |" in text
-    assert "| digits | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | - | yes |" in text
-    assert "| sentiment | label of ours-ensemble | 700 | 4 | 15.0 | 30.0 | - | - | 44% | yes |" in text
+    assert "| sentiment | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | - | 75% | yes |" in text
+    assert "| digits | label of ours-fused | 1,200 | 16 | 22.5 | 45.0 | 2.00 | - | - | - | yes |" in text
+    assert "| sentiment | label of ours-ensemble | 700 | 4 | 15.0 | 30.0 | - | - | - | 44% | yes |" in text
     assert "In-process ceiling: 1,600 texts/s" in text
     assert "- sentiment, ours-ensemble: ours-ensemble / naive = **2.3x**" in text
     assert "ours-fused / fastapi-ort = 1.33" in text
@@ -801,29 +811,19 @@ def test_rounds_merge_into_each_systems_best_round_with_every_failure_counted() 
     assert best_round(second, {**first, "p50_c1_ms": math.nan})["p50_c1_ms"] == 1.4
 
 
-def test_the_raw_grpc_sender_writes_the_bytes_tritonclient_writes() -> None:
-    """The load generator's raw gRPC requests carry what `tritonclient` would put on the wire."""
-    import numpy as np
-    from tritonclient.utils import serialize_byte_tensor, triton_to_np_dtype
-
-    assert triton_to_np_dtype("BYTES") == np.object_  # what the sender looks BYTES up as
-
-    text = _item_tensors("Ünïcode, a 4-byte prefix per element")
-    assert list(text["text"].shape) == [1, 1]
-    assert _raw_contents(text["text"], np.object_) == serialize_byte_tensor(text["text"]).item()
-    pixels = _item_tensors(np.arange(64, dtype=np.float64).reshape(8, 8).tolist())["pixels"]
-    assert _raw_contents(pixels, np.float32) == np.arange(64, dtype=np.float32).reshape(1, 8, 8).tobytes()
-    ids = _item_tensors({"input_ids": [101, 7592, 102], "attention_mask": [1, 1, 1]})
-    assert _raw_contents(ids["input_ids"], np.int64) == np.array([[101, 7592, 102]], dtype=np.int64).tobytes()
-    assert _raw_contents(ids["attention_mask"], np.int32) == np.ones((1, 3), dtype=np.int32).tobytes()
-
-
 def _cpu_results(cpu: dict[str, list[tuple[int, float]]], rounds: int = 1) -> dict:
     """Runs whose rows carry the server CPU per request: {system: [(concurrency, ms per request)]}."""
     runs = []
     for number in range(1, rounds + 1):
         for key, levels in cpu.items():
-            rows = [{**_row(c, 100.0 * c * number, 10), "server_cpu_ms_per_request": ms * number} for c, ms in levels]
+            rows = [
+                {
+                    **_row(c, 100.0 * c * number, 10),
+                    "server_cpu_ms_per_request": ms * number,
+                    "generator_cpu_ms_per_request": ms * number / 4,  # a quarter of the server's
+                }
+                for c, ms in levels
+            ]
             runs.append({"system": key, "model": "sentiment", "duplicate_ratio": 0.0, "round": number, "rows": rows})
     return {
         "meta": {"timestamp": "t", "cpu_count": 2, "loadavg_before": [0.5, 0.5, 0.5], "elapsed_s": 1.0},
@@ -844,7 +844,7 @@ def test_headline_takes_the_server_cpu_per_request_at_concurrency_8_and_its_rati
     text = markdown(results)
     assert "| sentiment | mosec | 800 | 8 | 5.0 | 10.0 | - | 1.50 |" in text
     assert "ours-graph / fastapi-ort-2w = 0.80" in text
-    assert "| mosec | sentiment | 0% | 8 | 800 | 5.0 | 9.0 | 10.0 | 1.50 | 0 |" in text  # every load level
+    assert "| mosec | sentiment | 0% | 8 | 800 | 5.0 | 9.0 | 10.0 | 1.50 | 0.38 | 0 |" in text  # every load level
 
 
 def test_server_cpu_per_request_is_missing_without_a_concurrency_8_row_and_a_range_over_rounds() -> None:
@@ -854,7 +854,25 @@ def test_server_cpu_per_request_is_missing_without_a_concurrency_8_row_and_a_ran
     two["headline"] = headline(two, 50)
     entry = two["headline"]["uncached"]["sentiment"]["ours-graph"]
     assert entry["cpu_ms_per_request"] == pytest.approx(1.1) and entry["cpu_rounds"] == pytest.approx([1.1, 2.2])
-    assert "| 1.10-2.20 |" in markdown(two)
+    assert "| 1.10-2.20 | 0.28-0.55 |" in markdown(two)  # the server's, then the load generator's
+
+
+def test_headline_gives_the_load_generators_cpu_per_request_beside_the_servers_and_says_how_it_ran() -> None:
+    results = _cpu_results({"fastapi-ort": [(1, 2.0), (8, 1.2)], "ours-default": [(8, 0.8)]})
+    results["systems"]["fastapi-ort"]["client"] = "aiohttp JSON"
+    results["systems"]["ours-default"]["client"] = "raw protobuf on grpc.aio"
+    results["meta"]["cores"] = {"mode": "pinned: server on cores [0], load generator on cores [1]", "pinned": True}
+    results["headline"] = headline(results, 50)
+    entry = results["headline"]["uncached"]["sentiment"]["fastapi-ort"]
+    assert entry["generator_cpu_ms_per_request"] == pytest.approx(0.3)  # the c=8 row's
+    assert entry["generator_cpu_rounds"] == pytest.approx([0.3])
+    text = markdown(results)
+    assert "| server CPU ms / request at concurrency 8 | load generator CPU ms / request at concurrency 8 |" in text
+    assert "| 1.20 | 0.30 |" in text and "| 0.80 | 0.20 |" in text
+    assert "Cores: pinned: server on cores [0], load generator on cores [1]." in text
+    assert "its client: aiohttp JSON for fastapi-ort; raw protobuf on grpc.aio for ours-default." in text
+    del results["meta"]["cores"]  # a run written before the cores were recorded
+    assert "Cores: not recorded." in markdown(results)
 
 
 def test_a_missing_peer_venv_is_an_error_naming_the_install_command_when_named_and_left_out_otherwise(

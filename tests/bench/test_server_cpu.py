@@ -1,5 +1,6 @@
-"""Server CPU per request: the process tree's CPU read from /proc (a fake one, then this process's
-own tree) and the load engine's meter, which gives each window the tree's CPU over exactly it."""
+"""CPU per request: the server's process tree's CPU read from /proc (a fake one, then this process's
+own tree), the load engine's meter, which gives each window the tree's CPU over exactly it, and the
+load generator's own CPU read at the same window edges (`CpuMeter`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.bench.server_cpu import descendants, per_request_ms, process_table, tree_cpu_seconds
+from triton_fastpath.bench.loadgen import STABILITY_WINDOWS, cpu_fields
+from triton_fastpath.bench.server_cpu import CpuMeter, descendants, per_request_ms, process_table, tree_cpu_seconds
 from triton_fastpath.load import StabilityWindows, WindowRecorder
 
 
@@ -101,3 +103,58 @@ def test_without_a_meter_nothing_is_metered() -> None:
         windows.cut(1.0)
     result = windows.result(concurrency=1)
     assert math.isnan(result.metered) and "metered" not in result.as_dict()
+
+
+def test_the_cpu_meter_reads_the_server_trees_and_the_generator_at_each_edge_and_returns_the_servers() -> None:
+    server = {10: iter([1.0, 1.4, 2.0]), 20: iter([5.0, 5.1, 5.2])}
+    generator = iter([0.0, 0.2, 0.5])
+    meter = CpuMeter((10, 20), server_clock=lambda pid: next(server[pid]), generator_clock=lambda: next(generator))
+    assert math.isnan(meter.over_last(3)[0])  # nothing cut yet
+    assert meter() == pytest.approx(6.0)  # the two trees summed
+    meter(), meter()
+    assert [v for reading in meter.readings for v in reading] == pytest.approx([6.0, 0.0, 6.5, 0.2, 7.2, 0.5])
+    assert meter.over_last(1) == pytest.approx((0.7, 0.3))
+    assert meter.over_last(3) == pytest.approx((1.2, 0.5))  # fewer windows than asked: all of them
+    alone = CpuMeter(generator_clock=iter([1.0, 1.25]).__next__)
+    assert math.isnan(alone()) and math.isnan(alone())  # no server tree: not measured
+    server_s, generator_s = alone.over_last(3)
+    assert math.isnan(server_s) and generator_s == pytest.approx(0.25)
+
+
+def test_the_generators_cpu_covers_the_same_windows_as_the_servers_in_the_engines_result() -> None:
+    ticks = iter(range(100))
+    meter = CpuMeter(
+        (1,), server_clock=lambda pid: 2.0 * next(ticks), generator_clock=lambda: 0.5 * len(meter.readings)
+    )
+    recorder = WindowRecorder()
+    windows = StabilityWindows(recorder, max_windows=5, stability_windows=STABILITY_WINDOWS, meter=meter)
+    windows.start()
+    for _ in range(5):
+        for _ in range(100):
+            recorder.done(0.002)
+        windows.cut(1.0)
+    result = windows.result(concurrency=8)
+    row = cpu_fields(meter, result.requests, server=True)
+    assert row["server_cpu_s"] == pytest.approx(result.metered) == pytest.approx(6.0)  # 3 windows x 2 s
+    assert row["generator_cpu_s"] == pytest.approx(1.5)  # the same 3 windows x 0.5 s
+    assert row["server_cpu_ms_per_request"] == pytest.approx(20.0)
+    assert row["generator_cpu_ms_per_request"] == pytest.approx(5.0)
+    assert set(cpu_fields(meter, result.requests, server=False)) == {"generator_cpu_s", "generator_cpu_ms_per_request"}
+
+
+def test_the_default_generator_clock_counts_this_process_and_its_threads() -> None:
+    import threading
+
+    meter = CpuMeter()
+    meter()
+
+    def burn() -> None:
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+
+    worker = threading.Thread(target=burn)
+    worker.start()
+    worker.join()
+    meter()
+    assert meter.over_last(1)[1] >= 0.2  # a thread's CPU is the process's

@@ -3,8 +3,9 @@
 Benchmarks are not tests: nothing here checks a timing. What is checked: every system started,
 served the same model (probabilities against the torch reference), answered without errors, and
 the JSON / Markdown / PNG outputs hold what the README and the headline need (the FastAPI +
-onnxruntime baseline, both renderings' budgets, the in-process ceiling); the tuner writes a
-tuning file that `RepoSettings` can read.
+onnxruntime baseline, both renderings' budgets, the in-process ceiling, the server's and the load
+generator's CPU per request, how the cores were shared); a pinned run with a second view (ours
+through the SDK) does the same; the tuner writes a tuning file that `RepoSettings` can read.
 """
 
 from __future__ import annotations
@@ -52,6 +53,68 @@ def test_smoke_benchmark_runs_every_system_on_every_model_without_errors(smoke_r
     plain_http = {key for key, system in results["systems"].items() if system["kind"] in ("naive", "fastapi-ort")}
     triton_rows = [r for run in results["runs"] if run["system"] not in plain_http for r in run["rows"]]
     assert all(row["server"] for row in triton_rows), "Triton-based systems report the server-side split"
+
+
+def _cpu_measured(row: dict, who: str) -> bool:
+    value = row.get(f"{who}_cpu_ms_per_request")
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def test_smoke_benchmark_gives_every_level_the_servers_and_the_load_generators_cpu(
+    smoke_results: tuple[Path, dict],
+) -> None:
+    out, results = smoke_results
+    for run in results["runs"]:
+        for row in run["rows"]:
+            where = f"{run['system']} / {run['model']} at {row['concurrency']}"
+            assert _cpu_measured(row, "server") and _cpu_measured(row, "generator"), where
+            assert row["generator"] == "lean" and row["client"] == results["systems"][run["system"]]["client"]
+    assert results["meta"]["cores"]["pinned"] is False
+    table = (out / "table.md").read_text()
+    assert "| load generator CPU ms / request at concurrency 8 |" in table
+    assert "| server CPU ms / request | load generator CPU ms / request |" in table  # every load level
+    assert "Cores: shared: every server and the load generator on the same" in table
+    assert results["systems"]["ours-default"]["client"] == "raw protobuf on grpc.aio"
+    assert results["systems"]["fastapi-ort"]["client"] == "aiohttp JSON"
+    assert "Load generator: one asyncio process, closed loop; its client: aiohttp JSON for naive" in table
+
+
+@pytest.fixture(scope="module")
+def pinned_results(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("benchmark-pinned")
+    only = ("--only", "fastapi-ort", "ours-default")
+    _run(
+        "bench", "serving", "--smoke", *only, "--generator", "lean", "sdk", "--pin", "--no-imported", "--out", str(out)
+    )
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_a_pinned_smoke_run_with_the_sdk_view_sweeps_ours_through_both_clients(
+    pinned_results: tuple[Path, dict],
+) -> None:
+    out, results = pinned_results
+    ran = {(run["system"], run["model"]) for run in results["runs"]}
+    keys = ("fastapi-ort", "ours-default", "ours-default@sdk")
+    assert ran == {(key, model) for key in keys for model in ("sentiment", "digits")}
+    for run in results["runs"]:
+        for row in run["rows"]:
+            assert row["errors"] == 0, f"{run['system']} / {run['model']}: {row['first_error']}"
+            assert _cpu_measured(row, "server") and _cpu_measured(row, "generator")
+            assert row["generator"] == ("sdk" if run["system"] == "ours-default@sdk" else "lean")
+    assert results["systems"]["ours-default@sdk"]["client"] == "fastpath SDK (asyncio)"
+    assert results["meta"]["cores"] == {
+        "mode": "pinned: server on cores [0], load generator on cores [1]",
+        "pinned": True,
+        "server": [0],
+        "generator": [1],
+    }
+    for model in ("sentiment", "digits"):  # the same answers through either client
+        agreement = results["agreement"][model]
+        assert agreement["ours-default@sdk"]["max_abs_diff"] < 1e-5 + agreement["ours-default"]["max_abs_diff"]
+    assert "ours-default@sdk / fastapi-ort" in results["headline"]["ratios"]["sentiment"]
+    table = (out / "table.md").read_text()
+    assert "Cores: pinned: server on cores [0], load generator on cores [1]." in table
+    assert "[load generator: fastpath SDK (asyncio)]" in table
 
 
 def test_smoke_benchmark_serves_the_same_model_everywhere(smoke_results: tuple[Path, dict]) -> None:

@@ -1,11 +1,12 @@
 """One benchmark run: start each system, check it serves the same model, sweep the load, stop it.
 
-`run_benchmark(BenchConfig(...), out_dir)` drives the systems of `default_systems()` one
-deployment at a time (systems sharing a deployment, e.g. our gRPC and HTTP views of one server,
-share one process start), runs the load generator as a separate process per (system, model,
-scenario), measures the latency budget of both renderings of ours while they run, then the
-in-process ceiling (no server) and the encoder's compute limit, and writes `results.json`,
-`table.md` and `curves.png` through `report`.
+`run_benchmark(BenchConfig(...), out_dir)` drives the systems of `default_systems()` one deployment
+at a time (systems sharing a deployment, e.g. our gRPC and HTTP views of one server, share one
+process start), runs the load generator as a separate process per (system, view, model, scenario),
+its client and cores as `generation` says (`BenchConfig.generators`, `BenchConfig.pin`), measures
+the latency budget of both renderings of ours while they run, then the in-process ceiling (no
+server) and the encoder's compute limit, and writes `results.json`, `table.md` and `curves.png`
+through `report`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from triton_fastpath.bench import peers
+from triton_fastpath.bench.generation import (
+    VIEW_SEPARATOR,
+    core_split,
+    describe_cores,
+    load_args,
+    pin_server,
+    view_label,
+    views,
+)
 from triton_fastpath.bench.loadgen import PROGRESS
+from triton_fastpath.bench.senders import Generator, client_for
 from triton_fastpath.bench.systems import (  # the systems under test (re-exported: tests, cli)
     BUDGET_SYSTEMS,
     PEER_KINDS,
@@ -39,6 +50,9 @@ from triton_fastpath.bench.systems import (  # the systems under test (re-export
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, ROOT
+
+if TYPE_CHECKING:
+    pass
 
 Progress = Callable[[str], None]
 PREDICT_ITEMS = 32
@@ -65,8 +79,14 @@ class BenchConfig:
         rounds: how many times every system is swept, the order reversed every other round; the
             headline takes each system's best round (its failed requests are summed over all).
         service_levels: the p99 profile our servers' queue timeouts are cut from (`SERVICE_LEVEL_PROFILES`).
-        grpc_client: how the load generator writes gRPC requests (`loadgen.GRPC_CLIENTS`): 'raw', the
-            protobuf directly, as cheap a client as the baselines' aiohttp POST; or 'tritonclient'.
+        generators: the load generator's clients (`senders.Generator`), one view each
+            (`generation.views`): the first for every system under its own key (default LEAN: raw
+            protobuf on grpc.aio, aiohttp JSON, about the same client CPU per request on every
+            protocol), each further one as `<key>@<generator>` where it changes the client (SDK:
+            ours through the kit's generated asyncio SDK; TRITONCLIENT: tritonclient's aio clients).
+        pin: the server's process tree (and the Redis L2 of ours) on the first half of the cores,
+            the load generator on the rest (1 + 1 on 2 cores), so a heavier client cannot take the
+            server's core: for the 1-worker comparisons. False: everything shares every core.
     """
 
     concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -83,7 +103,8 @@ class BenchConfig:
     only: tuple[str, ...] = ()
     rounds: int = 1
     service_levels: str = "default"
-    grpc_client: str = "raw"
+    generators: tuple[Generator, ...] = (Generator.LEAN,)
+    pin: bool = False
 
     @classmethod
     def smoke_config(cls) -> BenchConfig:
@@ -163,13 +184,6 @@ def run_loadgen(args: Sequence[str], progress: Progress, timeout_s: float) -> li
     return rows
 
 
-def _load_args(system: System, running: Running, model: str, inputs: Path, grpc_client: str = "raw") -> list[str]:
-    args = ["--protocol", system.protocol, "--url", running.url, "--model", model, "--inputs", str(inputs)]
-    args += ["--grpc-client", grpc_client]
-    args += ["--server-pid", str(running.pid)] if running.pid else []  # its CPU per answered request
-    return args + (["--metrics-url", running.metrics_url] if running.metrics_url else [])
-
-
 def agreement(reference: list, candidate: list, labels: list[int]) -> dict[str, float]:
     """How close a system's probabilities are to the torch reference's (and both to the true labels)."""
     ref, got = np.asarray(reference, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
@@ -201,12 +215,24 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
             f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
         )
     systems = _peers_ready(systems, named=bool(config.only), progress=progress)
+    cores = core_split(config.pin)
     results: dict[str, Any] = {
-        "meta": report.machine_meta(config),
-        "systems": {s.key: {"label": s.label, "kind": s.kind, "protocol": s.protocol} for s in systems},
+        "meta": {**report.machine_meta(config), "cores": describe_cores(cores)},
+        "systems": {
+            key: {
+                "label": view_label(s.label, s.protocol, generator, first=key == s.key),
+                "kind": s.kind,
+                "protocol": s.protocol,
+                "generator": generator.value,
+                "client": client_for(s.protocol, generator),
+            }
+            for s in systems
+            for key, generator in views(s, config.generators)
+        },
         "runs": [],
         "agreement": {},
     }
+    progress(f"cores: {results['meta']['cores']['mode']}")
     predictions: dict[str, dict[str, list]] = {}
     groups: list[list[System]] = []
     for system in systems:
@@ -217,6 +243,8 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     # Rounds alternate the order (round 2 runs the systems in reverse), so no system always runs
     # first or last on a shared, drifting machine; the headline takes each system's best round.
     with _l2_redis(systems, progress) as redis:  # the L2 of our caches, as they ship
+        if redis is not None and cores is not None:
+            pin_server(redis.pid, cores.server, "redis-server", progress)  # server-side work: the server's cores
         for number in range(config.rounds):
             if config.rounds > 1:
                 progress(f"round {number + 1}/{config.rounds} ({'in order' if number % 2 == 0 else 'reversed'})")
@@ -227,17 +255,31 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
                 if redis is not None and head.kind == "ours":
                     redis.flush()  # every server of ours starts with an empty L2: unique texts stay misses
                 with start_system(head, out_dir, redis_url=redis.url if redis is not None else None) as running_head:
+                    if cores is not None:
+                        pin_server(running_head.pid, cores.server, head.key, progress)
                     for system in group:
                         running = running_head
                         if system.protocol != head.protocol:  # another view of the same server
                             running = _other_protocol(system, running_head)
+                        # each view of the system (its clients), the order reversed with the rounds'
+                        found_views = views(system, config.generators)
                         for model in system.models:
-                            for run, found in _sweeps(
-                                system, running, model, inputs_file, config=config, number=number, progress=progress
-                            ):
-                                results["runs"].append(run)
-                                if found is not None:
-                                    predictions.setdefault(model, {})[system.key] = found
+                            for key, generator in found_views if number % 2 == 0 else found_views[::-1]:
+                                args = load_args(
+                                    system,
+                                    running,
+                                    model,
+                                    inputs_file,
+                                    generator=generator,
+                                    server_pids=(redis.pid,) if redis is not None and _uses_redis(system) else (),
+                                    cores=cores.load if cores is not None else (),
+                                )
+                                for run, found in _sweeps(
+                                    system, key, args, model, config=config, number=number, progress=progress
+                                ):
+                                    results["runs"].append(run)
+                                    if found is not None:
+                                        predictions.setdefault(model, {})[key] = found
                         if system.key in BUDGET_SYSTEMS and number == 0:
                             rendering = BUDGET_SYSTEMS[system.key]
                             progress(f"latency budget ({rendering}): one request at a time, the model and its steps")
@@ -265,9 +307,9 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
 
 def _sweeps(
     system: System,
-    running: Running,
+    key: str,
+    args: list[str],
     model: str,
-    inputs_file: Path,
     *,
     config: BenchConfig,
     number: int,
@@ -275,36 +317,47 @@ def _sweeps(
 ) -> Iterator[tuple[dict[str, Any], list | None]]:
     """Each sweep of `system` on `model` in round `number` (0-based): unique inputs, then the mix with
     repeats where asked for (its texts tagged: new to this server), or the cached row's duplicate
-    ratios; yields each run's record and, from round 1's unique sweep, the first items' probabilities."""
-    args = _load_args(system, running, model, inputs_file, config.grpc_client)
+    ratios; yields each run's record and, from round 1's unique sweep, the first items' probabilities.
+    `key`: the view's (`generation.views`); `args`: the load generator's (`load_args`). A further
+    view's texts carry its name, so a server that answered the first view has not seen them."""
+    view = key.partition(VIEW_SEPARATOR)[2]
     ratios = config.duplicate_ratios if system.cached else (0.0, config.repeat_ratio)
     levels = config.cached_concurrency if system.cached else config.concurrency
     limit_s = 60 + len(levels) * (config.warmup_s + config.max_windows * config.window_s + 30)
     for ratio in dict.fromkeys(r for r in ratios if r or not system.cached):
         scenario = "cached" if system.cached else "mix" if ratio else "unique"
-        progress(f"{system.key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}")
+        progress(f"{key} / {model} / duplicates {ratio:.0%}: sweeping concurrency {list(levels)}")
         sweep = [
             *args,
             *("--concurrency", *map(str, levels)),
             *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
             *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
             *("--duplicate-ratio", str(ratio)),
-            *(("--tag", "mix") if scenario == "mix" else ()),
+            *(("--tag", sweep_tag(scenario, view)) if sweep_tag(scenario, view) else ()),
         ]
         if scenario == "unique" and number == 0:  # first the same items one by one: the same model?
             sweep += ["--predict", str(PREDICT_ITEMS)]
         rows = run_loadgen(sweep, progress, limit_s)
         found = rows.pop(0)["predictions"] if rows and "predictions" in rows[0] else None
-        run = {"system": system.key, "model": model, "duplicate_ratio": ratio, "scenario": scenario}
+        run = {"system": key, "model": model, "duplicate_ratio": ratio, "scenario": scenario}
         yield {**run, "round": number + 1, "rows": rows}, found
 
 
+def sweep_tag(scenario: str, view: str = "") -> str:
+    """The tag of a sweep's texts (pure; `loadgen --tag`): none for the first view's unique sweep
+    (the texts as they are, a round number in front from the second pass on), `mix` for its mix with
+    repeats, and a further view's initial in front of both (`s`, `smix` for `@sdk`: a token or so,
+    about what the round number costs), so no sweep on a server repeats another's inputs."""
+    return (view[:1] + ("mix" if scenario == "mix" else "")) or ""
+
+
 class _Redis:
-    """A redis-server for the benchmark's run: its URL, and `flush()` between servers of ours."""
+    """A redis-server for the benchmark's run: its URL, its pid, and `flush()` between servers of ours."""
 
     def __init__(self, server) -> None:
         self.server = server
         self.url = server.url
+        self.pid = server.pid
 
     def flush(self) -> None:
         import redis
@@ -316,7 +369,7 @@ class _Redis:
 def _l2_redis(systems: Sequence[System], progress: Progress) -> Iterator[_Redis | None]:
     """A redis-server as the L2 of our caches where a system of ours has caches on (stopped at the
     end), else None; None too, said so, where redis-server is not installed."""
-    cached = [s for s in systems if s.kind == "ours" and s.settings and (s.settings.cache or s.settings.response_cache)]
+    cached = [s for s in systems if _uses_redis(s)]
     if not cached:
         yield None
         return
@@ -332,6 +385,12 @@ def _l2_redis(systems: Sequence[System], progress: Progress) -> Iterator[_Redis 
         yield _Redis(server)
     finally:
         server.stop()
+
+
+def _uses_redis(system: System) -> bool:
+    """Whether `system` has a cache with a Redis L2 (ours, caches on)."""
+    settings = system.settings
+    return system.kind == "ours" and settings is not None and bool(settings.cache or settings.response_cache)
 
 
 def _peers_ready(systems: list[System], *, named: bool, progress: Progress) -> list[System]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from triton_fastpath.bench.harness import BenchConfig, run_loadgen
 from triton_fastpath.bench.report import CPU_CONCURRENCY
+from triton_fastpath.bench.senders import Generator
 from triton_fastpath.bench.systems import python_process
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.errors import ConfigError, DataError
@@ -146,6 +147,9 @@ def _sweep(
     protocol: str, url: str, name: str, *, inputs: Path, config: BenchConfig, progress: Progress, server_pid: int = 0
 ) -> tuple:
     common = ["--protocol", protocol, "--url", url, "--model", name, "--inputs", str(inputs)]
+    # the run's first view; an imported model has no generated SDK here: the SDK loads it with the lean client
+    generator = config.generators[0]
+    common += ["--generator", (Generator.LEAN if generator is Generator.SDK else generator).value]
     predictions = run_loadgen([*common, "--predict", str(PARITY_ROWS), "--predict-only"], progress, 300)
     levels = ["--concurrency", *map(str, config.concurrency), "--warmup-s", str(config.warmup_s)]
     levels += ["--window-s", str(config.window_s), "--max-windows", str(config.max_windows)]

@@ -7,13 +7,15 @@ warm-up, then windows repeated until the last three throughputs agree within 10%
 `--max-windows`), percentiles over those three. With `--metrics-url` the Triton metrics are
 scraped around the measured windows, giving each model's server-side queue and compute time. With
 `--server-pid` the CPU seconds of the server's process tree are read at each window's edges
-(`server_cpu`), and each row gives them per answered request (`server_cpu_ms_per_request`).
+(`server_cpu.CpuMeter`), and each row gives them per answered request (`server_cpu_ms_per_request`);
+every row gives this process's own CPU per answered request too (`generator_cpu_ms_per_request`):
+the load generator shares the cores, so what it spends the server cannot.
 
     python -m triton_fastpath.bench.loadgen --protocol grpc --url 127.0.0.1:8001 --model sentiment \
-        --inputs build/benchmark/inputs.json --concurrency 1 4 16 64
+        --inputs build/benchmark/inputs.json --concurrency 1 4 16 64 --generator lean
 
 Protocols: `grpc` / `http` (Triton's KServe v2 API; `http` sends JSON, not binary tensors) and
-`naive` (the FastAPI baseline's JSON endpoints).
+`naive` (the FastAPI baseline's JSON endpoints). Clients: `--generator` (`senders.Generator`).
 """
 
 from __future__ import annotations
@@ -22,21 +24,22 @@ import argparse
 import asyncio
 import json
 import math
-import struct
+import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from triton_fastpath.bench.server_cpu import per_request_ms, tree_cpu_seconds
+from triton_fastpath.bench.senders import PROTOCOLS, Generator, Send, client_for, make_sender
+from triton_fastpath.bench.server_cpu import CpuMeter, per_request_ms
 from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, scrape_metrics
 from triton_fastpath.load.streams import vary_item, vary_text
 
-PROTOCOLS = ("grpc", "http", "naive")
-GRPC_CLIENTS = ("raw", "tritonclient")
+STABILITY_WINDOWS = 3  # a level's result: its last 3 windows (perf_analyzer's rule)
 SERVER_METRICS = {
     "requests": "nv_inference_request_success",
     "failures": "nv_inference_request_failure",
@@ -49,7 +52,6 @@ SERVER_METRICS = {
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 PROGRESS = "[load] "  # stderr lines the harness passes on as progress
-Send = Callable[[Any], Awaitable[Any]]
 
 
 def load_items(path: Path, model: str) -> list[Any]:
@@ -95,156 +97,58 @@ def _models_in(text: str) -> Iterator[str]:
             yield line[start : line.find('"', start)]
 
 
-async def make_sender(
-    protocol: str, url: str, model: str, concurrency: int, grpc_client: str = "raw"
-) -> tuple[Send, Callable[[], Awaitable]]:
-    """A coroutine function sending one item, and one closing the connection.
-
-    `grpc_client` picks how gRPC requests are built: 'raw' (the default) writes the protobuf
-    directly, 'tritonclient' goes through `tritonclient.grpc.aio` (what the SDK uses)."""
-    if protocol == "naive":
-        import aiohttp
-
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=concurrency), timeout=aiohttp.ClientTimeout(total=60)
-        )
-        endpoint = f"http://{url}/v1/{model}"
-
-        async def send_naive(item: Any) -> Any:
-            body = {"text": item} if isinstance(item, str) else {"pixels": item}
-            if isinstance(item, dict):  # an imported model's row: {input name: value}
-                body = {"inputs": item}
-            async with session.post(endpoint, json=body) as reply:
-                data = await reply.json(content_type=None)
-                if reply.status != 200:
-                    raise RuntimeError(f"HTTP {reply.status}: {data}")
-                return data["probabilities"]
-
-        return send_naive, session.close
-    if protocol == "grpc" and grpc_client == "raw":
-        return await raw_grpc_sender(url, model)
-    if protocol == "grpc":
-        import tritonclient.grpc.aio as client_module
-        from tritonclient.grpc import InferInput, InferRequestedOutput
-
-        client = client_module.InferenceServerClient(url)
-        binary = {}
-    elif protocol == "http":
-        import tritonclient.http.aio as client_module
-        from tritonclient.http import InferInput, InferRequestedOutput
-
-        client = client_module.InferenceServerClient(url, conn_limit=concurrency)
-        binary = {"binary_data": False}  # JSON tensors: the protocol's cost, as a JSON client pays it
-    else:
-        raise SystemExit(f"--protocol {protocol!r}; expected one of {PROTOCOLS}")
-    from tritonclient.utils import triton_to_np_dtype
-
-    metadata = await client.get_model_metadata(model)
-    outputs = [o["name"] if isinstance(o, dict) else o.name for o in _meta(metadata, "outputs")]
-    input_types = {_field(i, "name"): _field(i, "datatype") for i in _meta(metadata, "inputs")}
-    scores = "probabilities" if "probabilities" in outputs else outputs[0]
-
-    async def send_triton(item: Any) -> Any:
-        tensors = []
-        for name, value in _item_tensors(item).items():
-            array = value if value.dtype == object else value.astype(triton_to_np_dtype(input_types[name]))
-            tensor = InferInput(name, list(array.shape), input_types[name])
-            tensor.set_data_from_numpy(array, **binary)
-            tensors.append(tensor)
-        requested = [InferRequestedOutput(name, **binary) for name in outputs]
-        result = await client.infer(model, tensors, outputs=requested)
-        return result.as_numpy(scores)[0].tolist()  # an embedding model answers its embedding
-
-    return send_triton, client.close
-
-
-def _item_tensors(item: Any) -> dict[str, np.ndarray]:
-    """One request's tensors, batch of one: a text, an 8x8 image, or an imported model's {input: row}."""
-    if isinstance(item, dict):
-        return {name: np.asarray([value]) for name, value in item.items()}
-    if isinstance(item, str):
-        return {"text": np.array([[item.encode("utf-8")]], dtype=object)}
-    return {"pixels": np.asarray([item], dtype=np.float32)}
-
-
-def _raw_contents(array: np.ndarray, dtype: np.dtype) -> bytes:
-    """A tensor's bytes as Triton's `raw_input_contents` carries them, `dtype` from the model's
-    metadata (`triton_to_np_dtype`; BYTES is object: each element a 4-byte length, then its bytes)."""
-    if dtype == np.object_:
-        return b"".join(struct.pack("<I", len(v)) + v for v in (bytes(x) for x in array.flat))
-    return np.ascontiguousarray(array, dtype=dtype).tobytes()
-
-
-async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Callable[[], Awaitable]]:
-    """Triton's gRPC API with each request written straight into its protobuf, as perf_analyzer does
-    in C++: the load generator shares the cores with the server, and `tritonclient`'s per-call
-    wrapping (InferInput objects, result objects) cost 25-35 us more client CPU a request, in an
-    alternated A/B on one server (docs/tuning-and-benchmarks.md). The FastAPI baseline's client is a
-    plain aiohttp POST; this is its gRPC counterpart."""
-    import grpc
-    from tritonclient.grpc import service_pb2, service_pb2_grpc
-    from tritonclient.utils import triton_to_np_dtype
-
-    unlimited = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    channel = grpc.aio.insecure_channel(url, options=unlimited)
-    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-    metadata = await stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=model))
-    # once, at start-up: each input's type, and the scores output's. No output is named in the
-    # request: Triton then returns them all, as the tritonclient path asks for explicitly.
-    inputs = {i.name: (i.datatype, triton_to_np_dtype(i.datatype)) for i in metadata.inputs}
-    names = [o.name for o in metadata.outputs]
-    scores = "probabilities" if "probabilities" in names else names[0]
-    scores_dtype = triton_to_np_dtype(metadata.outputs[names.index(scores)].datatype)
-
-    async def send_raw(item: Any) -> Any:
-        request = service_pb2.ModelInferRequest(model_name=model)
-        for name, array in _item_tensors(item).items():
-            datatype, dtype = inputs[name]
-            tensor = request.inputs.add()
-            tensor.name, tensor.datatype = name, datatype
-            tensor.shape.extend(array.shape)
-            request.raw_input_contents.append(_raw_contents(array, dtype))
-        reply = await stub.ModelInfer(request)
-        for tensor, content in zip(reply.outputs, reply.raw_output_contents, strict=True):
-            if tensor.name == scores:
-                return np.frombuffer(content, dtype=scores_dtype).reshape(list(tensor.shape))[0].tolist()
-        raise RuntimeError(f"{model} answered without its {scores!r} output")
-
-    async def close() -> None:
-        await channel.close()
-
-    return send_raw, close
-
-
-def _field(entry: Any, key: str) -> Any:
-    return entry[key] if isinstance(entry, dict) else getattr(entry, key)
-
-
-def _meta(metadata: Any, key: str) -> list:
-    return metadata[key] if isinstance(metadata, dict) else list(getattr(metadata, key))
-
-
 async def predict(send: Send, items: Sequence[Any]) -> list[Any]:
     """One request per item, in order: the probabilities each system returns (to compare the models)."""
     return [await send(item) for item in items]
 
 
 def tagged_vary(tag: str) -> Callable[[Any, int], Any]:
-    """How the stream makes each round's item (`load.vary_item`); with a `tag`, every text carries
-    it from round 0 on (`vary_text`), so a sweep sent to a server after another one (the mix with
-    repeats after the unique texts) starts with texts its caches have never seen. Images ignore it."""
+    """How the stream makes each round's item: a text as `vary_text` (with a `tag`, it carries the
+    tag from round 0 on), an image (an 8x8 list, as the inputs file holds it) shifted by `round_` x
+    1e-3 plus its tag's offset (`image_offset`), so a sweep sent to a server after another one (the
+    mix with repeats, a further view) starts with inputs its caches have never seen, and an image's
+    later rounds are new bytes too; an imported model's {input: row} as it is (`vary_item`)."""
+    offset = image_offset(tag)
 
     def vary(item: Any, round_: int) -> Any:
-        return vary_text(item, round_, tag=tag) if tag and isinstance(item, str) else vary_item(item, round_)
+        if isinstance(item, str):
+            return vary_text(item, round_, tag=tag) if tag else vary_item(item, round_)
+        if isinstance(item, list) and (round_ or offset):  # JSON lists: vary_item leaves them alone
+            return (np.asarray(item, dtype=np.float64) + (round_ * 1e-3 + offset)).tolist()
+        return vary_item(item, round_)
 
     return vary
+
+
+def image_offset(tag: str) -> float:
+    """What a sweep tagged `tag` adds to every pixel (pure): 0 untagged, else a multiple of 1e-6
+    below 1e-3 (a round's step), so no two tags' rounds send the same image."""
+    return 0.0 if not tag else (zlib.crc32(tag.encode()) % 999 + 1) * 1e-6
+
+
+def cpu_fields(meter: CpuMeter, requests: int, *, server: bool) -> dict[str, float]:
+    """A row's CPU figures over its reported windows (pure): the generator's always, the server's
+    when its tree was metered; seconds and milliseconds per answered request."""
+    server_s, generator_s = meter.over_last(STABILITY_WINDOWS)
+    row = {"generator_cpu_s": generator_s, "generator_cpu_ms_per_request": per_request_ms(generator_s, requests)}
+    if server:
+        row |= {"server_cpu_s": server_s, "server_cpu_ms_per_request": per_request_ms(server_s, requests)}
+    return row
+
+
+def pin_self(cores: Sequence[int]) -> None:
+    """Pin this process to `cores` before any client thread starts (threads inherit it)."""
+    if cores:
+        os.sched_setaffinity(0, set(cores))
 
 
 async def run(args: argparse.Namespace) -> None:
     items = load_items(args.inputs, args.inputs_of or args.model)
     levels = [("rate", r) for r in args.rate] if args.rate else [("concurrency", c) for c in args.concurrency]
     widest = max((int(v) for kind, v in levels if kind == "concurrency"), default=64)
-    send, close = await make_sender(args.protocol, args.url, args.model, widest, args.grpc_client)
+    generator = Generator(args.generator)
+    send, close = await make_sender(args.protocol, generator, args.url, args.model, widest)
+    client = client_for(args.protocol, generator)
     try:
         if args.predict:
             print(json.dumps({"predictions": await predict(send, items[: args.predict])}), flush=True)
@@ -257,18 +161,23 @@ async def run(args: argparse.Namespace) -> None:
         for kind, value in levels:
             before = await asyncio.to_thread(scrape_metrics, args.metrics_url) if args.metrics_url else ""
             started = time.perf_counter()
-            common = {"warmup_s": args.warmup_s, "window_s": args.window_s, "max_windows": args.max_windows}
-            if args.server_pid:
-                common["meter"] = lambda: tree_cpu_seconds(args.server_pid)
+            meter = CpuMeter(tuple(args.server_pid))
+            common = {
+                "warmup_s": args.warmup_s,
+                "window_s": args.window_s,
+                "max_windows": args.max_windows,
+                "stability_windows": STABILITY_WINDOWS,
+                "meter": meter,
+            }
             if kind == "rate":
                 result = await open_loop(send, stream.__next__, rate=value, seed=args.seed, **common)
             else:
                 result = await closed_loop(send, stream.__next__, concurrency=int(value), **common)
             elapsed = time.perf_counter() - started
             row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
-            if args.server_pid:  # the server tree's CPU over the reported windows, per answered request
-                row["server_cpu_s"] = row.pop("metered", math.nan)
-                row["server_cpu_ms_per_request"] = per_request_ms(row["server_cpu_s"], row["requests"])
+            row.pop("metered", None)  # the meter's readings give both CPU figures (cpu_fields)
+            row |= {"generator": generator.value, "client": client}
+            row |= cpu_fields(meter, row["requests"], server=bool(args.server_pid))
             if args.metrics_url:
                 after = await asyncio.to_thread(scrape_metrics, args.metrics_url)
                 row["server"] = server_stats(before, after, metric_models(after))
@@ -277,6 +186,7 @@ async def run(args: argparse.Namespace) -> None:
                 f"{PROGRESS}{args.model} {kind}={value}: {row['throughput_rps']:.0f} req/s, "
                 f"p99 {row['p99_ms']:.1f} ms, "
                 + (f"server CPU {row['server_cpu_ms_per_request']:.2f} ms/request, " if args.server_pid else "")
+                + f"generator CPU {row['generator_cpu_ms_per_request']:.2f} ms/request, "
                 + f"{row['errors']} errors, {'stable' if row['stable'] else 'NOT stable'} after {row['windows_run']}"
                 " windows",
                 file=sys.stderr,
@@ -294,11 +204,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", choices=PROTOCOLS, required=True)
     p.add_argument("--url", required=True, help="host:port")
     p.add_argument(
-        "--grpc-client",
-        choices=GRPC_CLIENTS,
-        default="raw",
-        help="gRPC requests written straight into Triton's protobuf ('raw', default: the server's cost, "
-        "as perf_analyzer measures it) or through tritonclient.grpc.aio (what the SDK pays)",
+        "--generator",
+        choices=[g.value for g in Generator],
+        default=Generator.LEAN.value,
+        help="the client (senders.Generator): 'lean' (default; raw protobuf on grpc.aio, aiohttp JSON for "
+        "HTTP), 'tritonclient' (tritonclient.grpc.aio / .http.aio) or 'sdk' (the kit's generated asyncio "
+        "SDK, gRPC); the HTTP baselines' endpoint is always an aiohttp POST",
+    )
+    p.add_argument(
+        "--cores",
+        type=int,
+        nargs="+",
+        default=[],
+        help="pin this process (and every thread it starts) to these cores (default: not pinned)",
     )
     p.add_argument("--model", required=True, help="sentiment or digits")
     p.add_argument("--inputs", type=Path, required=True, help="JSON file {model: [items]} written by the harness")
@@ -324,8 +242,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--server-pid",
         type=int,
-        default=0,
-        help="the serving process tree's root: its CPU seconds over the measured windows per answered request",
+        nargs="+",
+        default=[],
+        help="the serving process trees' roots (a server, and a redis-server it uses as its L2): their CPU "
+        "seconds over the measured windows per answered request",
     )
     p.add_argument("--stop-p99-ms", type=float, default=math.inf, help="end the sweep once p99 passes this")
     p.add_argument("--predict", type=int, default=0, help="first print the probabilities of the first N items")
@@ -334,7 +254,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    asyncio.run(run(parser().parse_args(argv)))
+    args = parser().parse_args(argv)
+    pin_self(args.cores)
+    asyncio.run(run(args))
     return 0
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from triton_fastpath.bench import provenance
 from triton_fastpath.bench.ceiling import ceiling_rate
 
 OURS = "ours-default"  # the headline system: the default build as it ships
@@ -34,6 +35,7 @@ def machine_meta(config: Any) -> dict[str, Any]:
     return {
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
+        "commit": provenance.commit(),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "loadavg_before": os.getloadavg(),
@@ -57,22 +59,28 @@ def p50_at(rows: list[dict[str, Any]], concurrency: int = 1, key: str = "p50_ms"
     return math.nan
 
 
-def cpu_at(rows: list[dict[str, Any]], concurrency: int = CPU_CONCURRENCY) -> float:
-    """Server CPU milliseconds per answered request at `concurrency` (NaN when not measured there)."""
-    return p50_at(rows, concurrency, "server_cpu_ms_per_request")
+def cpu_at(rows: list[dict[str, Any]], concurrency: int = CPU_CONCURRENCY, who: str = "server") -> float:
+    """CPU milliseconds per answered request at `concurrency` of the `server` (its process trees) or
+    of the load `generator` (NaN when not measured there)."""
+    return p50_at(rows, concurrency, f"{who}_cpu_ms_per_request")
+
+
+def _least(values: list[float]) -> float:
+    measured = [v for v in values if not math.isnan(v)]
+    return min(measured) if measured else math.nan
 
 
 def best_round(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """Two rounds of one system as one entry (pure): the round with more throughput under the
     bound, the lower p50 at concurrency 1 of the two, the lower server CPU per request (and every
-    round's, `cpu_rounds`), every failed request of both."""
+    round's, `cpu_rounds`), the same for the load generator's (`generator_cpu_rounds`), every failed
+    request of both."""
     best = dict(one if one["throughput_rps"] >= other["throughput_rps"] else other)
-    lone = [e["p50_c1_ms"] for e in (one, other) if not math.isnan(e.get("p50_c1_ms", math.nan))]
-    best["p50_c1_ms"] = min(lone) if lone else math.nan
-    cpu = [*one.get("cpu_rounds", []), *other.get("cpu_rounds", [])]
-    best["cpu_rounds"] = cpu
-    measured = [v for v in cpu if not math.isnan(v)]
-    best["cpu_ms_per_request"] = min(measured) if measured else math.nan
+    best["p50_c1_ms"] = _least([e.get("p50_c1_ms", math.nan) for e in (one, other)])
+    for who in ("", "generator_"):
+        rounds, figure = f"{who}cpu_rounds", f"{who}cpu_ms_per_request"
+        best[rounds] = [*one.get(rounds, []), *other.get(rounds, [])]
+        best[figure] = _least(best[rounds])
     best["failed"] = one.get("failed", 0) + other.get("failed", 0)
     best["rounds"] = one.get("rounds", 1) + other.get("rounds", 1)
     return best
@@ -126,6 +134,8 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
             "p50_c1_ms": p50_at(run["rows"], 1),
             "cpu_ms_per_request": cpu_at(run["rows"]),
             "cpu_rounds": [cpu_at(run["rows"])],
+            "generator_cpu_ms_per_request": cpu_at(run["rows"], who="generator"),
+            "generator_cpu_rounds": [cpu_at(run["rows"], who="generator")],
             "ceiling_share": _ratio(throughput, ceiling) if run["model"] == CEILING_MODEL and ceiling else None,
             "failed": sum(int(r.get("errors", 0)) for r in run["rows"]),
             "rounds": 1,
@@ -179,9 +189,11 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _cpu(entry: dict[str, Any]) -> str:
-    """Server CPU ms per request: one round's figure, or the range over the rounds that measured it."""
-    measured = [v for v in entry.get("cpu_rounds", [entry.get("cpu_ms_per_request", math.nan)]) if not math.isnan(v)]
+def _cpu(entry: dict[str, Any], who: str = "") -> str:
+    """CPU ms per request of the server (`who` "") or the load generator (`who` "generator_"): one
+    round's figure, or the range over the rounds that measured it."""
+    rounds = entry.get(f"{who}cpu_rounds", [entry.get(f"{who}cpu_ms_per_request", math.nan)])
+    measured = [v for v in rounds if not math.isnan(v)]
     if len(measured) > 1 and max(measured) - min(measured) >= 0.005:
         return f"{min(measured):.2f}-{max(measured):.2f}"
     return _fmt(measured[0] if measured else None, 2)
@@ -196,9 +208,9 @@ def markdown(results: dict[str, Any]) -> str:
     cpu_level = head.get("cpu_concurrency", CPU_CONCURRENCY)
     lines += [
         "| model | system | req/s | at concurrency | p50 ms | p99 ms | p50 ms at concurrency 1 "
-        f"| server CPU ms / request at concurrency {cpu_level} | share of the in-process ceiling | stable "
-        "| failed requests |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        f"| server CPU ms / request at concurrency {cpu_level} | load generator CPU ms / request at concurrency "
+        f"{cpu_level} | share of the in-process ceiling | stable | failed requests |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     rounds = max((e.get("rounds", 1) for systems in head["uncached"].values() for e in systems.values()), default=1)
     for model, systems in head["uncached"].items():
@@ -206,22 +218,17 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {model} | {labels.get(key, key)} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
                 f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | {_cpu(e)} | "
-                f"{_share(e.get('ceiling_share'))} | {'yes' if e['stable'] else 'no'} | {e.get('failed', 0):,} |"
+                f"{_cpu(e, 'generator_')} | {_share(e.get('ceiling_share'))} | {'yes' if e['stable'] else 'no'} | "
+                f"{e.get('failed', 0):,} |"
             )
     if rounds > 1:
         lines += [
             "",
             f"{rounds} rounds, the systems' order reversed every other round: each row is the system's best "
-            "round (req/s; the lower p50 at concurrency 1; server CPU per request as the rounds' range), "
+            "round (req/s; the lower p50 at concurrency 1; CPU per request as the rounds' range), "
             "failed requests summed over all rounds and levels.",
         ]
-    entries = [e for systems in head["uncached"].values() for e in systems.values()]
-    if any(not math.isnan(e.get("cpu_ms_per_request", math.nan)) for e in entries):
-        lines += [
-            "",
-            "Server CPU per request: CPU seconds of the serving process tree (every worker, tritonserver and "
-            "its Python stubs) over the measured windows, divided by the requests answered in them.",
-        ]
+    lines += _method_lines(results)
     ceiling = head.get("ceiling_texts_per_s")
     if ceiling:
         lines += [
@@ -282,9 +289,9 @@ def markdown(results: dict[str, Any]) -> str:
                 )
     lines += ["", "### Every load level", ""]
     lines += [
-        "| system | model | dup | conc. | req/s | p50 ms | p95 ms | p99 ms | server CPU ms / request | errors "
-        "| stable | server queue / compute us (per step) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| system | model | dup | conc. | req/s | p50 ms | p95 ms | p99 ms | server CPU ms / request "
+        "| load generator CPU ms / request | errors | stable | server queue / compute us (per step) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for run in results["runs"]:
         for r in run["rows"]:
@@ -295,7 +302,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {run['system']} | {run['model']} | {run['duplicate_ratio']:.0%} | {r['concurrency']} | "
                 f"{_fmt(r['throughput_rps'], 0)} | {_fmt(r['p50_ms'])} | {_fmt(r['p95_ms'])} | {_fmt(r['p99_ms'])} | "
-                f"{_fmt(r.get('server_cpu_ms_per_request'), 2)} | {r['errors']} | "
+                f"{_fmt(r.get('server_cpu_ms_per_request'), 2)} | {_fmt(r.get('generator_cpu_ms_per_request'), 2)} | "
+                f"{r['errors']} | "
                 f"{'yes' if r['stable'] else 'no'} | {server or '-'} |"
             )
     for rendering, budget in budgets(results).items():
@@ -350,6 +358,32 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _method_lines(results: dict[str, Any]) -> list[str]:
+    """How the table was measured (pure): the cores (shared or pinned), each load generator client,
+    and what the two CPU columns count."""
+    meta, systems = results["meta"], results["systems"]
+    cores = meta.get("cores") or {"mode": "not recorded"}
+    lines = ["", f"Cores: {cores['mode']}."]
+    if cores.get("pinned"):
+        lines[-1] += " A server's workers or instances all run on its cores: pinned rows compare 1-worker servers."
+    clients: dict[str, list[str]] = {}
+    for key, system in systems.items():
+        if "client" in system:
+            clients.setdefault(system["client"], []).append(key)
+    if clients:
+        shown = "; ".join(f"{client} for {', '.join(keys)}" for client, keys in clients.items())
+        lines += ["", f"Load generator: one asyncio process, closed loop; its client: {shown}."]
+    lines += [
+        "",
+        "CPU per request, over the measured windows, divided by the requests answered in them: the server's is "
+        "the CPU seconds of the serving process tree (every worker, tritonserver and its Python stubs, and the "
+        "redis-server of ours where it is the L2); the load generator's is its own process's (every thread). "
+        "Sharing the cores, a request's generator CPU is CPU the server could not use: on C cores neither can "
+        "exceed C / (server + generator CPU per request) requests a second.",
+    ]
+    return lines
+
+
 def _mix_lines(head: dict[str, Any], labels: dict[str, str]) -> list[str]:
     """The table of the mix with repeats (every system swept on it) and ours over each baseline."""
     mix = head.get("mix") or {}
@@ -387,51 +421,12 @@ def budgets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"ensemble": found} if "rows" in found else found
 
 
-def plot(results: dict[str, Any], path: Path) -> Path:
-    """Latency (p99, log scale) against throughput per system, one panel per model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    models = sorted({run["model"] for run in results["runs"]}, key=lambda m: m != "sentiment")
-    keys = list(dict.fromkeys(run["system"] for run in results["runs"]))
-    palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("tab20").colors[1::2]]  # 10 distinct, then light
-    colours = {key: palette[i % len(palette)] for i, key in enumerate(keys)}
-    fig, axes = plt.subplots(1, len(models), figsize=(7.5 * len(models), 5.5), squeeze=False)
-    for axis, model in zip(axes[0], models):
-        for run in results["runs"]:
-            if run["model"] != model or not run["rows"]:
-                continue
-            key = run["system"]
-            label = key + (f" (dup {run['duplicate_ratio']:.0%})" if run["duplicate_ratio"] else "")
-            xs = [r["throughput_rps"] for r in run["rows"]]
-            ys = [r["p99_ms"] for r in run["rows"]]
-            style = "--" if run["duplicate_ratio"] else "-" if key.startswith(OURS_PREFIX) else "-."
-            marker = "o" if key.startswith(OURS_PREFIX) else "s"
-            width = 2.4 if key == OURS else 1.2
-            axis.plot(xs, ys, style, marker=marker, markersize=3, linewidth=width, color=colours[key], label=label)
-        axis.axhline(results["headline"]["sla_p99_ms"], color="grey", linestyle=":", label="p99 bound")
-        ceiling = results["headline"].get("ceiling_texts_per_s")
-        if model == CEILING_MODEL and ceiling:
-            axis.axvline(ceiling, color="black", linestyle=":", label="in-process ceiling (2 processes, no server)")
-        axis.set_xscale("log")  # cached rows reach several times the uncached throughput
-        axis.set_yscale("log")
-        axis.set_xlabel("throughput (req/s)")
-        axis.set_ylabel("client p99 latency (ms)")
-        axis.set_title(f"{model}: latency vs throughput (closed loop, concurrency 1..64)")
-        axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def write_outputs(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """results.json, table.md and curves.png in `out_dir`."""
+    from triton_fastpath.bench.curves import plot  # matplotlib only when writing
+
     paths = {"json": out_dir / "results.json", "markdown": out_dir / "table.md", "plot": out_dir / "curves.png"}
     paths["json"].write_text(json.dumps(results, indent=1, default=float))
     paths["markdown"].write_text(markdown(results))
-    plot(results, paths["plot"])
+    plot(results, paths["plot"], ours=OURS, ours_prefix=OURS_PREFIX, ceiling_model=CEILING_MODEL)
     return paths

@@ -20,14 +20,17 @@ way against the same baselines at natural length; `--also-imported NAME` picks o
 models, `--no-imported` leaves them out.
 
 Starts each system in its own process on free 127.0.0.1 ports, checks they serve the same model,
-sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process
-(windows repeated until three agree within 10%), measures the latency budget of both renderings,
-the in-process ceiling (tokenize + ORT INT8 with no server, 1 and 2 processes) and the encoder's
-compute limit, stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}.
-The table gives per system the best req/s under the p99 bound, the p50 at concurrency 1, the
-server CPU per answered request at concurrency 8 (CPU seconds of the serving process tree, every
-worker, tritonserver and its Python stubs, over the measured windows / requests answered; every
-load level has it too), the share of the in-process ceiling, and every ours-* row over every baseline.
+sweeps closed-loop concurrency 1..64 with an asyncio load generator in a separate process (windows
+repeated until three agree within 10%; `--generator` picks its client, `--pin` gives the server and
+the generator cores of their own), measures the latency budget of both renderings, the in-process
+ceiling (tokenize + ORT INT8 with no server, 1 and 2 processes) and the encoder's compute limit,
+stops everything, and writes build/benchmark/<timestamp>/{results.json,table.md,curves.png}. The
+table gives per system the best req/s under the p99 bound, the p50 at concurrency 1, the server CPU
+per answered request at concurrency 8 (CPU seconds of the serving process tree, every worker,
+tritonserver and its Python stubs, and the redis-server ours uses as its L2, over the measured
+windows / requests answered; every load level has it too) and the load generator's (its process's
+CPU over the same windows: the cores it takes the server cannot use), the share of the in-process
+ceiling, and every ours-* row over every baseline.
 
 Examples:
     fastpath bench serving                     # the full run (about 25 minutes on 2 cores)
@@ -37,6 +40,8 @@ Examples:
     fastpath bench serving --install-peers     # once: mosec and LitServe in build/peers/venv (pip, ~15 s)
     fastpath bench serving --only fastapi-ort-2w mosec litserve ours-graph --concurrency 1 8 32 --no-imported
     fastpath bench serving --only fastapi-ort-2w mosec ours-default --repeat-ratio 0.3 --rounds 2 --no-imported
+    fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-default --generator lean sdk   # + ours via the SDK
+    fastpath bench serving --only fastapi-ort ours-default --pin   # server on one core, load generator on the other
     fastpath bench serving --imported filetype --model-repository build/public/repository
     fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
@@ -53,8 +58,8 @@ from pathlib import Path
 
 from triton_fastpath.bench import peers
 from triton_fastpath.bench.harness import BenchConfig, default_systems, run_benchmark
-from triton_fastpath.bench.loadgen import GRPC_CLIENTS
-from triton_fastpath.cli.measuring import add_service_levels
+from triton_fastpath.bench.senders import Generator
+from triton_fastpath.cli.measuring import add_service_levels, cannot_publish
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR, ROOT
 
@@ -91,11 +96,23 @@ def parser() -> argparse.ArgumentParser:
         "texts new to the server), reported in its own table with ours over each baseline (default: none)",
     )
     p.add_argument(
-        "--grpc-client",
-        choices=GRPC_CLIENTS,
-        help="how the load generator writes gRPC requests: 'raw' protobuf (default; a client as cheap as the "
-        "baselines' aiohttp POST, so the table compares servers) or 'tritonclient' (the per-call wrapping "
-        "the SDK pays, about 30 us of client CPU a request more)",
+        "--generator",
+        nargs="+",
+        choices=[g.value for g in Generator],
+        help="the load generator's client, one view each: 'lean' (default: raw protobuf on grpc.aio for "
+        "Triton, one aiohttp POST for HTTP; about the same client CPU per request on every protocol, so the "
+        "table compares servers), 'tritonclient' (tritonclient.grpc.aio / .http.aio for Triton) or 'sdk' "
+        "(ours through the kit's generated asyncio SDK: what an app pays; the baselines keep the lean "
+        "client). The first names every row; each further one adds rows KEY@NAME where it changes a "
+        "system's client, e.g. `--generator lean sdk` gives ours-default and ours-default@sdk in one run. "
+        "The table gives the generator's CPU per request beside the server's",
+    )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin each server's process tree (and the Redis L2 of ours) to the first half of the cores and "
+        "the load generator to the rest (1 + 1 on 2 cores), so the client cannot take the server's core: "
+        "for the 1-worker comparisons (e.g. --only fastapi-ort ours-default); the table says which mode ran",
     )
     p.add_argument(
         "--install-peers",
@@ -108,7 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--publish",
         action="store_true",
-        help="also write docs/results/benchmark.{md,png,json}, the table headed by date, commit, machine and command",
+        help="also write docs/results/benchmark.{md,png,json} (with --pin: benchmark-pinned.*; with --imported "
+        "NAME: docs/results/benchmark-imported-NAME.md), the table headed by date, commit, machine and command",
     )
     p.add_argument(
         "--imported",
@@ -133,6 +151,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=Path, help="with --imported: rows to send (default: the import's samples)")
     add_service_levels(p)
     return p
+
+
+def results_stem(pinned: bool) -> str:
+    """The name of the published files (pure): `benchmark`, or `benchmark-pinned` for a pinned run, so
+    both views stand side by side in docs/results/."""
+    return "benchmark-pinned" if pinned else "benchmark"
 
 
 def second_models(names: list[str] | None, skip: bool, repository: Path, progress: Callable[[str], None]) -> list[str]:
@@ -171,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         "only": tuple(args.only),
         "rounds": args.rounds,
         "service_levels": args.service_levels,
-        "grpc_client": args.grpc_client,
+        "generators": tuple(Generator(g) for g in dict.fromkeys(args.generator)) if args.generator else None,
+        "pin": args.pin or None,
         "repeat_ratio": args.repeat_ratio,
     }
     if args.repeat_ratio is not None and not 0 <= args.repeat_ratio < 1:
@@ -179,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.rounds is not None and args.rounds < 1:
         print(f"--rounds {args.rounds}: expected 1 or more", file=sys.stderr)
+    if (args.rounds is not None and args.rounds < 1) or cannot_publish(args.publish, "fastpath bench serving"):
         return 2
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
     out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")
@@ -197,9 +223,14 @@ def main(argv: list[str] | None = None) -> int:
             from triton_fastpath.paths import DEFAULT_REPOSITORY
 
             repository = args.model_repository or DEFAULT_REPOSITORY
-            run_imported_benchmark(
+            found = run_imported_benchmark(
                 args.imported, repository, out, config=config, samples=args.samples, progress=progress
             )
+            if args.publish:
+                from triton_fastpath.bench.provenance import publish
+
+                command = "fastpath bench serving " + " ".join(argv or [])
+                print(f"wrote {publish(f'benchmark-imported-{args.imported}.md', found['table'] + chr(10), command)}")
             print(f"outputs: {out}")
             return 0
         repository = args.model_repository or PUBLIC_REPOSITORY
@@ -221,10 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         from triton_fastpath.bench.provenance import publish
 
+        stem = results_stem(args.pin)
         for suffix, name in (("png", "curves.png"), ("json", "results.json")):
-            shutil.copy2(out / name, RESULTS_DIR / f"benchmark.{suffix}")
-        publish("benchmark.md", (out / "table.md").read_text(), "fastpath bench serving " + " ".join(argv or []))
-        print("copied to docs/results/benchmark.{md,png,json}")
+            shutil.copy2(out / name, RESULTS_DIR / f"{stem}.{suffix}")
+        publish(f"{stem}.md", (out / "table.md").read_text(), "fastpath bench serving " + " ".join(argv or []))
+        print(f"copied to docs/results/{stem}.{{md,png,json}}")
     print(f"outputs: {out}")
     return 0
 

@@ -1,4 +1,4 @@
-"""What the benchmarks' commands share: the service levels of the servers they start.
+"""What the measuring commands share: the service levels of the servers they start, and `--publish`.
 
 A benchmark measures speed, not shedding, so by default its servers get no service levels (profile
 `none`: every queue timeout is the 5 s fallback). With the default profile, on a shared 2-core
@@ -9,6 +9,7 @@ speed measurement. `fastpath reliability` measures the shedding.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES
 
@@ -23,3 +24,16 @@ def add_service_levels(parser: argparse.ArgumentParser) -> None:
         "budgets under overload. Default: the kit's default profile, as users serve it (no queue policy on any "
         "batcher, so no batcher stall; nothing is shed at normal load). `none` turns admission control off.",
     )
+
+
+def cannot_publish(publish: bool, command: str) -> bool:
+    """True (with the reason printed) when `--publish` is asked and this checkout cannot publish: a
+    result names the commit it measured, so uncommitted changes are refused before the run starts."""
+    if not publish:
+        return False
+    from triton_fastpath.bench.provenance import publish_refusal
+
+    why = publish_refusal()
+    if why:
+        print(f"{command}: {why}", file=sys.stderr)
+    return why is not None
