@@ -234,12 +234,15 @@ class FastpathOrtParameters(AdmissionParameters):
     max_padded_bytes: int | None = param(int, 64 << 20)
     ragged_outputs: str | None = param(str, "")
     value_bounds: str | None = param(str, "")
+    # a text model: the backend tokenizes its text input with the exact C++ WordPiece tokenizer
+    # (tokenizer.json in the version folder) and cuts at max_length (informational without it)
+    text_tokenizer: str | None = param(str, "")
+    max_length: int | None = param(int, 0)
     # informational: written for people and tools, accepted and not used by the backend
-    max_length: int | None = param(int, None)
     tokenizer_file: str | None = param(str, None)
     tokenizer_sha256: str | None = param(str, None)
 
-    INFORMATIONAL: ClassVar[tuple[str, ...]] = ("max_length", "tokenizer_file", "tokenizer_sha256", "priority_levels")
+    INFORMATIONAL: ClassVar[tuple[str, ...]] = ("tokenizer_file", "tokenizer_sha256", "priority_levels")
 
     @classmethod
     def backend_keys(cls) -> tuple[str, ...]:

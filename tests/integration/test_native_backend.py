@@ -1,7 +1,9 @@
 """The native onnxruntime backend (native/fastpath_ort) in the embedded tritonserver.
 
 One server serves: `digits` (the built CNN) on the native backend; `ragged`, a tiny graph whose
-ids/mask rows have their own lengths (padded per batch, outputs trimmed back); and, where
+ids/mask rows have their own lengths (padded per batch, outputs trimmed back); `tokens`, a text
+model (`text_tokenizer`: the backend tokenizes each text with the C++ WordPiece tokenizer and feeds
+the graph ids, mask and token types; it writes `truncated` itself); and, where
 onnxruntime-extensions is installed, `strings`, a graph of custom string ops (BYTES in and out,
 the op library registered with libpython preloaded). Outputs are compared with onnxruntime in
 process (exact for FP32); faults fail only their own request; a fuzz run of a few thousand
@@ -102,6 +104,63 @@ def write_strings_graph(path: Path) -> Path:
     return path
 
 
+TOKENS_MAX_LENGTH = 8
+TOKENS_CUT_CHARS = 64
+TOKENS_CORPUS = [
+    "A clichés-ridden movie, but the cast is naïve and charming.",
+    "Über-stylish and hollow; the director's best work since 1999!",
+    "电影很好 and the soundtrack is great.",
+    "Zażółć gęślą jaźń. Příliš žluťoučký kůň. Tiếng Việt có dấu.",
+    "Ελληνικά και русский текст, 日本語のテキスト.",
+]
+
+
+def write_tokenizer(path: Path) -> Path:
+    """A tiny BERT WordPiece tokenizer.json (BertNormalizer, BertPreTokenizer, [CLS] $A [SEP]); its
+    [PAD] is not id 0, so padding with the wrong id would show."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer()
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    tokenizer.train_from_iterator(TOKENS_CORPUS * 3, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", 2), ("[CLS]", 1))
+    tokenizer.save(str(path))
+    return path
+
+
+def write_tokens_graph(path: Path) -> Path:
+    """input_ids, attention_mask, token_type_ids int64[N, L] -> ids (the ids as fed) [N, L], length
+    (sum of the mask) [N, 1], types (sum of the token types) [N, 1]."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["input_ids"], ["ids"]),
+            helper.make_node("ReduceSum", ["attention_mask", "axes"], ["length"], keepdims=1),
+            helper.make_node("ReduceSum", ["token_type_ids", "axes"], ["types"], keepdims=1),
+        ],
+        "tokens",
+        [
+            helper.make_tensor_value_info(name, TensorProto.INT64, ["n", "l"])
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        ],
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", "l"]),
+            helper.make_tensor_value_info("length", TensorProto.INT64, ["n", 1]),
+            helper.make_tensor_value_info("types", TensorProto.INT64, ["n", 1]),
+        ],
+        initializer=[axes],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
 def digits_onnx() -> Path:
     """The built digits FP32 graph (built now if the repository was never built here)."""
     from triton_fastpath.paths import BUILD_DIR
@@ -161,6 +220,28 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         models["ragged"][1],
     )
+    models["tokens"] = (
+        config_text(
+            "tokens",
+            inputs='input { name: "text" data_type: TYPE_STRING dims: [1] }',
+            outputs='output { name: "ids" data_type: TYPE_INT64 dims: [-1] }\n'
+            'output { name: "length" data_type: TYPE_INT64 dims: [1] }\n'
+            'output { name: "types" data_type: TYPE_INT64 dims: [1] }\n'
+            'output { name: "truncated" data_type: TYPE_BOOL dims: [1] }',
+            parameters={
+                "text_tokenizer": "tokenizer.json",
+                "max_length": TOKENS_MAX_LENGTH,
+                "cut_string_chars": TOKENS_CUT_CHARS,
+                "cut_flag_output": "truncated",
+                "reject_blank_strings": "true",
+                "max_string_bytes": 100_000,
+                "ragged_outputs": "ids",
+                "length_bucket_rows": 2,
+            },
+            delay_us=BATCHING_DELAY_US,
+        ),
+        write_tokens_graph(repository.parent / "tokens.onnx"),
+    )
     if _has_extensions():
         import onnxruntime_extensions as extensions
 
@@ -186,6 +267,7 @@ def native_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (repository / name / "1").mkdir(parents=True)
         (repository / name / "config.pbtxt").write_text(config)
         shutil.copy(graph, repository / name / "1" / "model.onnx")
+    write_tokenizer(repository / "tokens" / "1" / "tokenizer.json")
     return repository  # no backend in a model folder: the server installs it in its backend directory
 
 
@@ -407,6 +489,115 @@ def test_bad_strings_fail_alone(server, text, message):
         good_1, bad, good_2 = pool.map(send, [b"fine", text, b"also fine"])
     assert isinstance(bad, InvalidInput) and message in str(bad)
     assert good_1["length"].tolist() == [[4]] and good_2["length"].tolist() == [[9]]
+
+
+def reference_tokens(native_repository: Path):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(native_repository / "tokens" / "1" / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=TOKENS_MAX_LENGTH)
+    return tokenizer
+
+
+TOKENS_TEXTS = [
+    *TOKENS_CORPUS,
+    "ok",
+    "İstanbul ΟΔΥΣΣΕΥΣ Straße a¢b x[MASK]y",
+    "good😀movie e\u0301 \u200bzero width",
+    "word " * 40,  # cut at max_length tokens
+    "x" * 100,  # cut at cut_string_chars characters first
+]
+
+
+def test_a_text_model_is_fed_tokenizers_ids_padded_as_the_tokenizer_pads(server, native_repository):
+    """Requests of one and several rows, sent together (batched, run in buckets, padded to each other
+    with [PAD] = 3): every row's ids equal tokenizers' (cut at max_length), the graph gets a mask of
+    their length and zero token types, and `truncated` (written by the backend) says which were cut."""
+    reference = reference_tokens(native_repository)
+    requests = [[t] for t in TOKENS_TEXTS] + [TOKENS_TEXTS[:4], TOKENS_TEXTS[4:]]
+
+    def send(texts):
+        batch = np.array([[t.encode()] for t in texts], dtype=object)
+        return infer(server.grpc_url, "tokens", {"text": batch}, ["ids", "length", "types", "truncated"])
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(send, requests))
+    for texts, got in zip(requests, answers, strict=True):
+        assert got["types"].ravel().tolist() == [0] * len(texts)
+        for row, text in enumerate(texts):
+            expected = reference.encode(text[:TOKENS_CUT_CHARS])
+            length = int(got["length"][row, 0])
+            assert got["ids"][row, :length].tolist() == expected.ids, text
+            assert got["ids"][row, length:].tolist() == [3] * (got["ids"].shape[1] - length), "padded with [PAD]"
+            cut = bool(expected.overflowing) or len(text) > TOKENS_CUT_CHARS
+            assert bool(got["truncated"][row, 0]) == cut, text
+        # the ragged output is trimmed to the request's own longest row
+        assert got["ids"].shape[1] == max(len(reference.encode(t[:TOKENS_CUT_CHARS]).ids) for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([b"fine", b"caf\xe9"], "input 'text' element 1 is not valid UTF-8"),
+        ([b"nul\x00inside"], "input 'text' element 0 contains a NUL byte"),
+        ([b" \t "], "input 'text' element 0 is empty or whitespace only"),
+        ([b"x" * 100_001], "the limit is 100000 bytes"),
+    ],
+    ids=["utf8", "nul", "blank", "huge"],
+)
+def test_a_bad_text_fails_its_request_alone_naming_the_element(server, native_repository, rows, message):
+    def send(texts):
+        try:
+            return infer(server.grpc_url, "tokens", {"text": np.array([[t] for t in texts], dtype=object)}, ["length"])
+        except ClientError as error:
+            return error
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        good_1, bad, good_2 = pool.map(send, [[b"fine"], rows, [b"also fine", b"ok"]])
+    assert isinstance(bad, InvalidInput) and message in str(bad), str(bad)
+    reference = reference_tokens(native_repository)
+    assert good_1["length"].tolist() == [[len(reference.encode("fine").ids)]] and good_2["length"].shape == (2, 1)
+
+
+def test_random_bytes_to_a_text_model_are_tokenized_as_tokenizers_does_or_refused(server, native_repository):
+    reference = reference_tokens(native_repository)
+    rng = random.Random(11)
+    pool_chars = ["a", " ", "[SEP]", "\u0301", "\u4e00", "\u0130", "##", "\ufffd", "\u3000", "ß", "😀"]
+    blobs = []
+    for _ in range(600):
+        text = "".join(rng.choice(pool_chars) if rng.random() < 0.5 else chr(rng.randrange(0x20, 0x3000))
+                       for _ in range(rng.randrange(1, 30)))  # fmt: skip
+        data = bytearray(text.encode("utf-8", "surrogatepass"))
+        if rng.random() < 0.3:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        blobs.append(bytes(data))
+
+    def send(blob):
+        try:
+            return infer(server.grpc_url, "tokens", {"text": np.array([[blob]], dtype=object)}, ["ids", "length"])
+        except InvalidInput as error:
+            return error
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(send, blobs))
+    answered = 0
+    for blob, got in zip(blobs, answers, strict=True):
+        try:
+            text = blob.decode("utf-8")
+        except UnicodeDecodeError:
+            assert isinstance(got, InvalidInput) and ("not valid UTF-8" in str(got) or "NUL byte" in str(got)), blob
+            continue
+        if "\x00" in text or not text.strip(" \t\n\r\x0b\x0c"):
+            assert isinstance(got, InvalidInput), blob
+            continue
+        assert not isinstance(got, Exception), (blob, str(got))
+        length = int(got["length"][0, 0])
+        assert got["ids"][0, :length].tolist() == reference.encode(text[:TOKENS_CUT_CHARS]).ids, blob
+        answered += 1
+    assert answered > 300
+    after = infer(server.grpc_url, "tokens", {"text": np.array([[b"ok"]], dtype=object)}, ["length"])
+    assert after["length"][0, 0] == len(reference.encode("ok").ids)  # the server is up and answering
 
 
 def malformed_requests(count: int, seed: int = 7) -> list[tuple[str, dict[str, np.ndarray]]]:

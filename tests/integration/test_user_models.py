@@ -44,6 +44,8 @@ def save_tiny_hf_classifier(folder: Path) -> Path:
 
 
 def test_hf_folder_is_exported_verified_and_served(tmp_path):
+    """24 texts of the user's own: used as given, too few to show 99%, so INT8 is refused by name and
+    FP32 served; the served check tops them up from the built-in corpus and gates on the source."""
     from triton_fastpath.config.settings import Batching, RepoSettings
     from triton_fastpath.imports.importer import import_hf_classifier
 
@@ -51,21 +53,30 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
     eval_csv = tmp_path / "eval.csv"
     eval_csv.write_text("text,label\n" + "\n".join(f'"{t}",{"happy" if "jo" in t else "sad"}' for t in TEXTS))
     repository = tmp_path / "repository"
+    said: list[str] = []
     report = import_hf_classifier(
         hf_dir,
         name="tiny_mood",
         repository=repository,
         settings=RepoSettings(max_length=16, batching=Batching(max_batch_size=8)),
         eval_csv=eval_csv,
+        progress=said.append,
     )
-    assert {v.precision for v in report.variants} == {"fp32", "int8"}
+    assert {v.precision for v in report.variants} == {"fp32", "int8"}  # both measured
     assert report.variants[0].max_abs_diff < 1e-3 and report.variants[0].label_agreement == 1.0
+    assert report.int8_kept is False and report.served_precision == "fp32"
+    int8_gate = next(g for g in report.gates if g["what"] == "INT8 vs source labels")
+    assert int8_gate["n"] == 24 and not int8_gate["passed"] and "at least 381 are needed" in int8_gate["note"]
+    assert any("INT8 refused" in line for line in said) and report.data == f"24 texts from {eval_csv}"
     served = [c for c in report.checks if "served" in c or "label names from Triton" in c]
     assert len(served) == 3 and all(c.startswith("PASS") for c in served), report.checks  # through tritonserver
+    served_gate = next(g for g in report.gates if g["what"] == "served labels vs the source")
+    assert served_gate["n"] == 512 and served_gate["passed"]  # 24 of yours + 488 built-in texts
     for model in ("tiny_mood", "tiny_mood_fused"):  # RepoSettings() renders fused: a Python model + its wrapper
         config = parse_pbtxt((repository / model / "config.pbtxt").read_text())
         assert config.name == model
-    assert (repository / "tiny_mood_fused" / "1" / "model.int8.onnx").exists()
+    assert (repository / "tiny_mood_fused" / "1" / "model.onnx").exists()
+    assert not (repository / "tiny_mood_fused" / "1" / "model.int8.onnx").exists()  # refused: not shipped
     assert (repository / "tiny_mood" / "labels.txt").read_text().split() == ["sad", "neutral", "happy"]
 
     server = start_server(repository, tmp_path)
@@ -123,7 +134,9 @@ def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
     assert "GENERATED data" in report.data and "[-2, 2)" in report.data
     assert any("NOTE: the checks below use generated data" in line for line in said)
     assert all(check.startswith("PASS") for check in report.checks)
-    assert all("(required" in check for check in report.checks), "every verdict names its bound"
+    assert all("(required" in check or "95% lower bound" in check for check in report.checks), "each names its bound"
+    served = next(g for g in report.gates if g["what"] == "served labels vs the source")
+    assert served["n"] == 1024 and served["passed"]  # generated rows enough for a 99% bound
     assert not any("nan" in check.lower() for check in report.checks)
 
 
@@ -183,14 +196,26 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
         import_hf_classifier(tmp_path, name="nothing", repository=tmp_path / "repository")
 
 
-def test_parity_below_threshold_fails_the_build_with_the_reproduce_command(tmp_path):
+def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_served(tmp_path):
+    """Without --eval-csv: the built-in corpus (1,120 texts) is enough for the gate's power; INT8
+    missing a bound is refused with why and the command that reproduces it, and FP32 is served."""
     from triton_fastpath.build.steps import Thresholds
     from triton_fastpath.imports.importer import import_hf_classifier
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     impossible = Thresholds(int8_max_abs_diff=0.0)
-    with pytest.raises(VerificationError, match=r"INT8.*fastpath import hf"):
-        import_hf_classifier(hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible)
+    said: list[str] = []
+    report = import_hf_classifier(
+        hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible, progress=said.append
+    )
+    assert report.n_eval >= 1000 and "built-in texts" in report.data and "not yours" in report.data
+    assert not any("probe texts" in line for line in said)
+    refusal = next(line for line in said if "INT8 refused" in line)
+    assert "max|diff|" in refusal and "fastpath import hf" in refusal
+    assert report.int8_kept is False and report.served_precision == "fp32"
+    gate = next(g for g in report.gates if g["what"] == "INT8 vs source labels")
+    assert gate["n"] == report.n_eval  # judged on the whole corpus
+    assert any(str(s).startswith("INT8 gate: refused") for s in report.steps)
 
 
 def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):

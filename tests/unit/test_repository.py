@@ -160,20 +160,26 @@ def test_the_graph_rendering_needs_the_native_backend_on_the_embedded_target() -
 def test_the_graph_rendering_for_triton_s_cache_serves_text_to_label_in_one_native_model_behind_the_ensemble() -> None:
     specs = specs_by_name("graph", "embedded", response_cache_kind="local")
     graph = specs["sentiment_graph"]
-    assert graph.native and graph.model_file == "text.int8.onnx"
+    # the post graph (encoder + head, ids in), the text tokenized by fastpath_ort's exact C++ tokenizer
+    assert graph.native and graph.model_file == "post.int8.onnx"
     assert [t.name for t in graph.inputs] == ["text"]
     assert [t.name for t in graph.outputs] == ["label", "probability", "probabilities", "truncated"]
-    assert graph.parameters["custom_op_library"] == "libortextensions.so"
+    assert graph.parameters["text_tokenizer"] == "tokenizer.json"
+    assert graph.parameters["max_length"] == "64" and graph.parameters["cut_flag_output"] == "truncated"
+    assert "custom_op_library" not in graph.parameters  # no onnxruntime-extensions op on the embedded target
     assert graph.parameters["reject_blank_strings"] == "true"
     assert int(graph.parameters["max_string_bytes"]) == MAX_TEXT_BYTES == DEFAULT_MAX_TEXT_BYTES
     assert [step.model_name for step in specs["sentiment"].ensemble_steps] == ["sentiment_graph"]
     assert "embed_fused" in specs  # the graph rendering is for classifiers; embed stays fused
     assert "response_cache" not in render(graph, "embedded")  # Triton 2.51's cache would keep its errors
-    assert render(specs["sentiment"], "embedded")["response_cache"] == {"enable": True}  # the wrapper's
-    container = render(specs_by_name("graph", "container")["sentiment_graph"], "container")
+    # nor the 4-output wrapper: an ensemble answers only the requested outputs, which the key ignores
+    assert "response_cache" not in render(specs["sentiment"], "embedded")
+    container_graph = specs_by_name("graph", "container")["sentiment_graph"]
+    assert container_graph.model_file == "text.int8.onnx"  # no fastpath_ort there: the tokenizer op's graph
+    container = render(container_graph, "container")
     assert container["platform"] == "onnxruntime_onnx"
     assert container["model_operations"]["op_library_filename"] == [CONTAINER_CUSTOM_OPS]
-    assert not {"custom_op_library", "reject_blank_strings", "admission_min_rows"} & set(
+    assert not {"custom_op_library", "text_tokenizer", "reject_blank_strings", "admission_min_rows"} & set(
         container.get("parameters", {})
     )
 

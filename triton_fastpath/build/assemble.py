@@ -203,12 +203,14 @@ def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tup
     be built (no compiler...), the same specs served by the Python backend, with a warning saying why.
 
     Raises:
-        ConfigError: a text graph (which only the native backend serves) without the backend or
-            without onnxruntime-extensions' op library.
+        ConfigError: a text graph (which only the native backend serves: it tokenizes the text, or
+            registers the tokenizer op) without the backend, or one with the op without
+            onnxruntime-extensions' op library.
     """
     if not any(native_backend(spec, target) for spec in specs):
         return list(specs), None
-    graphs = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
+    graphs = [spec.name for spec in specs if {"custom_op_library", "text_tokenizer"} & set(spec.parameters)]
+    with_ops = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
     library = native_build.backend_or_none()
     if library is None:
         if graphs:  # a text graph needs the backend that registers its ops: no Python fallback
@@ -217,11 +219,11 @@ def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tup
                 "(see the warning above); build with --rendering fused"
             )
         return [dataclasses.replace(spec, native=False) if spec.native else spec for spec in specs], None
-    if graphs:
+    if with_ops:
         try:
             native_build.custom_ops_library()  # the server links it beside the backend
         except NativeBuildError as error:
-            raise ConfigError(f"models {graphs} (rendering 'graph'): {error}") from error
+            raise ConfigError(f"models {with_ops} (rendering 'graph'): {error}") from error
     return list(specs), library
 
 

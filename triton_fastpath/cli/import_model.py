@@ -8,8 +8,9 @@
         model_head.pkl, or plain model_head.npz / .json coefficients; returns the label). Pooling,
         normalisation and head run inside the served graph. A pickled head is loaded only with
         --trust-pickle (a pickle runs code). --eval-csv has columns text,label (its samples:
-        parity and accuracy are measured on them); without it parity is checked on built-in
-        probe texts, and the output says so.
+        parity, the INT8 gate and accuracy are measured on them; at least 381 texts are needed
+        for INT8 to be kept); without it the checks run on a built-in corpus of 1,120 English
+        and multilingual texts, and the output says so.
     fastpath import onnx FILE --name NAME [--samples FILE.npz] [--labels FILE]
         An ONNX graph whose first dimension is the batch, served as NAME. --samples is an .npz of
         one array per graph input (rows first) and optionally `labels` (class indices): every
@@ -20,8 +21,10 @@
                         gets Triton's label_filename, and the generated SDK returns the names
     --precision int8    serve INT8, only if it passes its checks (refused with the figures otherwise)
 
-Every check prints its measured figure, its bound and PASS/FAIL. Nothing is downloaded: the folder
-or file must be local. Example (a public file-type classifier, see docs/bring-your-own-model.md):
+Every check prints its measured figure, its bound and PASS/FAIL; an agreement (INT8 vs FP32, the
+served model vs the source) prints n, the rate and its 95% lower bound, which must be >= 99%.
+Nothing is downloaded: the folder or file must be local. Example (a public file-type classifier,
+see docs/bring-your-own-model.md):
 
     fastpath import onnx build/public/magika/model.onnx --name filetype \\
         --samples build/public/magika/samples.npz --labels build/public/magika/labels.txt --precision int8

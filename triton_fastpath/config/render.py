@@ -53,6 +53,7 @@ EMBEDDED_ONLY = (
     "max_padded_bytes",
     "ragged_outputs",
     "value_bounds",
+    "text_tokenizer",
 )
 # The longest row a ragged input of a native model takes when its spec names no tokenizer length
 # (`max_length`): e.g. an imported ONNX graph with a free sequence axis. Longer rows fail alone with

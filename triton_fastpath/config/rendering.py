@@ -25,8 +25,9 @@ class Rendering(StrEnum):
         the missed rows only, labels) behind a one-step ensemble under the pipeline's name; on the
         container target it calls the native encoder by BLS for missed rows only.
     ENSEMBLE: one model per step (tokenizer -> [cache] -> encoder -> postprocess), the classic layout.
-    GRAPH: text classifiers on the embedded target: one ONNX graph with the tokenizer inside, served by
-        the native backend `fastpath_ort` as `<name>` itself: no Python process on the request path.
+    GRAPH: text classifiers on the embedded target: one native model from text to answer, served by
+        the native backend `fastpath_ort` as `<name>` itself (it tokenizes with its exact C++ tokenizer
+        and runs the encoder and head on the ids): no Python process on the request path.
         Its caches are the response cache's; it has no Python cache-lookup step (embedding pipelines
         keep the fused layout).
     """
@@ -60,8 +61,9 @@ class Rendering(StrEnum):
 
     @property
     def needs_text_graph(self) -> bool:
-        """Whether it serves the text graph (`triton_fastpath.export.text_graph`), which a build or an
-        import must export first (without one, the pipeline is served fused instead)."""
+        """Whether it serves a text-in native model (the C++ text path, `triton_fastpath.build.text_path`;
+        the text graph on the container target), which a build or an import must make and prove
+        first (where it is refused, the pipeline is served fused instead)."""
         return self is Rendering.GRAPH
 
     @property

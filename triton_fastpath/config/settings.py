@@ -32,13 +32,24 @@ class Precision(StrEnum):
 
     @property
     def text_graph_file(self) -> str:
-        """The text graph's file (tokenizer inside ONNX, `triton_fastpath.export.text_graph`)."""
+        """The text graph's file (tokenizer inside ONNX, `triton_fastpath.export.text_graph`): the
+        graph rendering on the container target, whose onnxruntime backend loads the op library."""
         return "text.onnx" if self is Precision.FP32 else "text.int8.onnx"
+
+    @property
+    def post_graph_file(self) -> str:
+        """The post graph's file (the encoder and the served head, token ids in,
+        `triton_fastpath.export.text_path`): the graph rendering on the embedded target, where
+        fastpath_ort tokenizes the text with the exact C++ tokenizer and feeds it the ids."""
+        return "post.onnx" if self is Precision.FP32 else "post.int8.onnx"
 
 
 # File per precision name, for the export and import steps that name files by precision.
 PRECISIONS = {precision.value: precision.onnx_file for precision in Precision}
 TEXT_GRAPHS = {precision.value: precision.text_graph_file for precision in Precision}
+POST_GRAPHS = {precision.value: precision.post_graph_file for precision in Precision}
+# The tokenizer a text model's native model tokenizes with (fastpath_ort's `text_tokenizer`), in its version folder.
+TOKENIZER_FILE = "tokenizer.json"
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).

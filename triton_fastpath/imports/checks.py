@@ -7,7 +7,8 @@
 
 Every check here returns a `Check`: a measured figure, the bound it had to meet, and PASS/FAIL. A
 bound is never infinite and a figure that could not be measured is never printed as a ratio: a
-check that cannot fail is not a check.
+check that cannot fail is not a check. An agreement is judged by its 95% lower bound, not its rate
+(`GateCheck` over `build.gates`): n, rate and bound, so 8 of 8 never passes for 99%.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.build.gates import DEFAULT_BOUND, GateResult, sample_note
 from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
 
 SAMPLE_LABELS_KEY = "labels"
-GENERATED_ROWS = 64
+GENERATED_ROWS = 1024  # enough for a gate to show 99% with a few rows off (381 all agreeing at least)
+GENERATED_MAX_BYTES = 256 << 20  # fewer rows when a row is large (the gates then say n is too small)
 GENERATED_VARIABLE_DIM = 16
 # Without --input-range: floats uniform in [0, 1), integers uniform in [0, 10), booleans random.
 DEFAULT_FLOAT_RANGE = (0.0, 1.0)
@@ -33,18 +36,20 @@ DEFAULT_INT_RANGE = (0, 10)
 
 @dataclass(frozen=True)
 class ImportThresholds:
-    """The bounds an imported ONNX model's variants must meet.
+    """The bounds an imported model's variants must meet.
 
     Differences are relative to the largest |output| of the FP32 reference (at least 1), so one
-    bound fits probabilities and large logits alike.
+    bound fits probabilities and large logits alike. Agreements (INT8 labels vs FP32, served labels
+    vs the source) are judged by their 95% Wilson lower bound (`build.gates.AgreementGate`).
     """
 
     batch_rel_diff: float = 1e-4
     int8_rel_diff: float = 0.1
-    int8_min_label_agreement: float = 0.95
+    int8_min_lower_bound: float = DEFAULT_BOUND
     max_int8_accuracy_drop: float = 0.02
     served_rel_diff: float = 1e-4
-    served_min_label_agreement: float = 1.0
+    served_min_lower_bound: float = DEFAULT_BOUND
+    served_min_cosine: float = 0.98  # an encoder's served embedding agrees with the source's at this cosine
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,35 @@ class Check:
         value = f"{self.value:.4g}" if not math.isnan(self.value) else "not measurable (NaN)"
         detail = f" ({self.detail})" if self.detail else ""
         return f"{'PASS' if self.passed else 'FAIL'}: {self.name} {value} (required {sign} {self.bound:g}){detail}"
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """A gate's verdict (`build.gates.GateResult`) as a check: PASS/FAIL, n, rate and the 95% lower
+    bound it was judged on, and, when the sample was too small to pass at all, how many are needed."""
+
+    result: GateResult
+    unit: str = "rows"
+
+    @property
+    def name(self) -> str:
+        return self.result.what
+
+    @property
+    def value(self) -> float:
+        return self.result.lower
+
+    @property
+    def passed(self) -> bool:
+        return self.result.passed
+
+    @property
+    def note(self) -> str:
+        return sample_note(self.result, self.unit)
+
+    def describe(self) -> str:
+        note = f" ({self.note})" if self.note else ""
+        return f"{'PASS' if self.passed else 'FAIL'}: {self.result.describe()}{note}"
 
 
 def _graph_dtype(tensor: TensorSpec) -> np.dtype:
@@ -177,9 +211,16 @@ def parse_range(text: str | None) -> tuple[float, float] | None:
 def generate_samples(
     inputs: Sequence[TensorSpec], *, n: int = GENERATED_ROWS, value_range: tuple[float, float] | None = None, seed=0
 ) -> Samples:
-    """Rows made from the inputs' dtypes and a value range, for when the user gave no samples."""
+    """Rows made from the inputs' dtypes and a value range, for when the user gave no samples
+    (`n`, or fewer when `n` rows would pass `GENERATED_MAX_BYTES`)."""
     rng = np.random.default_rng(seed)
     out, parts = {}, []
+    row_bytes = sum(
+        _graph_dtype(t).itemsize * math.prod(d if d > 0 else GENERATED_VARIABLE_DIM for d in t.dims)
+        for t in inputs
+        if _graph_dtype(t).kind != "O"
+    )
+    n = max(1, min(n, GENERATED_MAX_BYTES // max(1, row_bytes)))
     for tensor in inputs:
         dtype = _graph_dtype(tensor)
         shape = (n, *(d if d > 0 else GENERATED_VARIABLE_DIM for d in tensor.dims))
@@ -275,6 +316,12 @@ def agreement(reference: np.ndarray, candidate: np.ndarray) -> float:
     return float(np.mean(np.argmax(reference, axis=-1) == np.argmax(candidate, axis=-1)))
 
 
+def agreeing(reference: np.ndarray, candidate: np.ndarray) -> tuple[int, int]:
+    """(rows whose argmax over the last axis is the same in both, rows): what a gate judges."""
+    same = np.argmax(reference, axis=-1) == np.argmax(candidate, axis=-1)
+    return int(same.sum()), int(same.size)
+
+
 def accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(scores, axis=-1) == labels))
 
@@ -293,7 +340,8 @@ def check_labels_in_range(samples: Samples, n_classes: int | None) -> None:
         )
 
 
-# Used to check parity when no evaluation file is given: varied length, punctuation, casing.
+# Added to the built-in corpus only when it cannot be made whole (`imports.eval_corpus`): then FP32
+# is served, and these at least check its parity on varied length, punctuation and casing.
 PROBE_TEXTS = [
     "An absolute delight from start to finish.",
     "I want those two hours of my life back.",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.gates import AgreementGate, texts_needed
 from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, export_text_classifier, write_report
 from triton_fastpath.config.render import Target
@@ -23,21 +25,27 @@ from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
-    PROBE_TEXTS,
     Check,
+    GateCheck,
     ImportThresholds,
     Samples,
     accuracy,
-    agreement,
+    agreeing,
     check_labels_in_range,
     choose_label_output,
     diff_check,
     generate_samples,
     load_samples,
-    read_eval_csv,
     read_label_names,
 )
-from triton_fastpath.imports.served_check import check_served, served_step
+from triton_fastpath.imports.eval_corpus import eval_texts, topped_up
+from triton_fastpath.imports.served_check import (
+    SERVED_MIN_ROWS,
+    SERVED_ROWS,
+    check_served,
+    in_served_batches,
+    served_step,
+)
 from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 
@@ -118,22 +126,26 @@ def import_hf_classifier(
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`.
 
-    `eval_csv` (text,label rows) are its samples: parity and accuracy are measured on them (on
-    built-in probe texts without it, and the report says so). `labels`: label names, one a line,
-    replacing the config's id2label. `serve_check`: the pipeline through a real tritonserver, on
-    the same texts, against onnxruntime on the same tokenization, before the repository is touched.
-    Writes only `repository` and `imported_dir(work_dir, name)` (its files and its report.json).
+    `eval_csv` (text,label rows) are its samples: parity, the INT8 gate and accuracy are measured
+    on them; without it, on the built-in corpus (`imports.eval_corpus`: 1,120 English and
+    multilingual texts), and the report says so. INT8 (`settings.precision`) is served only when
+    the 95% lower bound of its label agreement with the source is at least 99%, FP32 otherwise.
+    `labels`: label names, one a line, replacing the config's id2label. `serve_check`: the pipeline
+    through a real tritonserver, on the same texts (topped up from the built-in corpus when too few
+    to show 99%), against onnxruntime on the served file and the source's labels, before the
+    repository is touched. Writes only `repository` and `imported_dir(work_dir, name)`.
     """
     from triton_fastpath.build.steps import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)
     names = read_label_names(labels) if labels is not None else None
-    texts, eval_labels = PROBE_TEXTS, None
-    if eval_csv is not None:
-        texts, eval_labels = read_eval_csv(eval_csv, names or hf_labels(hf_dir))
-    else:
-        progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
+    evaluation = eval_texts(
+        eval_csv, labels=(names or hf_labels(hf_dir)) if eval_csv is not None else None, name=name, progress=progress
+    )
+    texts, eval_labels = evaluation.texts, evaluation.labels
+    if evaluation.fp32_only and settings.precision == "int8":
+        settings = replace(settings, precision="fp32")
     pipeline = Pipeline(name, progress, force=True)
     artifact = export_text_classifier(
         name=name,
@@ -146,10 +158,14 @@ def import_hf_classifier(
         pipeline=pipeline,
         reproduce=f"fastpath import hf {hf_dir} --name {name}",
         label_names=names,
+        target=target,
     )
     report, specs, files, warmups = artifact.report, artifact.specs, artifact.files, artifact.warmups
     report.source = str(hf_dir)
-    report.data = f"{len(texts)} texts from {eval_csv}" if eval_csv else f"{len(texts)} built-in probe texts"
+    report.data = evaluation.data
+    if evaluation.fp32_only:
+        report.checks.append(f"INT8 not served: {evaluation.fp32_only}")
+    served_settings = replace(settings, precision=artifact.precision)
 
     verdict = _verdicts(name, report, progress)
 
@@ -163,8 +179,7 @@ def import_hf_classifier(
             files=files,
             warmups=warmups,
             texts=texts,
-            labels=eval_labels,
-            settings=settings,
+            settings=served_settings,
             target=target,
             progress=progress,
         ),
@@ -178,18 +193,27 @@ def import_hf_classifier(
     return report
 
 
-def _check_served_text(
-    name, specs, *, out_dir, files, warmups, texts, labels, settings, target, progress
-) -> list[Check]:
-    """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same tokenization)."""
+def _check_served_text(name, specs, *, out_dir, files, warmups, texts, settings, target, progress) -> list[Check]:
+    """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same
+    tokenization) and vs the source's labels (FP32), on `texts` topped up from the built-in corpus
+    to `SERVED_MIN_ROWS` when they are too few to show 99%."""
     from fastpath_backends.text import TextEncoder
-    from triton_fastpath.export.onnx_run import run_onnx_batched
+    from triton_fastpath.imports.sentence_import import onnx_runner
 
+    if len(texts) < texts_needed():
+        texts, added = topped_up(texts, SERVED_MIN_ROWS)
+        progress(f"{name}: the served check adds {added:,} built-in texts to yours (a 99% bound needs more)")
+    texts = list(texts[:SERVED_ROWS])
     # Natural length, as every rendering serves it (a batch padded to its longest text).
-    encoded = TextEncoder(out_dir / "tokenizer.json", settings.max_length).encode(list(texts))
-    feeds = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
-    expected = {"probabilities": run_onnx_batched(out_dir / PRECISIONS[settings.precision], feeds)["probabilities"]}
-    rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, labels, "the evaluation texts")
+    encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length, padding="longest")
+
+    def outputs(precision: str) -> dict[str, np.ndarray]:
+        run = onnx_runner(out_dir / PRECISIONS[precision], "probabilities")
+        return {"probabilities": in_served_batches(specs, name, target=target, texts=texts, encoder=encoder, run=run)}
+
+    expected = outputs(settings.precision)
+    source = expected if settings.precision == "fp32" else outputs("fp32")
+    rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, None, "the evaluation texts")
     names = next(s.labels for s in specs if s.name == name)
     return check_served(
         specs,
@@ -203,6 +227,7 @@ def _check_served_text(
         thresholds=ImportThresholds(),
         target=target,
         progress=progress,
+        source=source,
     )
 
 
@@ -254,9 +279,11 @@ def import_onnx(
 
     Checked on `samples` (an .npz of one array per input, optionally `labels`) or, without them, on
     generated rows (dtype-correct, in `input_range`), and the report says which. The checks: batch 1
-    vs batched (is axis 0 the batch?); INT8 vs FP32 (max|diff|, label agreement, accuracy drop with
-    labels), served when `precision="int8"` only if they pass, refused with the figures otherwise;
-    and, after assembly, the served model through a real tritonserver against onnxruntime.
+    vs batched (is axis 0 the batch?); INT8 vs FP32 (max|diff|, label agreement judged by its 95%
+    lower bound, which needs at least 381 rows for 99%, accuracy drop with labels), served when
+    `precision="int8"` only if they pass, refused with the figures otherwise; and, after assembly,
+    the served model through a real tritonserver against onnxruntime and the source's labels (on
+    the samples, topped up with generated rows when too few to show 99%).
     `labels` (names, one a line) become the class-score output's `label_filename`. Writes only
     `repository` and `imported_dir(work_dir, name)` (its files and its report.json).
 
@@ -341,6 +368,7 @@ def import_onnx(
             step.refuse("; ".join(failed))
         else:
             step.done(f"passed its {len(int8_checks)} checks")
+    report.int8_kept, report.served_precision = bool(int8_checks) and not failed, precision
     if precision == "fp32" and int8_checks and not failed:
         size_mb = report.variants[-1].size_bytes / 1e6
         progress(f"{name}: INT8 passed its checks; --precision int8 would serve it ({size_mb:.1f} MB)")
@@ -362,19 +390,30 @@ def import_onnx(
     warmups = {name: warmup_rows}
 
     def served() -> list[Check]:  # before the user's repository is touched: a failure leaves it as it was
-        expected = reference if precision == "fp32" else run_onnx_batched(out_dir / PRECISIONS[precision], rows.inputs)
+        served_rows, source = rows, reference
+        if label_output and rows.n < texts_needed():
+            extra = generate_samples(inputs, n=SERVED_MIN_ROWS - rows.n, value_range=input_range, seed=1)
+            progress(f"{name}: the served check adds {extra.n} generated rows to your {rows.n} (too few for 99%)")
+            served_rows = Samples(
+                {k: np.concatenate([v, extra.inputs[k]]) for k, v in rows.inputs.items()}, None, rows.source
+            )
+            source = run_onnx_batched(fp32, served_rows.inputs, batch_size=settings.batching.max_batch_size)
+        expected = source
+        if precision != "fp32":
+            expected = run_onnx_batched(out_dir / PRECISIONS[precision], served_rows.inputs)
         return check_served(
             [spec],
             name,
             files=files,
             warmups=warmups,
-            samples=rows,
+            samples=served_rows,
             expected=expected,
             label_output=label_output,
             label_names=names,
             thresholds=thresholds,
             target=target,
             progress=progress,
+            source=source,
         )
 
     served_step(pipeline, serve_check, served, verdict)
@@ -396,6 +435,8 @@ def _verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[C
     def verdict(check: Check) -> Check:
         progress(f"{name}: {check.describe()}")
         report.checks.append(check.describe())
+        if isinstance(check, GateCheck):
+            report.add_gate(check.result, check.unit, check=False)
         return check
 
     return verdict
@@ -420,8 +461,10 @@ def _check_int8(
     checks = [verdict(diff_check("INT8 vs FP32 max|diff|", reference, candidate, thresholds.int8_rel_diff, rows.n))]
     agree = int8_accuracy = None
     if label_output:
-        agree = agreement(reference[label_output], candidate[label_output])
-        checks.append(verdict(Check("INT8 label agreement", agree, thresholds.int8_min_label_agreement, at_least=True)))
+        same, n = agreeing(reference[label_output], candidate[label_output])
+        gate = AgreementGate("INT8 vs FP32 labels", thresholds.int8_min_lower_bound).judge(same, n)
+        checks.append(verdict(GateCheck(gate, "rows")))
+        agree = gate.rate
     if fp32_accuracy is not None:
         int8_accuracy = accuracy(candidate[label_output], rows.labels)
         drop = fp32_accuracy - int8_accuracy

@@ -7,8 +7,9 @@ Tried in order, stopping at the first that passes: dynamic INT8 with per-channel
 with the precision-sensitive MatMuls left in FP32 (each layer's feed-forward output projection,
 whose input comes straight out of GELU with the widest range, and the classifier head); the same
 with the whole feed-forward block in FP32; static QDQ INT8 calibrated on the evaluation texts.
-The gate: label agreement >= 99% (classifiers) and embedding cosine mean >= 0.995, min >= 0.98
-(encoders), on the evaluation texts.
+The gate, on the evaluation texts: agreement with FP32 whose 95% Wilson lower bound is at least
+99% (`build.gates`; at least 381 texts, all agreeing): a classifier's labels, an encoder's
+embeddings per text (cosine >= 0.98); an encoder's cosine mean must also be >= 0.995.
 """
 
 from __future__ import annotations
@@ -21,14 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
 from triton_fastpath.errors import ExportError
 
 
 @dataclass(frozen=True)
 class Int8Gate:
-    """What an INT8 variant must reach against FP32 to be served."""
+    """What an INT8 variant must reach against FP32 to be served.
 
-    min_label_agreement: float = 0.99
+    `min_lower_bound`: the 95% Wilson lower bound of its agreement with FP32 (labels; an encoder's
+    texts whose cosine is at least `min_cosine_min`), so the texts must be many enough to show it.
+    """
+
+    min_lower_bound: float = DEFAULT_BOUND
     min_cosine_mean: float = 0.995
     min_cosine_min: float = 0.98
 
@@ -45,6 +51,7 @@ class Int8Trial:
     speedup: float | None = None  # FP32 time / INT8 time on the evaluation batches, 1 thread
     error: str | None = None
     reasons: list[str] = field(default_factory=list)
+    gate: GateResult | None = None  # agreement with FP32: n, rate, 95% lower bound
 
     @property
     def passed(self) -> bool:
@@ -56,8 +63,9 @@ class Int8Trial:
         figures = []
         if self.cosine_mean is not None:
             figures.append(f"cosine mean {self.cosine_mean:.5f} min {self.cosine_min:.5f}")
-        if self.label_agreement is not None:
-            figures.append(f"label agreement {self.label_agreement:.2%}")
+        if self.gate is not None:
+            g = self.gate
+            figures.append(f"{g.agree:,} / {g.n:,} agree ({g.rate:.2%}; 95% lower bound {g.lower:.2%})")
         if self.speedup is not None:
             figures.append(f"{self.speedup:.2f}x FP32 speed")
         verdict = "PASS" if self.passed else "FAIL (" + "; ".join(self.reasons) + ")"
@@ -74,16 +82,24 @@ def cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
 def judge(trial: Int8Trial, reference: np.ndarray, candidate: np.ndarray, *, is_scores: bool, gate: Int8Gate) -> None:
     """Fill in `trial`'s figures and the reasons it fails `gate` (none: it passes)."""
     if is_scores:
-        trial.label_agreement = float(np.mean(reference.argmax(-1) == candidate.argmax(-1)))
-        if trial.label_agreement < gate.min_label_agreement:
-            trial.reasons.append(f"label agreement {trial.label_agreement:.2%} < {gate.min_label_agreement:.0%}")
-        return
-    values = cosines(reference, candidate)
-    trial.cosine_mean, trial.cosine_min = float(values.mean()), float(values.min())
-    if not trial.cosine_mean >= gate.min_cosine_mean:
-        trial.reasons.append(f"cosine mean {trial.cosine_mean:.5f} < {gate.min_cosine_mean}")
-    if not trial.cosine_min >= gate.min_cosine_min:
-        trial.reasons.append(f"cosine min {trial.cosine_min:.5f} < {gate.min_cosine_min}")
+        same = reference.argmax(-1) == candidate.argmax(-1)
+        trial.label_agreement = float(np.mean(same))
+        what = f"INT8 ({trial.method}) vs FP32 labels"
+    else:
+        values = cosines(reference, candidate)
+        trial.cosine_mean, trial.cosine_min = float(values.mean()), float(values.min())
+        if not trial.cosine_mean >= gate.min_cosine_mean:
+            trial.reasons.append(f"cosine mean {trial.cosine_mean:.5f} < {gate.min_cosine_mean}")
+        if not trial.cosine_min >= gate.min_cosine_min:
+            trial.reasons.append(f"cosine min {trial.cosine_min:.5f} < {gate.min_cosine_min}")
+        same = values >= gate.min_cosine_min
+        what = f"INT8 ({trial.method}) vs FP32 embeddings (cosine >= {gate.min_cosine_min:g})"
+    trial.gate = AgreementGate(what, gate.min_lower_bound).judge(int(np.sum(same)), int(np.size(same)))
+    if not trial.gate.passed:
+        note = sample_note(trial.gate)
+        trial.reasons.append(
+            f"95% lower bound {trial.gate.lower:.2%} < {gate.min_lower_bound:.0%}" + (f": {note}" if note else "")
+        )
 
 
 def sensitive_matmuls(path: Path, *, whole_feed_forward: bool = False) -> list[str]:

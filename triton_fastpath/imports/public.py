@@ -8,13 +8,17 @@ features in, 214 class probabilities out. Its feature extraction (the first and 
 after stripping whitespace, padded with token 256) is re-implemented here from its documented
 algorithm, so that the samples are real files on this machine whose type is known: this module's
 own package sources (python), the Python interpreter (elf), and this repository's PNG plots, JSON
-files, Markdown docs and YAML manifests.
+files, Markdown docs and YAML manifests; then, so that an INT8 gate can show 99% agreement (at least
+381 rows, `build.gates`), a seeded sample of the installed packages' Python, shared-library, JSON,
+PNG, C, CSS, JavaScript and CSV files (about 950 in all).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
+import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,17 +66,44 @@ KNOWN_FILES = {
     "png": ("docs/results/*.png",),
 }
 PER_LABEL = 8
+# More files of known type from the installed packages (pinned by requirements.txt): suffix -> (label, most).
+SITE_FILES = {
+    ".py": ("python", 250),
+    ".so": ("elf", 250),
+    ".json": ("json", 250),
+    ".png": ("png", 100),
+    ".c": ("c", 100),
+    ".css": ("css", 100),
+    ".js": ("javascript", 100),
+    ".csv": ("csv", 100),
+}
+SITE_SEED = 0
+
+
+def site_files(site: Path | None = None) -> list[tuple[Path, str]]:
+    """A seeded sample of the installed packages' files whose type their suffix says (`SITE_FILES`)."""
+    site = Path(site or sysconfig.get_paths()["purelib"])
+    by_suffix: dict[str, list[Path]] = {suffix: [] for suffix in SITE_FILES}
+    for path in site.rglob("*"):
+        if path.suffix in by_suffix and path.is_file() and not path.is_symlink() and path.stat().st_size >= 64:
+            by_suffix[path.suffix].append(path)
+    found = []
+    for suffix, (label, most) in SITE_FILES.items():
+        paths = sorted(by_suffix[suffix])
+        found += [(path, label) for path in random.Random(SITE_SEED).sample(paths, min(most, len(paths)))]
+    return found
 
 
 def known_files() -> list[tuple[Path, str]]:
-    """Real files whose type is known: up to 8 per label from this checkout, and the interpreter (elf)."""
+    """Real files whose type is known: up to 8 per label from this checkout, the interpreter (elf),
+    and a seeded sample of the installed packages' files (`site_files`)."""
     found = [(Path(sys.executable).resolve(), "elf"), (Path(sys.executable).resolve().parent / "python3", "elf")]
     found = [(path, label) for path, label in found if path.is_file()][:1]
     for label, patterns in KNOWN_FILES.items():
         paths = sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
         paths = [p for p in paths if p.stat().st_size >= 64]
         found += [(path, label) for path in paths[:PER_LABEL]]
-    return found
+    return found + site_files()
 
 
 def prepare_magika(dest: Path, progress: Callable[[str], None] = print) -> dict[str, Path]:

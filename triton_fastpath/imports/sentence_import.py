@@ -4,9 +4,11 @@
 
 The steps, each printed with its figure: read the head (SetFit; a pickle only when trusted),
 load the body (refusing weights the loader reports missing), export body + pooling (+ norm)
-(+ head) as one FP32 ONNX graph, check it against torch on the evaluation texts, try INT8 and keep
-it only if it passes its gate (`imports.int8_gate`), serve the pipeline through a real tritonserver
-and compare, and only then write the repository. Everything is staged in a temporary folder
+(+ head) as one FP32 ONNX graph, check it against torch on the evaluation texts (the user's
+`--eval-csv`, or the built-in corpus of English and multilingual texts, `imports.eval_corpus`), try
+INT8 and keep it only if it passes its gate (`imports.int8_gate`: the 95% lower bound of its
+agreement with FP32 at least 99%), serve the pipeline through a real tritonserver and compare with
+onnxruntime and the source, and only then write the repository. Everything is staged in a temporary folder
 first: a failed import leaves `build/imported/<name>` and the repository as they were.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.build.assemble import assemble
+from triton_fastpath.build.gates import texts_needed
 from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
 from triton_fastpath.config.render import Target, as_target
@@ -29,10 +32,17 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import VerificationError
-from triton_fastpath.imports.checks import PROBE_TEXTS, Check, ImportThresholds, Samples, read_eval_csv, read_eval_rows
+from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds, Samples
+from triton_fastpath.imports.eval_corpus import eval_texts, topped_up
 from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
-from triton_fastpath.imports.served_check import SERVED_ROWS, check_served, served_step
+from triton_fastpath.imports.served_check import (
+    SERVED_MIN_ROWS,
+    SERVED_ROWS,
+    check_served,
+    in_served_batches,
+    served_step,
+)
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
@@ -101,7 +111,7 @@ def import_sentence_model(
 
     `precision="int8"` serves INT8 only when a variant passes the gate, FP32 otherwise (and says
     why); `"fp32"` skips the INT8 trials. `eval_csv` (text[,label] rows): the evaluation texts
-    (built-in probe texts without it, and the output says so); with labels, held-out accuracy.
+    (the built-in corpus without it, and the output says so); with labels, held-out accuracy.
     Writes only `repository` and `<work_dir>/imported/<name>` (its files and its report.json).
 
     Raises:
@@ -125,18 +135,16 @@ def import_sentence_model(
             f"{head.width} inputs (converted to plain arrays, folded into the graph)"
         )
     output = "probabilities" if head is not None else "embedding"
-    if eval_csv is not None:
-        if head is None:  # an encoder has no classes: the texts only
-            texts = _read_texts(eval_csv)
-            eval_labels = None
-        else:
-            texts, eval_labels = read_eval_csv(eval_csv, list(head.labels))
-        data = f"{len(texts)} texts from {eval_csv}"
-    else:
-        texts, eval_labels, data = list(PROBE_TEXTS), None, f"{len(PROBE_TEXTS)} built-in probe texts"
-        progress(f"{name}: NOTE: checked on {len(PROBE_TEXTS)} built-in probe texts, not yours; pass --eval-csv")
-    if head is None:
-        eval_labels = None
+    evaluation = eval_texts(  # an encoder has no classes: the texts only
+        eval_csv,
+        labels=list(head.labels) if head is not None else None,
+        with_labels=head is not None,
+        name=name,
+        progress=progress,
+    )
+    texts, eval_labels, data = evaluation.texts, evaluation.labels, evaluation.data
+    if evaluation.fp32_only and precision == "int8":
+        precision = "fp32"
     settings = replace(settings or RepoSettings(), max_length=sentence.max_seq_length)
     pipeline = Pipeline(name, progress, force=True)
     report = ModelReport(
@@ -146,6 +154,8 @@ def import_sentence_model(
     def verdict(check: Check) -> Check:
         progress(f"{name}: {check.describe()}")
         report.checks.append(check.describe())
+        if isinstance(check, GateCheck):
+            report.add_gate(check.result, check.unit, check=False)
         if not check.passed:
             raise VerificationError(
                 f"{name}: {check.describe()}. Reproduce with: fastpath import hf {folder.path} --name {name}"
@@ -216,10 +226,16 @@ def import_sentence_model(
             progress(f"{name}: held-out accuracy FP32 {accuracy:.2%} on {len(texts)} texts")
         chosen = "fp32"
         with pipeline.step("quantize INT8") as step:
-            if precision != "int8":
+            if evaluation.fp32_only:
+                report.checks.append(f"INT8 not tried: {evaluation.fp32_only}")
+                step.skip(evaluation.fp32_only)
+            elif precision != "int8":
                 step.skip("--precision fp32")
             else:
-                pipeline.say("trying INT8 (kept only if label agreement >= 99%, cosine mean >= 0.995 and min >= 0.98)")
+                pipeline.say(
+                    f"trying INT8 on {len(texts):,} texts (kept only if the 95% lower bound of its agreement with "
+                    "FP32 is >= 99%: labels, or embeddings at cosine >= 0.98 with a mean >= 0.995)"
+                )
                 calibration = [
                     {"input_ids": i, "attention_mask": m} for _, i, m in batches_by_length(encoder, texts[:256], 16)
                 ]
@@ -234,10 +250,16 @@ def import_sentence_model(
                     progress=progress,
                 )
                 report.checks += [f"INT8 {t.describe()}" for t in trials]
+                for trial in trials:
+                    if trial.gate is not None:  # with the other criteria it failed (an encoder's cosine mean)
+                        other = [r for r in trial.reasons if not r.startswith("95% lower bound")]
+                        report.add_gate(trial.gate, check=False, refused_for=other)
                 kept = next((t for t in trials if t.passed), None)
                 if kept is None:
-                    progress(f"{name}: INT8 refused, serving FP32: every method failed its gate (see above)")
-                    step.refuse(f"every method failed its gate ({len(trials)} tried); serving FP32")
+                    best = max((t.gate for t in trials if t.gate is not None), key=lambda g: g.lower, default=None)
+                    figures = f"; best: {best.describe()}" if best is not None else ""
+                    progress(f"{name}: INT8 refused, serving FP32: every method failed its gate{figures}")
+                    step.refuse(f"every method failed its gate ({len(trials)} tried{figures}); serving FP32")
                 else:
                     chosen = "int8"
                     int8 = stage / PRECISIONS["int8"]
@@ -255,12 +277,17 @@ def import_sentence_model(
                             _ms_batch(onnx_runner(int8, output), encoder, texts),
                         )
                     )
-                    progress(f"{name}: serving INT8 ({kept.method})")
-                    step.done(f"{kept.method} passed its gate")
+                    progress(f"{name}: serving INT8 ({kept.method}): {kept.gate.describe()}")
+                    step.done(f"{kept.method}: {kept.gate.describe()}")
         settings = replace(settings, precision=chosen)
+        report.int8_kept = chosen == "int8" if precision == "int8" else None
+        report.served_precision = chosen
         graph = []
         if settings.rendering.needs_text_graph:
-            graph = _text_graph(pipeline, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head)
+            graph = _text_graph(
+                pipeline, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head, target=target,
+                report=report,
+            )  # fmt: skip
             if not graph:
                 pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
                 settings = replace(settings, rendering=Rendering.FUSED)
@@ -277,8 +304,8 @@ def import_sentence_model(
                 files=files,
                 warmups=warmups,
                 texts=texts,
-                labels=eval_labels,
-                served_file=stage / PRECISIONS[chosen],
+                folder=stage,
+                precision=chosen,
                 encoder=encoder,
                 output=output,
                 head=head,
@@ -353,10 +380,29 @@ def _verify_fp32(reference, served_fp32, *, graph, head, encoder, texts, verdict
     verdict(Check("FP32 label agreement with the head", same, 1.0, at_least=True))
 
 
-def _text_graph(pipeline: Pipeline, folder: Path, precision: str, *, max_length: int, texts, head) -> list[Path]:
-    """The verified text graph of the served file (`build.text_graph.text_graph_step`), or [] when refused."""
+def _text_graph(
+    pipeline: Pipeline, folder: Path, precision: str, *, max_length: int, texts, head, target, report: ModelReport
+) -> list[Path]:
+    """What the graph rendering serves of the served file, proven, or [] when refused: on the embedded
+    target the C++ text path (`build.text_path.text_path_step`: the post graph and tokenizer.json, its
+    ids proven equal to tokenizers' on the probe, `texts` and the multilingual corpus; its gate goes
+    into `report`), on the container target the text graph (`build.text_graph.text_graph_step`)."""
     from triton_fastpath.build.text_graph import text_graph_step
+    from triton_fastpath.build.text_path import text_path_step
 
+    if as_target(target) is Target.EMBEDDED:
+        found = text_path_step(
+            pipeline,
+            out_dir=folder,
+            encoder_file=PRECISIONS[precision],
+            precision=precision,
+            max_length=max_length,
+            texts=texts,
+            labels=head.labels if head else None,
+        )
+        if found.gate is not None:
+            report.add_gate(found.gate)
+        return found.files
     result = text_graph_step(
         pipeline,
         out_dir=folder,
@@ -375,10 +421,6 @@ def _add_graph(name: str, graph: list[Path], files: dict, warmups: dict) -> None
         members = PipelineMembers(name)
         files[members.graph] = graph
         warmups[members.graph] = warmups[members.fused]
-
-
-def _read_texts(path: Path) -> list[str]:
-    return [row["text"] for row in read_eval_rows(path)]
 
 
 def _ms_batch(run, encoder, texts: Sequence[str]) -> float:
@@ -419,8 +461,8 @@ def _serve_check(
     files,
     warmups,
     texts,
-    labels,
-    served_file,
+    folder,
+    precision,
     encoder,
     output,
     head,
@@ -429,38 +471,25 @@ def _serve_check(
     progress,
 ) -> list[Check]:
     """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
-    tokenizer): the checks (`served_check.served_step` judges them).
+    tokenizer) and vs the source (FP32), on the evaluation texts (topped up from the built-in corpus
+    when too few to show 99%): the checks (`served_check.served_step` judges them).
 
-    The expected rows are computed in the batches the check sends (`max_batch_size` rows in order,
-    each padded to its longest): dynamic INT8 quantises activations per batch tensor, so a row's
-    INT8 output depends on the batch it travels in (up to 0.02 in probability, measured here).
+    The expected rows are computed in the batches the check sends (`served_check.in_served_batches`):
+    dynamic INT8 quantises activations per batch tensor, so a row's INT8 output depends on its batch.
     """
-    from fastpath_backends.batch import run_by_length
-    from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, python_adapter
+    rows = list(texts)
+    if len(rows) < texts_needed():
+        rows, added = topped_up(rows, SERVED_MIN_ROWS)
+        progress(f"{name}: the served check adds {added:,} built-in texts to yours (too few for 99%)")
+    rows = rows[:SERVED_ROWS]
 
-    rows = list(texts[:SERVED_ROWS])
-    run = onnx_runner(served_file, output)
-    step = max(1, next(s for s in specs if s.name == name).max_batch_size)
-    # A Python model running the encoder in process splits a batch into length buckets (each its own
-    # INT8 activation range); the native backend runs the batch at once, padded to its longest.
-    buckets = max(
-        (
-            int(s.parameters[LENGTH_BUCKET_PARAMETER])
-            for s in specs
-            if python_adapter(s, as_target(target)) and LENGTH_BUCKET_PARAMETER in s.parameters
-        ),
-        default=0,
-    )
-    parts = []
-    for start in range(0, len(rows), step):
-        encoded = encoder.encode(rows[start : start + step])
-        parts.append(np.asarray(run_by_length(run, encoded.input_ids, encoded.attention_mask, buckets)))
-    expected = {output: np.concatenate(parts)}
-    samples = Samples(
-        {"text": np.array([[t.encode()] for t in rows], dtype=object)},
-        None if labels is None else labels[:SERVED_ROWS],
-        "the evaluation texts",
-    )
+    def outputs(chosen: str) -> dict[str, np.ndarray]:
+        run = onnx_runner(folder / PRECISIONS[chosen], output)
+        return {output: in_served_batches(specs, name, target=target, texts=rows, encoder=encoder, run=run)}
+
+    expected = outputs(precision)
+    source = expected if precision == "fp32" else outputs("fp32")
+    samples = Samples({"text": np.array([[t.encode()] for t in rows], dtype=object)}, None, "the evaluation texts")
     return check_served(
         specs,
         name,
@@ -473,4 +502,5 @@ def _serve_check(
         thresholds=thresholds,
         target=target,
         progress=progress,
+        source=source,
     )

@@ -3,8 +3,13 @@
 The model (with its steps, for a text pipeline) is assembled alone into a temporary
 repository (so the check costs one model's load, not the whole repository's), served by the
 embedded tritonserver on 127.0.0.1 free ports, sent the sample rows in batches of at most
-`max_batch_size`, and stopped. With label names, Triton's
-classification extension is asked for the top class of every row: the names must come back.
+`max_batch_size`, and stopped. Two kinds of check: the served answers equal onnxruntime's on the
+served file (max|diff|: the wiring), and they agree with the source's (labels, or an encoder's
+embeddings within a cosine) by a gate with power: the 95% Wilson lower bound of agreement at least
+99% (`build.gates`), so the rows sent are at least `SERVED_MIN_ROWS` (callers top a small sample
+up: `imports.eval_corpus.topped_up` for texts, generated rows for an ONNX file). With label
+names, Triton's classification extension is asked for the top class of every row: the names must
+come back.
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.build.gates import AgreementGate
 from triton_fastpath.build.pipeline import Pipeline
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.errors import VerificationError
-from triton_fastpath.imports.checks import Check, ImportThresholds, Samples, agreement, diff_check
+from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds, Samples, agreeing, diff_check
+from triton_fastpath.imports.int8_gate import cosines
 
-SERVED_ROWS = 64
+SERVED_ROWS = 2048  # the most rows the served check sends
+SERVED_MIN_ROWS = 512  # a sample smaller than a 99% bound needs (381) is topped up to this many
 
 
 def served_step(
@@ -37,10 +45,40 @@ def served_step(
         checks = run()
         for check in checks:
             if not verdict(check).passed:
-                raise VerificationError(
-                    f"{pipeline.model}: the served model disagrees with onnxruntime: {check.describe()}"
-                )
+                raise VerificationError(f"{pipeline.model}: the served model failed its check: {check.describe()}")
         step.done(f"{len(checks)} checks through a real tritonserver")
+
+
+def in_served_batches(
+    specs: Sequence[ModelSpec],
+    model: str,
+    *,
+    target: Target | str,
+    texts: Sequence[str],
+    encoder,
+    run: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """`run(ids, mask)` over `texts` in the batches the served check sends (`max_batch_size` rows
+    in order, each padded to its longest; a Python model running the encoder in process splits a
+    batch into its length buckets): dynamic INT8 quantises activations per batch tensor, so a row's
+    INT8 output depends on the batch it travels in (up to 0.02 in probability, measured)."""
+    from fastpath_backends.batch import run_by_length
+    from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, python_adapter
+
+    step = max(1, next(s for s in specs if s.name == model).max_batch_size)
+    buckets = max(
+        (
+            int(s.parameters[LENGTH_BUCKET_PARAMETER])
+            for s in specs
+            if python_adapter(s, as_target(target)) and LENGTH_BUCKET_PARAMETER in s.parameters
+        ),
+        default=0,
+    )
+    parts = []
+    for start in range(0, len(texts), step):
+        encoded = encoder.encode(list(texts[start : start + step]))
+        parts.append(np.asarray(run_by_length(run, encoded.input_ids, encoded.attention_mask, buckets)))
+    return np.concatenate(parts)
 
 
 def _label_of(entry: bytes | str) -> str:
@@ -88,11 +126,16 @@ def check_served(
     thresholds: ImportThresholds,
     target: Target | str,
     progress: Callable[[str], None] = print,
-) -> list[Check]:
-    """Serve `specs` alone and compare `model`'s answers on up to 64 sample rows with `expected` (onnxruntime).
+    source: Mapping[str, np.ndarray] | None = None,
+) -> list[Check | GateCheck]:
+    """Serve `specs` alone and compare `model`'s answers on up to `SERVED_ROWS` sample rows with
+    `expected` (onnxruntime on the served file) and with `source` (the source's outputs on the same
+    rows: FP32; default `expected`).
 
-    Returns the checks (max|diff|, label agreement, the label names Triton returns); none for the
-    container target, whose server (the NGC image) is not here: that is said, not skipped silently.
+    Returns the checks: max|diff| against `expected`; a gate on agreement with `source` (labels of
+    `label_output`, or, without one, per-row cosine >= `thresholds.served_min_cosine` of each
+    output `source` holds); the label names Triton returns. None for the container target, whose
+    server (the NGC image) is not here: that is said, not skipped silently.
     """
     from triton_fastpath.build.assemble import assemble
     from triton_fastpath.serve.server import triton_on_free_ports
@@ -109,16 +152,20 @@ def check_served(
         with triton_on_free_ports(repository, Path(tmp) / "logs") as server:
             served, top = _infer(server.grpc_url, spec, rows, label_output)
     reference = {k: np.asarray(v)[: rows.n] for k, v in expected.items()}
-    checks = [diff_check("served vs onnxruntime max|diff|", reference, served, thresholds.served_rel_diff, rows.n)]
+    checks: list[Check | GateCheck] = [
+        diff_check("served vs onnxruntime max|diff|", reference, served, thresholds.served_rel_diff, rows.n)
+    ]
+    origin = reference if source is None else {k: np.asarray(v)[: rows.n] for k, v in source.items()}
     if label_output:
-        checks.append(
-            Check(
-                "served label agreement",
-                agreement(reference[label_output], served[label_output]),
-                thresholds.served_min_label_agreement,
-                at_least=True,
-            )
-        )
+        agree, n = agreeing(origin[label_output], served[label_output])
+        gate = AgreementGate("served labels vs the source", thresholds.served_min_lower_bound)
+        checks.append(GateCheck(gate.judge(agree, n)))
+    elif source is not None:  # an encoder: its embeddings, within a cosine of the source's
+        for name, values in origin.items():
+            same = cosines(values, served[name]) >= thresholds.served_min_cosine
+            what = f"served {name} vs the source (cosine >= {thresholds.served_min_cosine:g})"
+            gate = AgreementGate(what, thresholds.served_min_lower_bound)
+            checks.append(GateCheck(gate.judge(int(same.sum()), len(same))))
     if top:
         wanted = [label_names[i] for i in np.argmax(reference[label_output], axis=-1)]
         same = float(np.mean([a == b for a, b in zip(top, wanted, strict=True)]))

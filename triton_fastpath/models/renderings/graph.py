@@ -1,4 +1,9 @@
-"""The 'graph' rendering: one ONNX graph from text to answer, the tokenizer inside, on the native backend.
+"""The 'graph' rendering: one native model from text to answer, no Python process on the path.
+
+On the embedded target the model is fastpath_ort tokenizing each text with the exact C++ WordPiece
+tokenizer (parameter `text_tokenizer`) and running the post graph (encoder + head, ids in); on the
+container target, Triton's onnxruntime backend running the text graph (onnxruntime-extensions'
+tokenizer op inside the ONNX graph).
 
 `classifier_specs` serves a text classifier as `<name>` (the text graph) plus its ids lane;
 `text_graph_specs` is that graph for a classifier or an embedding model (imported sentence models).
@@ -13,7 +18,7 @@ from dataclasses import replace
 
 from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import LABELS_FILE, RepoSettings
+from triton_fastpath.config.settings import LABELS_FILE, TOKENIZER_FILE, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.pipelines import (
@@ -73,10 +78,13 @@ def text_graph_specs(
     *,
     dimension: int | None = None,
 ) -> list[ModelSpec]:
-    """The 'graph' rendering of a text model: `<name>_graph`, one ONNX graph from text to label
-    (`labels`) or to an embedding of `dimension` (`labels` None), the tokenizer inside
-    (onnxruntime-extensions ops; `triton_fastpath.export.text_graph`), served by the native
-    backend `fastpath_ort`. No Python process on the path.
+    """The 'graph' rendering of a text model: `<name>_graph`, one model from text to label
+    (`labels`) or to an embedding of `dimension` (`labels` None), no Python process on the path.
+    Embedded: served by the native backend `fastpath_ort`, which reads each text, tokenizes it with
+    the exact C++ WordPiece tokenizer (`text_tokenizer`: the model's tokenizer.json, the build proved
+    its ids equal `tokenizers'`, `triton_fastpath.build.text_path`) at its natural length and runs the
+    post graph (the encoder and the head, ids in; `triton_fastpath.export.text_path`); it writes
+    `truncated` itself. No custom-op library.
 
     With the kit's two-tier response cache (`ResponseCacheKind.FASTPATH`, the embedded default),
     which never stores an error response, or without a response cache, the graph model itself is
@@ -86,8 +94,10 @@ def text_graph_specs(
     whose cache keeps only successful answers; that wrapper costs about 7% of throughput and 0.04 ms
     a request (docs/tuning-and-benchmarks.md).
 
-    On the container target the same graph is served by Triton's onnxruntime backend, which loads
-    the op library named by `model_operations` (rendered by `config.render`; docs/text-graph.md).
+    On the container target (no fastpath_ort there) it is the text graph, onnxruntime-extensions'
+    tokenizer op inside ONNX (`triton_fastpath.export.text_graph`), on Triton's onnxruntime backend,
+    which loads the op library named by `model_operations` (rendered by `config.render`;
+    docs/text-graph.md).
 
     Raises:
         ConfigError: what the graph rendering refuses (`Rendering.refusal`), or an embedding graph
@@ -112,13 +122,16 @@ def text_graph_specs(
     role = PipelineMembers(name).graph
     # no wrapper where nothing needs one: the graph answers under the pipeline's name
     direct = not settings.response_cache or cache_refuses_errors(settings, target)
+    # container: the text graph, whose op library Triton's onnxruntime backend loads; embedded:
+    # fastpath_ort tokenizes with the exact C++ tokenizer and runs the post graph
+    tokenizing = {"custom_op_library": CUSTOM_OPS_FILE} if container else {"text_tokenizer": TOKENIZER_FILE}
     graph = ModelSpec(
         name=name if direct else role,
         artifacts=role if direct else "",
         response_cache=settings.response_cache and direct,
         response_cache_kind=settings.response_cache_kind,
         kind=ModelKind.ONNX,
-        model_file=settings.precision.text_graph_file,
+        model_file=settings.precision.text_graph_file if container else settings.precision.post_graph_file,
         max_batch_size=batch,
         inputs=(text,),
         outputs=served,
@@ -128,14 +141,14 @@ def text_graph_specs(
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((text,), batch, files=True),
         parameters={
-            "custom_op_library": CUSTOM_OPS_FILE,
-            # the Python tokenizer's checks, made by the backend before the graph runs
+            **tokenizing,
+            # the Python tokenizer's checks, made by the backend before the text is tokenized
             "reject_blank_strings": "true",
             "max_string_bytes": str(MAX_TEXT_BYTES),
             "cut_string_chars": str(text_cut_chars(settings.max_length)),
             "cut_flag_output": "truncated",
-            "max_length": str(settings.max_length),  # bookkeeping (the graph truncates): read by the benchmark
-            # the batch's requests run in buckets of similar text length: the tokenizer op pads to the longest
+            "max_length": str(settings.max_length),  # where the tokenizer cuts (also read by the benchmark)
+            # the batch's requests run in buckets of similar length (tokens), each padded to its longest
             LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
             **admission_parameters(settings, name),
         },
