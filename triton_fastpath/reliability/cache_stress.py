@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 import time
 
-from triton_fastpath.native.cache_checks import THREAD_SANITIZER_OPTIONS, _counts, build_tsan_stress
+from triton_fastpath.native.cache_checks import _counts, build_tsan_stress
+from triton_fastpath.native.toolchain import THREAD_SANITIZER_OPTIONS
 from triton_fastpath.processes import die_with_parent
 from triton_fastpath.serve.redis_server import RedisServer
 
