@@ -17,12 +17,10 @@ import redis
 from fastpath_models import SentimentClient
 from tests.conftest import CacheCounts as Counts
 from tests.conftest import (
-    await_metric_value,
     check_semantic_near_duplicate,
     infer,
     metric_value,
     served_settings,
-    settled_metric_value,
     start_server,
 )
 from triton_fastpath.build.repository import variant_repository
@@ -177,18 +175,25 @@ def test_l1_serves_repeats_without_redis(built_repository, tmp_path, rendering):
         server.stop()
 
 
-def test_response_cache_answers_identical_requests_before_the_ensemble_runs(served):
+def test_identical_requests_are_answered_by_the_pipelines_own_cache_not_the_response_cache(served):
+    """The Python renderings' `sentiment` is a 4-output ensemble: an ensemble answers only the requested
+    outputs and Triton's cache key ignores them, so it is rendered uncached (docs/caching.md); its
+    in-model L1/L2 (which caches every output) answers the repeat, and the encoder computes nothing."""
+    from triton_fastpath.config.render import parse_pbtxt
+
+    top = parse_pbtxt((served.config.model_repository / "sentiment" / "config.pbtxt").read_text())
+    assert top.platform == "ensemble" and not top.response_cache.enable
     text = unique("identical request")
-    fused = (served.config.model_repository / "sentiment_fused").exists()
-    first_step = "sentiment_fused" if fused else "sentiment_tokenizer"
-    hits = {"metrics_url": served.metrics_url, "name": "nv_cache_num_hits_per_model", "model": "sentiment"}
+    rows = {"metrics_url": served.metrics_url, "name": "fastpath_cache_rows_total", "pipeline": "sentiment"}
     with measuring_client(SentimentClient, served.grpc_url) as client:
-        client.classify([text])
-        before = settled_metric_value(**hits)  # cache metrics are refreshed each metrics interval (1 s)
-        tokenized = metric_value(served.metrics_url, "nv_inference_count", model=first_step)
-        client.classify([text])
-    assert await_metric_value(expected=before + 1, **hits) == before + 1
-    assert metric_value(served.metrics_url, "nv_inference_count", model=first_step) == tokenized
+        first = client.classify([text])
+        hits = metric_value(**rows, outcome="l1_hit") + metric_value(**rows, outcome="l2_hit")
+        encoded = metric_value(served.metrics_url, "fastpath_encoder_rows_total", pipeline="sentiment")
+        again = client.classify([text])
+    assert metric_value(**rows, outcome="l1_hit") + metric_value(**rows, outcome="l2_hit") == hits + 1
+    assert metric_value(served.metrics_url, "fastpath_encoder_rows_total", pipeline="sentiment") == encoded
+    assert again[0].label == first[0].label and again[0].probability == first[0].probability
+    np.testing.assert_array_equal(again[0].probabilities, first[0].probabilities)
 
 
 def test_embed_serves_the_same_vectors_as_the_in_process_pooling(served):
