@@ -71,7 +71,11 @@ def test_short_run_passes_its_gate_and_the_report_has_server_figures_from_promet
     for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
         assert encoder["stage_ms"][stage] > 0, stage
     assert not math.isnan(encoder["p99_ms"])
-    assert 0 < server["sentiment"]["response_cache_hit_ratio"] < 1  # 30% repeats, some answered by the cache
+    # the fused rendering's 4-output ensemble is not response-cached (its answers hold only the requested
+    # outputs, which Triton's cache key ignores: docs/caching.md); the fused model's own L1/L2 answers repeats
+    assert math.isnan(server["sentiment"]["response_cache_hit_ratio"])
+    rows = encoder["cache_rows"]
+    assert 0 < sum(rows.values()) - rows.get("miss", 0.0) < sum(rows.values()), rows  # 30% repeats, some hit
     text = (out / "report.md").read_text()
     assert "| sentiment_fused |" in text and "Prometheus at http://127.0.0.1:" in text
 
