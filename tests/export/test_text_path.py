@@ -11,7 +11,6 @@ fused, as a refused text graph did.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,11 +22,9 @@ pytest.importorskip("tokenizers")
 from tests.export.test_text_graph import TEXTS, _encoder, _tokenizer_json  # noqa: E402
 from triton_fastpath.build.pipeline import Pipeline, StepState  # noqa: E402
 from triton_fastpath.build.text_path import GATE_NAME, text_path_step  # noqa: E402
-from triton_fastpath.native import build as native  # noqa: E402
 
 pytestmark = [
     pytest.mark.export,
-    pytest.mark.skipif(not any(map(shutil.which, native.COMPILERS)), reason="no C++ compiler: no C++ tokenizer"),
 ]
 LABELS = ("negative", "positive")
 
