@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import metric_value, start_server
 from tests.integration.test_native_backend import config_text, digits_onnx, digits_rows
+from triton_fastpath.reliability.cache_trust import ask_present as ask
 
 pytestmark = pytest.mark.integration
 
@@ -105,21 +106,6 @@ def server(repository: Path, tmp_path_factory: pytest.TempPathFactory):
 def orders(names: list[str]) -> list[tuple[str, ...]]:
     """Every non-empty subset of `names` in every order, then () for 'none named' (= all)."""
     return [*(p for k in range(1, len(names) + 1) for p in itertools.permutations(names, k)), ()]
-
-
-def ask(url: str, model: str, inputs: dict[str, np.ndarray], wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Every output the response holds (what the client receives), asked for `wanted` (() = none named)."""
-    import tritonclient.grpc as grpcclient
-
-    tensors = []
-    for name, array in inputs.items():
-        tensor = grpcclient.InferInput(name, list(array.shape), "FP32")
-        tensor.set_data_from_numpy(array)
-        tensors.append(tensor)
-    requested = [grpcclient.InferRequestedOutput(n) for n in wanted] or None
-    with grpcclient.InferenceServerClient(url) as client:
-        result = client.infer(model, tensors, outputs=requested, client_timeout=30)
-    return {o.name: result.as_numpy(o.name) for o in result.get_response().outputs}
 
 
 def cache_counts(server) -> tuple[float, float]:
