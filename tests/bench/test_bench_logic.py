@@ -413,7 +413,7 @@ def test_written_tuning_is_read_back_as_settings(tmp_path: Path) -> None:
     assert found["preferred_batch_sizes"] == (4, 8)
     assert RepoSettings().with_tunables(found).batching.dynamic_batching.preferred_batch_sizes == (4, 8)
     container = json.loads(path.read_text())["other_targets"]["container"]
-    assert container["measured"] is None and container["rendering"] == "fused"  # said, not measured
+    assert container["measured"] is None and container["rendering"] == "graph"  # said, not measured
 
 
 def test_tuning_file_with_an_unknown_setting_is_rejected_by_name(tmp_path: Path) -> None:

@@ -38,7 +38,12 @@ CONTAINER_ADAPTERS = tuple(
     )
 )
 # Made by `make build-container` (build/data: the data wheels its sentiment step fetches).
-BUILD_OUTPUTS = {"build/container", "build/container/model_repository", "build/data"}
+BUILD_OUTPUTS = {
+    "build/container",
+    "build/container/model_repository",
+    "build/container/tritonserver.json",
+    "build/data",
+}
 
 
 def schema_errors(document: dict) -> list[str]:
@@ -131,13 +136,18 @@ def test_triton_ports_and_flags_agree_with_the_embedded_launcher(compose: dict, 
         "--metrics-port",
         "--metrics-interval-ms",
         "--metrics-config",
-        "--cache-config",
         "--strict-readiness",
         "--exit-timeout-secs",
         "--model-control-mode",
         "--log-verbose",
     ]
     assert {k: served.get(k) for k in same} == {k: launcher[k] for k in same}
+    assert "--cache-config" not in served  # the image's entrypoint adds the kit's (tritonserver.json)
+    assert ("triton", "./build/container/tritonserver.json", "/opt/fastpath/tritonserver.json") in bind_mounts(compose)
+    assert triton["secrets"] == ["redis_password"] and compose["services"]["redis"]["secrets"] == ["redis_password"]
+    assert compose["secrets"]["redis_password"]["file"] == "./build/container/redis_password"
+    assert triton["environment"]["FASTPATH_REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password"
+    assert triton["restart"] == "unless-stopped"  # fires when the entrypoint's watchdog exits 1
     defaults = ServerConfig(model_repository=tmp_path)
     ports = [defaults.http_port, defaults.grpc_port, defaults.metrics_port]
     assert triton["ports"] == [f"{p}:{p}" for p in ports]

@@ -16,7 +16,7 @@ import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild
 from triton_fastpath.config.render import parse_pbtxt
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+from triton_fastpath.config.settings import RepoSettings, ServiceLevels, container_rendering
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT
 
@@ -29,7 +29,8 @@ def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from triton_fastpath.build.repository import build_repository
 
     root = tmp_path_factory.mktemp("container")
-    settings = RepoSettings(service_levels=ServiceLevels.profile("default"))  # as model_repository/
+    # as `make build-container` renders it: the container's rendering (graph), default service levels
+    settings = RepoSettings(service_levels=ServiceLevels.profile("default"), rendering=container_rendering())
     build_repository(
         repository=root / "model_repository", settings=settings, target="container", container=ContainerBuild()
     )
@@ -42,13 +43,20 @@ def configs(repository: Path) -> dict:
 
 def test_every_model_of_the_spec_is_rendered_for_the_container_and_parses(container_root: Path) -> None:
     rendered = configs(container_root / "model_repository")
-    assert sorted(rendered) == sorted(s.name for s in default_specs(target="container"))
+    specs = default_specs(RepoSettings(rendering=container_rendering()), target="container")
+    assert sorted(rendered) == sorted(s.name for s in specs)
     for name, config in rendered.items():
         assert config.name == name
     platforms = {name: config.platform or config.backend for name, config in rendered.items()}
     assert {n for n, p in platforms.items() if p == "tensorrt_plan"} == {"sentiment_encoder", "embed_encoder", "digits"}
-    # the fused rendering: one Python model per text pipeline, calling its native encoder by BLS
-    assert {n for n, p in platforms.items() if p == "python"} == {"sentiment_fused", "embed_fused"}
+    # the graph rendering: sentiment's tokenize and label steps on the kit's native backend around its
+    # plan; only the embed pipeline keeps a Python model (the semantic cache's embedder)
+    assert {n for n, p in platforms.items() if p == "fastpath_ort"} == {"sentiment_tokenizer", "sentiment_postprocess"}
+    assert {n for n, p in platforms.items() if p == "python"} == {"embed_fused"}
+    steps = [s.model_name for s in rendered["sentiment"].ensemble_scheduling.step]
+    assert steps == ["sentiment_tokenizer", "sentiment_encoder", "sentiment_postprocess"]
+    assert (container_root / "model_repository" / "sentiment_tokenizer" / "1" / "tokens.onnx").is_file()
+    assert (container_root / "model_repository" / "sentiment_postprocess" / "1" / "label.onnx").is_file()
 
 
 def test_each_backend_finds_its_files(container_root: Path) -> None:
@@ -111,10 +119,11 @@ def test_both_targets_render_the_same_interfaces_from_the_same_specs(container_r
     embedded = configs(DEFAULT_REPOSITORY)
     # Both targets serve each text pipeline's encoder on its own: the container's fused models call
     # it by BLS, the embedded target serves it as the ids lane (native backend). The embedded default
-    # is the text graph, `sentiment` itself (no fused step); the container's is fused by hop count.
+    # is the text graph, `sentiment` itself; the container's the same tokenizer and head as steps
+    # around the encoder plan.
     assert {"sentiment", "digits", "embed", "sentiment_encoder", "embed_encoder", "embed_fused"} <= set(embedded)
     assert set(embedded) - set(container) == set()
-    assert set(container) - set(embedded) <= {"sentiment_fused"}
+    assert set(container) - set(embedded) <= {"sentiment_tokenizer", "sentiment_postprocess"}
     for name in set(embedded) & set(container):
         config, other = container[name], embedded[name]
         # Ragged token rows are batched where the backend pads them (the kit's Python and native
@@ -168,13 +177,22 @@ def test_the_sentiment_parity_reference_is_the_real_model_on_real_texts(containe
     assert (probabilities.argmax(axis=1) == labels).mean() >= 0.6  # the model scores ~78% held-out; chance is ~58%
 
 
-def test_the_container_repository_is_rendered_for_triton_s_own_cache_as_compose_and_k8s_serve_it(
-    container_root: Path,
-) -> None:
-    """docker-compose.yml and the Kubernetes manifest start the NGC image with `--cache-config=local`
-    (it has no kit's cache): no model there may need the two-tier one."""
-    from triton_fastpath.serve.server_config import ServerConfig, two_tier_models
+def test_compose_and_k8s_start_the_kit_s_cache_through_the_image_s_entrypoint(container_root: Path) -> None:
+    """The build writes tritonserver.json: the two-tier cache arguments `fastpath serve` would pass
+    for this repository (its namespace) and the top-level models; docker-compose.yml and the Kubernetes
+    manifest leave --cache-config to the entrypoint that reads it, and the image installs the cache."""
+    from triton_fastpath.native.cache_build import TwoTierCacheSettings, repository_namespace
 
-    assert two_tier_models(ServerConfig(container_root / "model_repository")) == []
+    settings = json.loads((container_root / "tritonserver.json").read_text())
+    namespace = repository_namespace(container_root / "model_repository")
+    assert settings["cache_args"] == TwoTierCacheSettings(namespace=namespace).config_args(64 * 1024 * 1024)
+    assert settings["models"] == ["embed", "sentiment", "digits"]
+    assert (container_root / "redis_password").stat().st_mode & 0o077 == 0  # the compose secret, owner only
     for manifest in ("docker-compose.yml", "deploy/k8s/triton.yaml"):
-        assert "--cache-config=local," in (ROOT / manifest).read_text(), manifest
+        text = (ROOT / manifest).read_text()
+        assert "--cache-config=" not in text and "- --cache-config" not in text, manifest
+    dockerfile = (ROOT / "deploy" / "triton" / "Dockerfile").read_text()
+    assert (
+        "/opt/tritonserver/caches/fastpath/" in dockerfile and "/opt/tritonserver/backends/fastpath_ort/" in dockerfile
+    )
+    assert 'ENTRYPOINT ["python3", "/opt/fastpath/serve.py"' in dockerfile

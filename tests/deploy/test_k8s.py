@@ -234,7 +234,13 @@ def test_no_secret_is_committed_and_passwords_come_from_the_redis_auth_secret() 
     assert "kubectl -n triton-fastpath create secret generic redis-auth" in text  # how to make it
     for owner, container in containers():
         for env in container.get("env", []):
-            if "PASSWORD" in env["name"]:
+            if env["name"].endswith("_PASSWORD_FILE"):  # a path to the mounted secret, not the password
+                mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+                assert env["value"].startswith(mounts["redis-auth"] + "/"), f"{owner}: {env['value']}"
+                volumes = find("Deployment", owner)["spec"]["template"]["spec"]["volumes"]
+                secret = next(v for v in volumes if v["name"] == "redis-auth")["secret"]
+                assert secret["secretName"] == "redis-auth"
+            elif "PASSWORD" in env["name"]:
                 assert "value" not in env, f"{owner}: {env['name']} is a literal"
                 assert env["valueFrom"]["secretKeyRef"] == {"name": "redis-auth", "key": "password"}
     redis_args = find("Deployment", "redis")["spec"]["template"]["spec"]["containers"][0]["args"]

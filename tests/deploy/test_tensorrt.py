@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.build.assemble import ContainerBuild, container_specs
-from triton_fastpath.config.render import parse_pbtxt, to_pbtxt
+from triton_fastpath.build.assemble import ENCODER_BACKENDS, ContainerBuild, container_specs
+from triton_fastpath.config.render import native_backend, parse_pbtxt, to_pbtxt
 from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
 from triton_fastpath.config.tensorrt import (
@@ -160,7 +160,7 @@ def test_profiles_must_reach_max_batch_size_and_be_ordered() -> None:
         as_tensorrt(SPECS["sentiment_fused"])
 
 
-@pytest.mark.parametrize("rendering", ["fused", "ensemble"])
+@pytest.mark.parametrize("rendering", ["fused", "ensemble", "graph"])
 def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid(rendering: str) -> None:
     specs = default_specs(dataclasses.replace(SETTINGS, rendering=rendering), "container")
     swapped = container_specs(specs, ContainerBuild(), {"sentiment_encoder": (1, 28, 64), "embed_encoder": (1, 24, 64)})
@@ -168,9 +168,28 @@ def test_container_specs_swap_every_onnx_model_and_keep_the_ensembles_valid(rend
     assert {n for n, k in kinds.items() if k is ModelKind.TENSORRT} == {"sentiment_encoder", "embed_encoder", "digits"}
     validate_repository(swapped)  # the same wiring check as the embedded target
     bls_targets = {s.parameters["encoder_model"] for s in swapped if "encoder_model" in s.parameters}
-    assert bls_targets == ({"sentiment_encoder", "embed_encoder"} if rendering == "fused" else {"sentiment_encoder"})
+    expected = {
+        "fused": {"sentiment_encoder", "embed_encoder"},
+        "ensemble": {"sentiment_encoder"},
+        "graph": {"embed_encoder"},
+    }
+    assert bls_targets == expected[rendering]
     assert bls_targets <= set(kinds), "every BLS target is served"
-    assert container_specs(specs, ContainerBuild(encoder_backend="onnxruntime")) == specs
+    # the kit's steps (the graph rendering's tokenize and label steps) stay on fastpath_ort on every choice
+    steps = {"sentiment_tokenizer", "sentiment_postprocess"} if rendering == "graph" else set()
+    for backend in ENCODER_BACKENDS:
+        chosen = container_specs(
+            specs,
+            ContainerBuild(encoder_backend=backend),
+            {"sentiment_encoder": (1, 28, 64), "embed_encoder": (1, 24, 64)},
+        )
+        native = {s.name for s in chosen if native_backend(s, "container")}
+        onnx = {s.name for s in chosen if s.kind is ModelKind.ONNX}
+        assert native == steps | (onnx if backend == "fastpath_ort" else set()), backend
+        if backend != "tensorrt":  # the same specs, but for the backend that serves the encoders
+            assert [dataclasses.replace(s, native=False, container_native=False) for s in chosen] == [
+                dataclasses.replace(s, native=False, container_native=False) for s in specs
+            ]
     with pytest.raises(ConfigError, match=r"encoder_backend='tvm'; expected one of"):
         ContainerBuild(encoder_backend="tvm")
     with pytest.raises(ConfigError, match=r"'embed_encoder': inputs with variable dims need sequence lengths"):

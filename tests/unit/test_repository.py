@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.build.assemble import ContainerBuild, container_specs
-from triton_fastpath.config.render import CONTAINER_CUSTOM_OPS, render
+from triton_fastpath.config.render import render
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
@@ -77,9 +77,8 @@ def top_level(specs: dict[str, ModelSpec]) -> set[str]:
 def test_python_hops_per_top_level_model(rendering: str, target: str) -> None:
     specs = specs_by_name(rendering, target)
     # the fused and graph renderings also serve the encoders as the ids lane (on the container the
-    # fused models call theirs by BLS, so there only the graph rendering's sentiment encoder is called directly)
+    # fused models call theirs by BLS, and the graph rendering's sentiment encoder is a step)
     lanes = {"sentiment_encoder", "embed_encoder"} if target == "embedded" and rendering != "ensemble" else set()
-    lanes |= {"sentiment_encoder"} if (rendering, target) == ("graph", "container") else set()
     assert top_level(specs) == set(TOP_LEVEL) | lanes
     assert {name: python_hops(name, specs, target) for name in TOP_LEVEL} == HOPS[rendering, target]
     assert {name: python_hops(name, specs, target) for name in lanes} == dict.fromkeys(lanes, 0)  # no Python
@@ -174,14 +173,19 @@ def test_the_graph_rendering_for_triton_s_cache_serves_text_to_label_in_one_nati
     assert "response_cache" not in render(graph, "embedded")  # Triton 2.51's cache would keep its errors
     # nor the 4-output wrapper: an ensemble answers only the requested outputs, which the key ignores
     assert "response_cache" not in render(specs["sentiment"], "embedded")
-    container_graph = specs_by_name("graph", "container")["sentiment_graph"]
-    assert container_graph.model_file == "text.int8.onnx"  # no fastpath_ort there: the tokenizer op's graph
-    container = render(container_graph, "container")
-    assert container["platform"] == "onnxruntime_onnx"
-    assert container["model_operations"]["op_library_filename"] == [CONTAINER_CUSTOM_OPS]
-    assert not {"custom_op_library", "text_tokenizer", "reject_blank_strings", "admission_min_rows"} & set(
-        container.get("parameters", {})
-    )
+    # the container: the same C++ tokenizer and checks as a fastpath_ort step before the encoder
+    container = specs_by_name("graph", "container")
+    assert "sentiment_graph" not in container
+    steps = [step.model_name for step in container["sentiment"].ensemble_steps]
+    assert steps == ["sentiment_tokenizer", "sentiment_encoder", "sentiment_postprocess"]
+    tokenizer = render(container["sentiment_tokenizer"], "container")
+    assert tokenizer["backend"] == "fastpath_ort" and "model_operations" not in tokenizer
+    parameters = {k: v["string_value"] for k, v in tokenizer["parameters"].items()}
+    same = ("text_tokenizer", "reject_blank_strings", "max_string_bytes", "cut_string_chars", "max_length")
+    assert {k: parameters[k] for k in same} == {k: graph.parameters[k] for k in same}
+    assert parameters["ragged_outputs"] == "token_ids,token_mask" and parameters["onnx_file"] == "tokens.onnx"
+    assert render(container["sentiment_postprocess"], "container")["backend"] == "fastpath_ort"
+    assert render(container["sentiment_encoder"], "container")["platform"] == "onnxruntime_onnx"  # until a plan
 
 
 def test_with_the_two_tier_cache_the_graph_is_cached_itself_under_the_pipelines_name_with_no_wrapper() -> None:
@@ -202,11 +206,12 @@ def test_with_the_two_tier_cache_the_graph_is_cached_itself_under_the_pipelines_
     assert "response_cache" not in render(specs["embed_fused"], "embedded")
     assert top_level(specs) == top_level(wrapped)
     assert python_hops("sentiment", specs, "embedded") == 0 and python_hops("digits", specs, "embedded") == 0
-    # the container's server has Triton's cache only: the wrapper stays there
-    assert "sentiment_graph" in specs_by_name("graph", "container")
+    # the container: 4 outputs from an ensemble, so not response-cached (a step answers requested outputs)
+    container = specs_by_name("graph", "container")
+    assert "response_cache" not in render(container["sentiment"], "container")
 
 
-@pytest.mark.parametrize("target", ["embedded", "container"])
+@pytest.mark.parametrize("target", ["embedded"])  # the container's graph rendering is native steps (above)
 def test_without_the_response_cache_the_graph_itself_answers_under_the_pipelines_name(target: str) -> None:
     wrapped = specs_by_name("graph", target, response_cache_kind="local")
     specs = specs_by_name("graph", target, response_cache=False)

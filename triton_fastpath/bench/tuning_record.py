@@ -211,11 +211,12 @@ def format_models(result: dict[str, Any]) -> str:
 # chosen by the hop count and said so in the tuning file.
 CONTAINER_CHOICE = {
     "container": {
-        "rendering": "fused",
+        "rendering": "graph",
         "max_queue_delay_us": 0,
         "measured": None,
-        "why": "not measurable here (no GPU, no container engine); fused by hop count: one Python hop per "
-        "request, the native encoder called by BLS for missed rows only (ensemble rendering: 3 hops)",
+        "why": "not measurable here (no GPU, no container engine); graph by hop count: no Python hop on a "
+        "request (the kit's C++ tokenizer on fastpath_ort, the encoder plan, the label step on fastpath_ort), "
+        "the same tokenizer and head as the embedded default's; fused: one Python hop and a BLS call",
     }
 }
 

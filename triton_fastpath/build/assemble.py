@@ -14,7 +14,10 @@ from __future__ import annotations
 import dataclasses
 import filecmp
 import hashlib
+import json
 import logging
+import os
+import secrets
 import shutil
 import struct
 from collections.abc import Mapping, Sequence
@@ -49,7 +52,9 @@ from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, back
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
-ENCODER_BACKENDS = ("tensorrt", "onnxruntime")
+# tensorrt: plans built on the GPU host; onnxruntime: Triton's onnxruntime backend on the GPU;
+# fastpath_ort: the kit's native backend on the CPU (the CPU variant, which this machine serves and tests).
+ENCODER_BACKENDS = ("tensorrt", "onnxruntime", "fastpath_ort")
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,9 @@ class ContainerBuild:
     """How the container target serves the ONNX models.
 
     Attributes:
-        encoder_backend: 'tensorrt' (plans built on the GPU host by trt-builder) or 'onnxruntime'
-            (the native onnxruntime backend on the GPU, nothing to build there).
+        encoder_backend: 'tensorrt' (plans built on the GPU host by trt-builder), 'onnxruntime'
+            (Triton's onnxruntime backend on the GPU, nothing to build there) or 'fastpath_ort' (the
+            kit's native backend on the CPU: the CPU variant, served and tested on this machine).
         opt_batches: one TensorRT optimization profile and GPU instance group per value
             (default: one profile tuned for batch 16, or max_batch_size if smaller).
         trt_precision: 'fp16' (default) or 'fp32'; 'int8' only with a calibration cache.
@@ -87,13 +93,18 @@ def container_specs(
     `sequence_lengths`: per model with a variable (-1) sequence axis, the (min, opt, max) its
     optimization profiles accept (`tensorrt.sequence_profile`, measured on the build's texts).
     """
-    if build.encoder_backend == "onnxruntime":
-        return list(specs)
     lengths = dict(sequence_lengths or {})
     converted: list[ModelSpec] = []
     for spec in specs:
-        if spec.kind is not ModelKind.ONNX or "custom_op_library" in spec.parameters:  # text graphs stay ONNX
+        # the kit's own steps (tokenize, label: `container_native`) run on fastpath_ort whatever the
+        # encoders run on; the onnxruntime-extensions text graph of an imported sentence model stays
+        # on onnxruntime
+        if spec.kind is not ModelKind.ONNX or spec.container_native or "custom_op_library" in spec.parameters:
             converted.append(spec)
+            continue
+        if build.encoder_backend != "tensorrt":
+            on_cpu = build.encoder_backend == "fastpath_ort"
+            converted.append(dataclasses.replace(spec, native=on_cpu, container_native=on_cpu))
             continue
         variable = any(-1 in t.dims for t in spec.inputs)
         if variable and spec.name not in lengths:
@@ -208,6 +219,8 @@ def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tup
             onnxruntime-extensions' op library.
     """
     if not any(native_backend(spec, target) for spec in specs):
+        return list(specs), None
+    if as_target(target) is Target.CONTAINER:  # the image builds fastpath_ort (deploy/triton/Dockerfile)
         return list(specs), None
     graphs = [spec.name for spec in specs if {"custom_op_library", "text_tokenizer"} & set(spec.parameters)]
     with_ops = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
@@ -341,6 +354,44 @@ def container_parity_cases(
         reference = reference_outputs(Path(repository) / spec.name / "1" / spec.source_onnx, inputs)
         cases[spec.name] = ParityCase(inputs=inputs, reference=reference)
     return cases
+
+
+CONTAINER_CACHE_BYTES = 64 * 1024 * 1024  # the image's L1, as `fastpath serve`'s default
+SERVER_SETTINGS_FILE = "tritonserver.json"
+
+
+def write_container_server_settings(repository: Path, models: Sequence[str]) -> Path:
+    """Write `<repository>/../tritonserver.json` for the image's entrypoint (deploy/triton/serve.py):
+    the kit's two-tier cache arguments as `fastpath serve` passes them (`TwoTierCacheSettings`; the
+    namespace is the repository's as written now, so a rebuilt model gets fresh keys; the Redis URL
+    and password are the deployment's, added by the entrypoint) and the top-level models its
+    watchdog probes."""
+    repository = Path(repository)
+    cache = cache_build.TwoTierCacheSettings(namespace=cache_build.repository_namespace(repository))
+    document = {
+        "cache_args": cache.config_args(CONTAINER_CACHE_BYTES),
+        "models": list(models),
+        "repository": repository.name,
+    }
+    path = repository.parent / SERVER_SETTINGS_FILE
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    write_redis_password(repository.parent / REDIS_PASSWORD_FILE)
+    return path
+
+
+REDIS_PASSWORD_FILE = "redis_password"  # docker-compose.yml's secret
+
+
+def write_redis_password(path: Path) -> bool:
+    """A random Redis password at `path` (mode 0600) for compose's secret, unless one is there (an
+    operator's own is kept; delete the file for a new one). Whether one was written."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+    return True
 
 
 def write_container_engine_plan(specs: Sequence[ModelSpec], repository: Path, files: dict, max_length: int) -> Path:

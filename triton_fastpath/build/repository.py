@@ -29,6 +29,7 @@ from triton_fastpath.build.assemble import (
     with_native_backend,
     with_response_cache_here,
     write_container_engine_plan,
+    write_container_server_settings,
 )
 from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.build.pipeline import Pipeline, Progress
@@ -345,6 +346,8 @@ def build_repository(
     if as_target(target) is Target.CONTAINER:
         plan = write_container_engine_plan(selected, Path(repository), files, settings.max_length)
         progress(f"trt-builder plan: {plan} (TensorRT engines are built on the GPU host: docker compose up)")
+        served = write_container_server_settings(Path(repository), top_level)
+        progress(f"server settings: {served} (the image's entrypoint: the kit's cache, the models its watchdog probes)")
     write_report(reports, BUILD_DIR / "report.json")
     return reports
 

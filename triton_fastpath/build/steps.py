@@ -29,7 +29,15 @@ from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult
 from triton_fastpath.build.pipeline import Pipeline, StepStatus
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import ENCODER_OUTPUTS, PRECISIONS, SAMPLE_TEXT, RepoSettings
+from triton_fastpath.config.settings import (
+    ENCODER_OUTPUTS,
+    LABEL_GRAPH_FILE,
+    PRECISIONS,
+    SAMPLE_TEXT,
+    TOKENIZER_FILE,
+    TOKENS_GRAPH_FILE,
+    RepoSettings,
+)
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.models import data as datasets
@@ -418,7 +426,7 @@ def export_text_classifier(
         files = {member: [f for f in entries if f != refused] for member, entries in files.items()}
     graph = text_graph_files(pipeline, out_dir, settings, eval_texts, labels, target=target, report=report)
     if graph:
-        files[PipelineMembers(name).graph] = graph
+        files.update(graph_member_files(name, graph))
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
     elif settings.rendering.needs_text_graph:
         pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
@@ -440,28 +448,16 @@ def text_graph_files(
     """What the graph rendering serves for the served precision, built and proven as a step of
     `pipeline`, or [] when refused (the reason is printed; the Python renderings serve the model).
 
-    Embedded target: the C++ text path (`triton_fastpath.build.text_path`): the post graph and
+    Both targets: the C++ text path (`triton_fastpath.build.text_path`): the post graph and
     tokenizer.json, the C++ tokenizer's ids proven equal to `tokenizers'` on the Unicode probe, `texts`
-    and the multilingual corpus; its gate goes into `report`. Container target (Triton's onnxruntime
-    backend, no fastpath_ort): the text graph with onnxruntime-extensions' tokenizer op inside
-    (`triton_fastpath.build.text_graph`), verified on `texts`."""
-    from triton_fastpath.build.text_graph import text_graph_step
+    and the multilingual corpus; its gate goes into `report`. The container target serves the same
+    tokenizer as a step before its encoder (a TensorRT plan there), so it adds the tokens graph and,
+    for a classifier, the label graph (`export.text_path.build_tokens_graph`, `build_label_graph`;
+    `graph_member_files` says which model gets which)."""
     from triton_fastpath.build.text_path import text_path_step
+    from triton_fastpath.export import text_path
 
-    if as_target(target) is Target.EMBEDDED:
-        found = text_path_step(
-            pipeline,
-            out_dir=out_dir,
-            encoder_file=PRECISIONS[settings.precision],
-            precision=settings.precision,
-            max_length=settings.max_length,
-            texts=texts,
-            labels=labels,
-        )
-        if report is not None and found.gate is not None:
-            report.add_gate(found.gate)
-        return found.files
-    result = text_graph_step(
+    found = text_path_step(
         pipeline,
         out_dir=out_dir,
         encoder_file=PRECISIONS[settings.precision],
@@ -470,7 +466,29 @@ def text_graph_files(
         texts=texts,
         labels=labels,
     )
-    return [] if result.path is None else [result.path]  # a refusal was printed with its reason
+    if report is not None and found.gate is not None:
+        report.add_gate(found.gate)
+    if not found.files or as_target(target) is Target.EMBEDDED:
+        return found.files
+    # the container's steps around its encoder: tokenize (ids out) and, for a classifier, the label
+    steps = [text_path.build_tokens_graph(out_dir / TOKENS_GRAPH_FILE)]
+    if labels:
+        steps.append(text_path.build_label_graph(out_dir / LABEL_GRAPH_FILE, labels))
+    return [*found.files, *steps]
+
+
+def graph_member_files(name: str, graph: Sequence[Path]) -> dict[str, list[Path]]:
+    """Who gets the files of the graph rendering (`text_graph_files`): the embedded graph model
+    (post graph, tokenizer), and on the container target its tokenize step (tokenizer, tokens
+    graph) and label step (label graph)."""
+    members = PipelineMembers(name)
+    found = {path.name: path for path in graph}
+    files = {members.graph: [p for p in graph if p.name not in (TOKENS_GRAPH_FILE, LABEL_GRAPH_FILE)]}
+    if TOKENS_GRAPH_FILE in found:
+        files[members.tokenizer] = [found[name] for name in (TOKENIZER_FILE, TOKENS_GRAPH_FILE) if name in found]
+    if LABEL_GRAPH_FILE in found:
+        files[members.postprocess] = [found[LABEL_GRAPH_FILE]]
+    return files
 
 
 def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:

@@ -186,8 +186,10 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         "--encoder-backend",
         choices=ENCODER_BACKENDS,
         default="tensorrt",
-        help="tensorrt: plans built on the GPU host by the trt-builder service; onnxruntime: the native "
-        "onnxruntime backend on the GPU (default: %(default)s)",
+        help="tensorrt: plans built on the GPU host by the trt-builder service; onnxruntime: Triton's "
+        "onnxruntime backend on the GPU; fastpath_ort: the kit's native backend on the CPU (the CPU variant: "
+        "INT8 by default, what the embedded default serves; this machine serves and tests it) "
+        "(default: %(default)s)",
     )
     container.add_argument(
         "--trt-opt-batch",
@@ -224,7 +226,10 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
 
     container_target = args.target == Target.CONTAINER.value
     repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
-    precision = args.precision or ("fp32" if container_target else RepoSettings().precision)
+    # the container serves FP32 to the GPU (TensorRT FP16 plans from it); its CPU variant (the encoder on
+    # fastpath_ort) serves what the embedded default serves
+    on_gpu = container_target and args.encoder_backend != "fastpath_ort"
+    precision = args.precision or ("fp32" if on_gpu else RepoSettings().precision)
     try:
         container = ContainerBuild(
             encoder_backend=args.encoder_backend,

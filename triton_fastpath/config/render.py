@@ -9,10 +9,12 @@ Targets:
         served by the kit's own C++ backend `fastpath_ort` where the spec says `native` (the
         server installs `libtriton_fastpath_ort.so` once in its backend directory), else by the
         `onnx_runner` Python model; everything runs on KIND_CPU.
-    container: the NGC image: ONNX on the native `onnxruntime_onnx` platform (thread counts and
-        graph-optimization level from `ContainerOptions`) and TensorRT plans on `tensorrt_plan`
-        (one GPU instance group per optimization profile), both on KIND_GPU; Python models stay
-        on KIND_CPU.
+    container: the NGC image with the kit's native parts built in (deploy/triton/Dockerfile): the
+        kit's steps (a text model's tokenize and label steps, specs that say `native`) on
+        `fastpath_ort`, KIND_CPU; encoders as TensorRT plans on `tensorrt_plan` (one GPU instance
+        group per optimization profile) or ONNX on the native `onnxruntime_onnx` platform (thread
+        counts and graph-optimization level from `ContainerOptions`), both on KIND_GPU; Python
+        models stay on KIND_CPU.
 """
 
 from __future__ import annotations
@@ -111,8 +113,12 @@ def python_adapter(spec: ModelSpec, target: Target) -> str | None:
 
 
 def native_backend(spec: ModelSpec, target: Target | str) -> bool:
-    """Whether `spec` is served by the kit's native backend `fastpath_ort` on `target`."""
-    return spec.native and spec.kind is ModelKind.ONNX and as_target(target) is Target.EMBEDDED
+    """Whether `spec` is served by the kit's native backend `fastpath_ort` on `target`: a native
+    onnx spec on the embedded target; on the container target (whose image builds it too,
+    deploy/triton/Dockerfile) only one that says `container_native`."""
+    if not (spec.native and spec.kind is ModelKind.ONNX):
+        return False
+    return as_target(target) is Target.EMBEDDED or spec.container_native
 
 
 def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | None = None) -> dict[str, Any]:
@@ -144,13 +150,13 @@ def response_cache_safe(spec: ModelSpec, target: Target | str) -> bool:
     same bad request sent again "succeeds" with no outputs (found by the reliability matrix for
     Python models; tests/integration/test_native_backend.py shows it for fastpath_ort too). Ensembles
     cache only their successful top-level answers; such a model is rendered uncached. The kit's
-    two-tier cache (`ResponseCacheKind.FASTPATH`, embedded target) refuses responses without
-    outputs, so there every model may enable it. On any cache, only a model whose responses hold
-    the whole answer (`stores_the_whole_answer`) is cached.
+    two-tier cache (`ResponseCacheKind.FASTPATH`, on both targets: the container image builds it)
+    refuses responses without outputs, so there every model may enable it. On any cache, only a
+    model whose responses hold the whole answer (`stores_the_whole_answer`) is cached.
     """
     if not stores_the_whole_answer(spec, target):
         return False
-    if spec.response_cache_kind is ResponseCacheKind.FASTPATH and as_target(target) is Target.EMBEDDED:
+    if spec.response_cache_kind is ResponseCacheKind.FASTPATH:  # both targets: the image has it too
         return True
     return not python_adapter(spec, target) and not native_backend(spec, target)
 
@@ -251,7 +257,7 @@ def _set_instances(config: dict[str, Any], spec: ModelSpec, target: Target) -> N
             {"kind": "KIND_GPU", "count": spec.gpu_instance_count, "profile": [str(index)]}
             for index in range(len(spec.profiles))
         ]
-    elif target is Target.CONTAINER and accelerated:
+    elif target is Target.CONTAINER and accelerated and not native_backend(spec, target):
         config["instance_group"] = [{"kind": "KIND_GPU", "count": spec.gpu_instance_count}]
     else:
         config["instance_group"] = [{"kind": "KIND_CPU", "count": spec.instance_count}]
@@ -297,7 +303,7 @@ def _set_ensemble(config: dict[str, Any], spec: ModelSpec) -> None:
 def _set_parameters(config: dict[str, Any], spec: ModelSpec, target: Target, options: ContainerOptions) -> None:
     parameters = dict(spec.parameters)
     if spec.kind is ModelKind.ONNX:
-        if target is Target.EMBEDDED:
+        if target is Target.EMBEDDED or native_backend(spec, target):
             # the two embedded ONNX backends (the Python runner, fastpath_ort) name these keys alike
             runner = OnnxRunnerParameters(
                 onnx_file=spec.model_file or OnnxRunnerParameters.default("onnx_file"),

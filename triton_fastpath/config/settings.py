@@ -50,6 +50,11 @@ TEXT_GRAPHS = {precision.value: precision.text_graph_file for precision in Preci
 POST_GRAPHS = {precision.value: precision.post_graph_file for precision in Precision}
 # The tokenizer a text model's native model tokenizes with (fastpath_ort's `text_tokenizer`), in its version folder.
 TOKENIZER_FILE = "tokenizer.json"
+# The container target's steps around its encoder, served by fastpath_ort there too
+# (`export.text_path.build_tokens_graph`, `build_label_graph`): a tokenize step (text in, the exact C++
+# tokenizer's ids out) and a classifier's label step (the encoder's probabilities in, label out).
+TOKENS_GRAPH_FILE = "tokens.onnx"
+LABEL_GRAPH_FILE = "label.onnx"
 SAMPLE_TEXT = "A warm, funny and thoroughly engaging film."
 TUNING_FILE = ROOT / "tuning" / "embedded.json"
 # What every exported classifier graph returns (softmax and argmax folded in: export/heads.py).
@@ -465,8 +470,8 @@ class RepoSettings:
             wrapper ensemble) or 'local' (Triton's own, for a server without the kit's cache: Python
             and native models then sit behind a one-step ensemble, or stay uncached). The build
             falls back to 'local', saying why, where the kit's cache cannot be built; a server
-            refuses `local` for a repository rendered for 'fastpath'. The container target always
-            renders for Triton's cache.
+            refuses `local` for a repository rendered for 'fastpath'. The container image builds
+            the kit's cache too (deploy/triton/Dockerfile; docker-compose.yml starts it).
         cache: put the cache-lookup model (L1 in-process, L2 Redis) between tokenizer and encoder.
         cache_instances: instances of the cache model; each waits on its BLS call, so match the encoder.
         cache_tiers: the Python lookup's L1 and Redis L2 (`CacheTiers`).

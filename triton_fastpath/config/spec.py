@@ -241,8 +241,12 @@ class ModelSpec:
         labels: class names in output order, written to the `label_filename` of the outputs
             that name one (Triton's classification extension: `class_count` on a request).
         native: an onnx model on the embedded target is served by the kit's C++ backend
-            `fastpath_ort` (native/fastpath_ort) instead of the `onnx_runner` Python model; the
-            container target and other kinds ignore it (the NGC image has its own onnxruntime backend).
+            `fastpath_ort` (native/fastpath_ort) instead of the `onnx_runner` Python model; other
+            kinds ignore it. On the container target only with `container_native` too.
+        container_native: a native onnx model is served by `fastpath_ort` on the container target
+            as well (the image builds it): the kit's own steps there (a text model's tokenize and
+            label steps) and, in the CPU variant (`--encoder-backend fastpath_ort`), every encoder.
+            Otherwise the container serves onnx on Triton's onnxruntime backend (or as a plan).
         artifacts: the name its files and warm-up samples are recorded under, when not its own: a
             text graph served under its pipeline's name (no wrapper) keeps its role's
             `<pipeline>_graph` artifacts. Empty: `name`.
@@ -266,6 +270,7 @@ class ModelSpec:
     onnx_threads: int = 1
     labels: tuple[str, ...] = ()
     native: bool = False
+    container_native: bool = False
     artifacts: str = ""
 
     def __post_init__(self) -> None:

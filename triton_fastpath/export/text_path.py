@@ -97,6 +97,90 @@ def build_post_graph(
     return output_path
 
 
+TOKEN_OUTPUTS = ("token_ids", "token_mask")  # the tokenize step's outputs (tokens graph)
+STEP_OPSET = 18  # ReduceMax takes its axes as an input from opset 18
+STEP_IR_VERSION = 8  # the oldest IR with opset 18: loads in Triton 24.10's onnxruntime (1.19) and the venv's
+
+
+def _save_if_changed(model, path: Path) -> Path:
+    """Write `model` to `path` atomically, unless the same bytes are there (the content-hashed
+    steps after it then see nothing new)."""
+    model.ir_version = STEP_IR_VERSION
+    data = model.SerializeToString()
+    if path.exists() and path.read_bytes() == data:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def build_tokens_graph(output_path: Path):
+    """The tokenize step's graph for the container target: `input_ids`, `attention_mask` in,
+    `token_ids`, `token_mask` out (Identity). fastpath_ort with `text_tokenizer` tokenizes each text
+    with the exact C++ tokenizer, pads the batch to its longest row, runs this graph and trims each
+    request's rows back to its own length (`ragged_outputs`): the same code as the embedded default's
+    text path, stopping at the ids. Written only when its bytes change."""
+    from onnx import TensorProto, helper
+
+    inputs = [
+        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+        for name in ("input_ids", "attention_mask")
+    ]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"]) for name in TOKEN_OUTPUTS]
+    nodes = [
+        helper.make_node("Identity", [source.name], [target.name])
+        for source, target in zip(inputs, outputs, strict=True)
+    ]
+    graph = helper.make_graph(nodes, "fastpath_tokens", inputs, outputs)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", STEP_OPSET)], producer_name="triton-fastpath"
+    )
+    return _save_if_changed(model, Path(output_path))
+
+
+def build_label_graph(output_path: Path, labels: Sequence[str]):
+    """The label step's graph for the container target: `probabilities` [B, n] and `label_index`
+    [B, 1] (the encoder's outputs) in, `label` ([B, 1] string, the name at `label_index`) and
+    `probability` ([B, 1], the largest probability) out: the same two nodes as the served head of
+    the embedded post graph (`text_graph.with_head`), so the answers are the same. Written only when
+    its bytes change.
+
+    Raises:
+        ExportError: no labels.
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    if not labels:
+        raise ExportError("the label step needs the class names")
+    inputs = [
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", len(labels)]),
+        helper.make_tensor_value_info("label_index", TensorProto.INT64, ["batch", 1]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("label", TensorProto.STRING, ["batch", 1]),
+        helper.make_tensor_value_info("probability", TensorProto.FLOAT, ["batch", 1]),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.array(list(labels), dtype=object), "labels"),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), "last_axis"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["labels", "label_index"], ["label"], axis=0),
+        helper.make_node("ReduceMax", ["probabilities", "last_axis"], ["probability"], keepdims=1),
+    ]
+    graph = helper.make_graph(nodes, "fastpath_label", inputs, outputs, initializer=initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", STEP_OPSET)], producer_name="triton-fastpath"
+    )
+    return _save_if_changed(model, Path(output_path))
+
+
 @dataclass(frozen=True)
 class SetCheck:
     """One text set's comparison: how many texts, how many differ, the first difference described."""

@@ -270,8 +270,10 @@ def tokenizer_step(name: str, outputs: Sequence[TensorSpec], settings: RepoSetti
 
 def cache_refuses_errors(settings: RepoSettings, target: Target | str) -> bool:
     """Whether the server's response cache refuses error responses, so that a Python or native model
-    may enable it without the one-step wrapper: the kit's two-tier cache, on the embedded target."""
-    return settings.response_cache_kind is ResponseCacheKind.FASTPATH and as_target(target) is Target.EMBEDDED
+    may enable it without the one-step wrapper: the kit's two-tier cache, on either target (the
+    container image builds it: deploy/triton/Dockerfile)."""
+    del target  # the same on both
+    return settings.response_cache_kind is ResponseCacheKind.FASTPATH
 
 
 def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> list[ModelSpec]:

@@ -18,9 +18,16 @@ from dataclasses import replace
 
 from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import LABELS_FILE, TOKENIZER_FILE, RepoSettings
-from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
+from triton_fastpath.config.settings import (
+    LABEL_GRAPH_FILE,
+    LABELS_FILE,
+    TOKENIZER_FILE,
+    TOKENS_GRAPH_FILE,
+    RepoSettings,
+)
+from triton_fastpath.config.spec import EnsembleStep, ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.export.text_path import TOKEN_OUTPUTS
 from triton_fastpath.models.pipelines import (
     MAX_TEXT_BYTES,
     ClassifierTensors,
@@ -40,10 +47,107 @@ RENDERING = Rendering.GRAPH
 def classifier_specs(
     name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
 ) -> list[ModelSpec]:
-    """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it."""
+    """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it; on the
+    container target, the native steps around the encoder (`container_classifier_specs`)."""
     tensors = ClassifierTensors.of(labels)
     lane = classifier_lane(classifier_encoder(name, tensors, settings), tensors, labels, settings, target)
+    if as_target(target) is Target.CONTAINER:
+        return container_classifier_specs(name, labels, settings, lane[0])
     return [*text_graph_specs(name, labels, settings, target), *lane]
+
+
+def container_classifier_specs(
+    name: str, labels: Sequence[str], settings: RepoSettings, encoder: ModelSpec
+) -> list[ModelSpec]:
+    """The graph rendering of a text classifier on the container target: the ensemble `<name>` of
+    `<name>_tokenizer` -> `<name>_encoder` -> `<name>_postprocess`, no Python model on the path.
+
+    - `<name>_tokenizer`: fastpath_ort with `text_tokenizer`, the same checks and the same exact C++
+      WordPiece tokenizer as the embedded default's graph model, running the tokens graph (Identity:
+      ids out at each text's natural length, trimmed per request) and writing `truncated`.
+    - `<name>_encoder`: `encoder` (ids in; the ids lane too), a TensorRT plan on the GPU, Triton's
+      onnxruntime or fastpath_ort, as `build.assemble.container_specs` decides.
+    - `<name>_postprocess`: fastpath_ort running the label graph (the same Gather and ReduceMax as the
+      embedded post graph's head): `label`, `probability`.
+
+    The ensemble answers four outputs, so it is not response-cached (`config.render.stores_the_whole_answer`).
+    """
+    t = ClassifierTensors.of(labels)
+    members = PipelineMembers(name)
+    batch = settings.batching.max_batch_size
+    token_ids, token_mask = (TensorSpec(output, "TYPE_INT64", (-1,)) for output in TOKEN_OUTPUTS)
+    tokenizer = ModelSpec(
+        name=members.tokenizer,
+        kind=ModelKind.ONNX,
+        model_file=TOKENS_GRAPH_FILE,
+        max_batch_size=batch,
+        inputs=(t.text,),
+        outputs=(token_ids, token_mask, t.truncated),
+        instance_count=settings.tokenizer_instances,
+        onnx_threads=1,
+        native=True,
+        container_native=True,
+        dynamic_batching=settings.batching.dynamic_batching,
+        warmups=warmup_of((t.text,), batch, files=True),
+        parameters={
+            **text_checks(settings),
+            "ragged_outputs": ",".join(TOKEN_OUTPUTS),  # each request's ids at its own length
+        },
+    )
+    postprocess = ModelSpec(
+        name=members.postprocess,
+        kind=ModelKind.ONNX,
+        model_file=LABEL_GRAPH_FILE,
+        max_batch_size=batch,
+        inputs=(t.probabilities, t.label_index),
+        outputs=(t.label, t.probability),
+        instance_count=settings.postprocess_instances,
+        onnx_threads=1,
+        native=True,
+        container_native=True,
+        dynamic_batching=settings.batching.dynamic_batching,
+        warmups=warmup_of((t.probabilities, t.label_index), batch, files=False),
+    )
+    ensemble = ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=batch,
+        inputs=(t.text,),
+        outputs=t.served,
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+        ensemble_steps=(
+            EnsembleStep(
+                tokenizer.name,
+                input_map={"text": "text"},
+                output_map={"token_ids": "input_ids", "token_mask": "attention_mask", "truncated": "truncated"},
+            ),
+            EnsembleStep(
+                encoder.name,
+                input_map={"input_ids": "input_ids", "attention_mask": "attention_mask"},
+                output_map={"probabilities": "probabilities", "label_index": "label_index"},
+            ),
+            EnsembleStep(
+                postprocess.name,
+                input_map={"probabilities": "probabilities", "label_index": "label_index"},
+                output_map={"label": "label", "probability": "probability"},
+            ),
+        ),
+    )
+    return [tokenizer, encoder, postprocess, ensemble]
+
+
+def text_checks(settings: RepoSettings) -> dict[str, str]:
+    """fastpath_ort's parameters for a text in: the Python tokenizer's checks, made by the backend
+    before the text is tokenized by the exact C++ tokenizer (`text_tokenizer`), and where it cuts."""
+    return {
+        "text_tokenizer": TOKENIZER_FILE,
+        "reject_blank_strings": "true",
+        "max_string_bytes": str(MAX_TEXT_BYTES),
+        "cut_string_chars": str(text_cut_chars(settings.max_length)),
+        "cut_flag_output": "truncated",
+        "max_length": str(settings.max_length),  # where the tokenizer cuts (also read by the benchmark)
+    }
 
 
 def embedding_specs(
@@ -124,7 +228,10 @@ def text_graph_specs(
     direct = not settings.response_cache or cache_refuses_errors(settings, target)
     # container: the text graph, whose op library Triton's onnxruntime backend loads; embedded:
     # fastpath_ort tokenizes with the exact C++ tokenizer and runs the post graph
-    tokenizing = {"custom_op_library": CUSTOM_OPS_FILE} if container else {"text_tokenizer": TOKENIZER_FILE}
+    checks = text_checks(settings)
+    if container:
+        del checks["text_tokenizer"]
+    tokenizing = {"custom_op_library": CUSTOM_OPS_FILE} if container else {}
     graph = ModelSpec(
         name=name if direct else role,
         artifacts=role if direct else "",
@@ -142,12 +249,7 @@ def text_graph_specs(
         warmups=warmup_of((text,), batch, files=True),
         parameters={
             **tokenizing,
-            # the Python tokenizer's checks, made by the backend before the text is tokenized
-            "reject_blank_strings": "true",
-            "max_string_bytes": str(MAX_TEXT_BYTES),
-            "cut_string_chars": str(text_cut_chars(settings.max_length)),
-            "cut_flag_output": "truncated",
-            "max_length": str(settings.max_length),  # where the tokenizer cuts (also read by the benchmark)
+            **checks,
             # the batch's requests run in buckets of similar length (tokens), each padded to its longest
             LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
             **admission_parameters(settings, name),
