@@ -14,6 +14,13 @@
 //   Core's deserializer trusts every length in a buffer: a value from Redis is parsed completely
 //   and checked against the key it was read under (and its MAC) first; a refused one is a miss,
 //   counted and deleted from Redis. An L2 hit is promoted to L1 only once the copy succeeded.
+// Where a unique request's time goes (Triton 2.51: the lookup runs on the thread that enqueues the
+// request, before the batcher; the insert in the response delegator, on the model instance's thread,
+// before that response is sent, one response after another for a batch): hashing the inputs, the
+// L1 miss, one Redis GET round trip (~60-100 us on 2 shared cores: most of it), then the insert
+// (~4 us: sizing, Triton's serialization into our buffer, the complete check, the L1 put, queueing
+// the Redis write for the worker). So an L1 miss asks Redis only while Redis hits (tiers.h, L2Gate:
+// the adaptive L2 bypass); while it does not, a sample does, and a hit resumes every lookup.
 // An error response reaches Insert too (Triton 2.51's dynamic batcher inserts every response):
 // its serialized form has zero outputs, and it is refused (codec.h).
 // No exception leaves the four entry points: one (e.g. std::bad_alloc) becomes an error Triton
@@ -73,7 +80,7 @@ TRITONSERVER_Error* NewAttributes(Attributes* out) {
 class TwoTierCache {
  public:
   explicit TwoTierCache(const CacheSettings& settings)
-      : settings_(settings), l1_(settings.l1_bytes, settings.l1_ttl_ms * 1'000'000) {}
+      : settings_(settings), l1_(settings.l1_bytes, settings.l1_ttl_ms * 1'000'000), gate_(GateOptions(settings)) {}
 
   TRITONSERVER_Error* Init() {
     TRITONSERVER_Error* err = metrics_.Export();
@@ -111,7 +118,15 @@ class TwoTierCache {
               std::to_string(settings_.breaker_failures) + " failures / " + std::to_string(settings_.breaker_open_ms) +
               " ms, ttl " + std::to_string(settings_.l2_ttl_ms / 1000) + " s, write queue " +
               std::to_string(settings_.write_queue) + " / " + std::to_string(settings_.write_queue_bytes) + " bytes" +
+              (settings_.l2_bypass ? ", adaptive L2 bypass (fewer than " +
+                                         std::to_string(settings_.l2_bypass_min_hits) + " hits in the last " +
+                                         std::to_string(settings_.l2_bypass_window) + " lookups: 1 in 2.." +
+                                         std::to_string(settings_.l2_bypass_max_interval) +
+                                         " L1 misses asks Redis, and one every " +
+                                         std::to_string(settings_.l2_bypass_probe_ms) + " ms)"
+                                   : ", every L1 miss asks Redis (l2_bypass=off)") +
               (l2_->BreakerOpen() ? " (not reachable yet)" : "");
+      metrics_.Set(Gauge::kL2BypassInterval, 1);
     }
     FASTPATH_CACHE_LOG(INFO, "namespace '" + settings_.ns + "', L1 " + std::to_string(settings_.l1_bytes) +
                                  " bytes (ttl " + std::to_string(settings_.l1_ttl_ms / 1000) + " s, entries up to " +
@@ -133,7 +148,7 @@ class TwoTierCache {
       metrics_.Add(Counter::kL1Hit);
       return nullptr;
     }
-    if (l2_ != nullptr) {
+    if (l2_ != nullptr && AsksL2(now)) {
       const std::string l2_key = L2Key(settings_.key_prefix, settings_.ns, key);
       std::string value;
       const RedisL2::GetResult got = l2_->Get(l2_key, &value);
@@ -144,14 +159,19 @@ class TwoTierCache {
         if (result == DecodeResult::kOk) {
           FASTPATH_RETURN_IF_ERROR(Deliver(*decoded, entry, allocator));
           metrics_.Add(Counter::kL2Hit);
+          Answered(true, now);
           // Promoted once Triton has built the response from it: the next lookup is an L1 hit.
           if (settings_.l1_bytes) Store(key, decoded, NowNs());
           return nullptr;
         }
         Refuse(l2_key, RefusedCounter(result), DecodeResultName(result), error);
+        Answered(false, now);
       } else if (got == RedisL2::GetResult::kWrongType) {
         Refuse(l2_key, Counter::kL2RefusedWrongType, "wrong_type", "the key holds another type than a string");
-      }
+        Answered(false, now);
+      } else if (got == RedisL2::GetResult::kMiss) {
+        Answered(false, now);
+      }  // skipped (breaker, no idle connection) or failed: Redis said nothing about its contents
     }
     metrics_.Add(Counter::kMiss);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_NOT_FOUND, "fastpath cache: key not found");
@@ -227,6 +247,30 @@ class TwoTierCache {
   }
 
  private:
+  static L2Gate::Options GateOptions(const CacheSettings& settings) {
+    L2Gate::Options options;
+    options.adaptive = settings.l2_bypass;
+    options.window = settings.l2_bypass_window;
+    options.min_hits = settings.l2_bypass_min_hits;
+    options.max_interval = settings.l2_bypass_max_interval;
+    options.probe_ns = settings.l2_bypass_probe_ms * 1'000'000;
+    return options;
+  }
+
+  // Whether this L1 miss asks Redis. With the breaker open it goes to RedisL2::Get, which counts it
+  // skipped for that reason; otherwise the adaptive bypass decides (counted when it skips).
+  bool AsksL2(uint64_t now) {
+    if (l2_->BreakerOpen() || gate_.ShouldAsk(now)) return true;
+    metrics_.Add(Counter::kL2SkippedBypass);
+    return false;
+  }
+
+  // Redis answered a lookup: `hit` when a value was delivered.
+  void Answered(bool hit, uint64_t now) {
+    metrics_.Add(Counter::kL2Lookup);
+    if (gate_.Record(hit, now)) metrics_.Set(Gauge::kL2BypassInterval, gate_.interval());
+  }
+
   // A value from Redis not handed to Triton: the lookup goes on as a miss, and the key is deleted
   // (queued for the worker, off the request's thread).
   void Refuse(const std::string& l2_key, Counter counter, const char* reason, const std::string& error) {
@@ -242,13 +286,15 @@ class TwoTierCache {
     if (outcome.result == L1Cache::PutResult::kTooLarge) metrics_.Add(Counter::kRefusedTooLarge);
     metrics_.Add(Counter::kEvictedCapacity, outcome.evicted);
     metrics_.Add(Counter::kEvictedExpired, outcome.expired);
-    UpdateGauges();
+    SetGauges(outcome.bytes, outcome.entries);  // as the put left them: no second look under the lock
     return outcome.result;
   }
 
-  void UpdateGauges() {
-    metrics_.Set(Gauge::kL1Bytes, static_cast<double>(l1_.bytes()));
-    metrics_.Set(Gauge::kL1Entries, static_cast<double>(l1_.entries()));
+  void UpdateGauges() { SetGauges(l1_.bytes(), l1_.entries()); }
+
+  void SetGauges(uint64_t bytes, uint64_t entries) {
+    metrics_.Set(Gauge::kL1Bytes, static_cast<double>(bytes));
+    metrics_.Set(Gauge::kL1Entries, static_cast<double>(entries));
   }
 
   TRITONSERVER_Error* Deliver(const Entry& stored, TRITONCACHE_CacheEntry* entry, TRITONCACHE_Allocator* allocator) {
@@ -272,6 +318,7 @@ class TwoTierCache {
   Metrics metrics_;  // declared before the tiers: destroyed after the L2 worker that counts into it
   std::unique_ptr<HmacSha256> mac_;  // the replicas' secret (nullptr: none); outlives the L2 worker too
   L1Cache l1_;
+  L2Gate gate_;  // whether an L1 miss asks Redis
   std::unique_ptr<RedisL2> l2_;
 };
 

@@ -61,9 +61,16 @@ const std::vector<Family>& Families() {
        TRITONSERVER_METRIC_KIND_COUNTER, "outcome",
        {{"deleted", C(Counter::kL2Deleted)}, {"dropped", C(Counter::kL2DeleteDropped)}}},
       {"fastpath_response_cache_l2_skipped_total",
-       "L1 misses that did not ask Redis: breaker_open, no_connection (none idle; a lookup never waits)",
+       "L1 misses that did not ask Redis: breaker_open, no_connection (none idle; a lookup never waits), "
+       "bypass (the adaptive L2 bypass: Redis has not been hitting, only a sample asks)",
        TRITONSERVER_METRIC_KIND_COUNTER, "reason",
-       {{"breaker_open", C(Counter::kL2SkippedBreaker)}, {"no_connection", C(Counter::kL2SkippedNoConnection)}}},
+       {{"breaker_open", C(Counter::kL2SkippedBreaker)},
+        {"no_connection", C(Counter::kL2SkippedNoConnection)},
+        {"bypass", C(Counter::kL2SkippedBypass)}}},
+      {"fastpath_response_cache_l2_lookups_total",
+       "L1 misses that asked Redis and got an answer (a hit, no value, or a value refused); hits_total{tier=\"l2\"} "
+       "over this is the L2 hit rate",
+       TRITONSERVER_METRIC_KIND_COUNTER, nullptr, {{nullptr, C(Counter::kL2Lookup)}}},
       {"fastpath_response_cache_l2_writes_total",
        "Entries sent to Redis (stored) or dropped (write queue full in entries or bytes, or the breaker open)",
        TRITONSERVER_METRIC_KIND_COUNTER, "outcome",
@@ -93,6 +100,10 @@ const std::vector<Family>& GaugeFamilies() {
        nullptr, {{nullptr, G(Gauge::kL1Entries)}}},
       {"fastpath_response_cache_breaker_open", "1 while the Redis breaker is open (Redis skipped)",
        TRITONSERVER_METRIC_KIND_GAUGE, nullptr, {{nullptr, G(Gauge::kBreakerOpen)}}},
+      {"fastpath_response_cache_l2_bypass_interval",
+       "1 in how many L1 misses asks Redis: 1 while Redis hits (or the bypass is off), more while the adaptive "
+       "L2 bypass samples (0: no Redis)",
+       TRITONSERVER_METRIC_KIND_GAUGE, nullptr, {{nullptr, G(Gauge::kL2BypassInterval)}}},
   };
   return families;
 }

@@ -32,6 +32,8 @@ enum class Counter : int {
   kL2DeleteDropped,
   kL2SkippedBreaker,
   kL2SkippedNoConnection,
+  kL2SkippedBypass,
+  kL2Lookup,
   kL2WriteDropped,
   kL2Written,
   kBreakerOpened,
@@ -43,7 +45,7 @@ enum class Counter : int {
   kCount,
 };
 
-enum class Gauge : int { kL1Bytes, kL1Entries, kBreakerOpen, kCount };
+enum class Gauge : int { kL1Bytes, kL1Entries, kBreakerOpen, kL2BypassInterval, kCount };
 
 class Metrics {
  public:

@@ -19,8 +19,11 @@ namespace {
 
 constexpr size_t kMaxPipeline = 256;
 constexpr auto kWorkerTick = std::chrono::milliseconds(100);
-// Writes are gathered this long after the first one arrives, then sent as one pipeline: the
-// worker wakes once per burst, not once per miss (each wake competes with requests for a core).
+// Writes are gathered this long, then sent as one pipeline. While writes keep coming the worker
+// wakes by itself every kGatherWrites; only the first write after a quiet round wakes it (and a
+// full pipeline): a wake is a futex call on Triton's thread, and on a busy machine often a switch
+// to the worker on that thread's core (measured: 3-7 us of a unique request's insert when every
+// drained queue's first write woke it, against 0.05 us for the rest of the enqueue).
 constexpr auto kGatherWrites = std::chrono::milliseconds(2);
 
 timeval Millis(int ms) {
@@ -229,7 +232,8 @@ void RedisL2::Enqueue(Write write) {
       metrics_->Add(dropped);
       return;
     }
-    wake = queue_.size() == 1 || queue_.size() == kMaxPipeline;  // the first of a burst, or a full pipeline
+    // the first of a burst (the worker sleeps for a tick), or a full pipeline
+    wake = (worker_quiet_ && queue_.size() == 1) || queue_.size() == kMaxPipeline;
   }
   if (wake) cv_.notify_one();
 }
@@ -340,12 +344,15 @@ bool RedisL2::WorkerRound(std::vector<Write>* batch) {
   uint64_t dropped_writes = 0, dropped_deletes = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
-    if (!stop_ && !queue_.empty() && queue_.size() < kMaxPipeline) {
+    // Quiet (the last round sent nothing): sleep until the first write of a burst (or a wake, or
+    // the tick). Then, and every round while writes keep coming, gather them for kGatherWrites.
+    if (worker_quiet_) cv_.wait_for(lock, kWorkerTick, [this] { return stop_ || wake_ || !queue_.empty(); });
+    if (!stop_ && (!worker_quiet_ || !queue_.empty()) && queue_.size() < kMaxPipeline) {
       cv_.wait_for(lock, kGatherWrites, [this] { return stop_ || queue_.size() >= kMaxPipeline; });
     }
     if (stop_) return false;
     wake_ = false;
+    worker_quiet_ = queue_.empty();  // read by Enqueue under this lock: it wakes a quiet worker
     if (breaker_.IsOpen()) {
       queue_.Clear(&dropped_writes, &dropped_deletes);
     } else {

@@ -4,7 +4,8 @@
 //   waited for) and one GET bounded by `timeout_ms`;
 // - connecting, writes (pipelined SET ... PX ttl), deletes of refused keys and the breaker's probes
 //   happen on one worker thread; a write or delete is queued (bounded in count and bytes; dropped
-//   and counted when full) and the request goes on; the worker survives any exception (counted);
+//   and counted when full) and the request goes on, waking the worker only at the start of a burst
+//   (it polls every 2 ms while writes keep coming); the worker survives any exception (counted);
 // - `breaker_failures` failures in a row (I/O errors, timeouts, failed connects) open the breaker:
 //   lookups and writes skip Redis for `breaker_open_ms`, then the worker probes (connect + PING)
 //   and closes it on success. A rejected write (an error reply such as OOM when Redis is full) is
@@ -81,6 +82,7 @@ class RedisL2 {
   WriteQueue queue_;
   bool stop_ = false;
   bool wake_ = false;
+  bool worker_quiet_ = true;  // the worker's last round sent nothing: the next write wakes it
   redisContext* writer_ = nullptr;  // the worker's own connection
   std::thread worker_;
 };

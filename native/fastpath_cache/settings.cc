@@ -138,13 +138,37 @@ bool ParseSettings(const std::string& json, CacheSettings* settings, std::string
     } else if (key == "write_queue_bytes") {
       if (!number(uint64_t{1} << 16, uint64_t{1} << 40)) return false;
       s.write_queue_bytes = n;
+    } else if (key == "l2_bypass") {
+      if (value != "adaptive" && value != "off") {
+        *error = "cache config: l2_bypass=" + value + "; expected adaptive or off";
+        return false;
+      }
+      s.l2_bypass = value == "adaptive";
+    } else if (key == "l2_bypass_window") {
+      if (!number(1, 1'000'000)) return false;
+      s.l2_bypass_window = static_cast<uint32_t>(n);
+    } else if (key == "l2_bypass_min_hits") {
+      if (!number(1, 1'000'000)) return false;
+      s.l2_bypass_min_hits = static_cast<uint32_t>(n);
+    } else if (key == "l2_bypass_max_interval") {
+      if (!number(2, 1'000'000)) return false;
+      s.l2_bypass_max_interval = static_cast<uint32_t>(n);
+    } else if (key == "l2_bypass_probe_ms") {
+      if (!number(0, 3'600'000)) return false;
+      s.l2_bypass_probe_ms = n;
     } else {
       *error = "cache config: unknown key '" + key +
                "'; expected size, max_entry_bytes, l1_ttl_s, l2_ttl_s, redis_url, password_env, key_prefix, "
                "namespace, connect_timeout_ms, timeout_ms, breaker_failures, breaker_open_ms, pool_size, write_queue, "
-               "write_queue_bytes, mac_secret_env";
+               "write_queue_bytes, mac_secret_env, l2_bypass, l2_bypass_window, l2_bypass_min_hits, "
+               "l2_bypass_max_interval, l2_bypass_probe_ms";
       return false;
     }
+  }
+  if (s.l2_bypass_min_hits > s.l2_bypass_window) {
+    *error = "cache config: l2_bypass_min_hits=" + std::to_string(s.l2_bypass_min_hits) +
+             "; expected at most l2_bypass_window (" + std::to_string(s.l2_bypass_window) + ")";
+    return false;
   }
   if (s.max_entry_bytes == 0) s.max_entry_bytes = s.l1_bytes ? s.l1_bytes / 4 : (uint64_t{16} << 20);
   if (s.l1_bytes && s.max_entry_bytes > s.l1_bytes) s.max_entry_bytes = s.l1_bytes;

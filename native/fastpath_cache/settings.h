@@ -34,6 +34,13 @@ struct CacheSettings {
   int pool_size = 4;                // connections for lookups (a lookup never waits for one)
   uint64_t write_queue = 4096;      // pending L2 writes and deletes; more are dropped (counted)
   uint64_t write_queue_bytes = 64ull << 20;  // their keys' and entries' bytes; past it, dropped too
+  // The adaptive L2 bypass (tiers.h, L2Gate): while fewer than l2_bypass_min_hits of the last
+  // l2_bypass_window lookups Redis answered hit, only a sample of L1 misses asks Redis
+  bool l2_bypass = true;                // "l2_bypass": adaptive (true) or off (every L1 miss asks)
+  uint32_t l2_bypass_window = 100;
+  uint32_t l2_bypass_min_hits = 1;      // at most l2_bypass_window
+  uint32_t l2_bypass_max_interval = 64;  // at least 1 in this many L1 misses asks
+  uint64_t l2_bypass_probe_ms = 1000;   // and one at least this often (0: only the count)
 };
 
 // Parses a flat JSON object whose values are strings, numbers or booleans into their text (a number

@@ -1,5 +1,7 @@
 #include "tiers.h"
 
+#include <algorithm>
+
 namespace fastpath_cache {
 
 void L1Cache::EraseLocked(std::list<Node>::iterator it) {
@@ -32,11 +34,13 @@ bool L1Cache::Contains(const std::string& key, uint64_t now_ns) {
 L1Cache::PutOutcome L1Cache::Put(const std::string& key, EntryPtr entry, uint64_t now_ns) {
   PutOutcome outcome;
   const uint64_t charge = Charge(key, *entry);
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome.bytes = bytes_;
+  outcome.entries = index_.size();
   if (charge > capacity_) {
     outcome.result = PutResult::kTooLarge;
     return outcome;
   }
-  std::lock_guard<std::mutex> lock(mu_);
   auto found = index_.find(key);
   if (found != index_.end()) {
     if (!ExpiredLocked(*found->second, now_ns)) {
@@ -65,6 +69,8 @@ L1Cache::PutOutcome L1Cache::Put(const std::string& key, EntryPtr entry, uint64_
     throw;
   }
   bytes_ += charge;
+  outcome.bytes = bytes_;
+  outcome.entries = index_.size();
   return outcome;
 }
 
@@ -111,6 +117,51 @@ bool Breaker::RecordFailure(uint64_t now_ns) {
   open_.store(true, std::memory_order_release);
   reopen_at_ns_ = now_ns + open_ns_;
   times_opened_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool L2Gate::ShouldAsk(uint64_t now_ns) {
+  if (interval_.load(std::memory_order_relaxed) == 1) return true;  // full lookups: no lock
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t interval = interval_.load(std::memory_order_relaxed);
+  // (another thread may have asked with a later clock reading than this one's)
+  const bool probe_due =
+      options_.probe_ns != 0 && now_ns >= last_asked_ns_ && now_ns - last_asked_ns_ >= options_.probe_ns;
+  if (interval > 1 && passed_ + 1 < interval && !probe_due) {
+    ++passed_;
+    return false;
+  }
+  passed_ = 0;
+  last_asked_ns_ = now_ns;
+  return true;
+}
+
+bool L2Gate::Record(bool hit, uint64_t now_ns) {
+  if (!options_.adaptive) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t interval = interval_.load(std::memory_order_relaxed);
+  if (hit && interval > 1) {  // Redis hits again: every miss asks, judged over a new window
+    interval_.store(1, std::memory_order_relaxed);
+    next_ = filled_ = hits_ = passed_ = 0;
+    return true;
+  }
+  if (interval > 1) {  // a sampled miss: sample less
+    const uint32_t doubled = interval > options_.max_interval / 2 ? options_.max_interval : interval * 2;
+    interval_.store(doubled, std::memory_order_relaxed);
+    return doubled != interval;
+  }
+  if (filled_ == options_.window) {
+    hits_ -= outcomes_[next_];
+  } else {
+    ++filled_;
+  }
+  outcomes_[next_] = hit ? 1 : 0;
+  hits_ += outcomes_[next_];
+  next_ = next_ + 1 == options_.window ? 0 : next_ + 1;
+  if (filled_ < options_.window || hits_ >= options_.min_hits) return false;
+  interval_.store(std::min<uint32_t>(2, options_.max_interval), std::memory_order_relaxed);  // Redis is cold
+  next_ = filled_ = hits_ = passed_ = 0;
+  last_asked_ns_ = now_ns;
   return true;
 }
 

@@ -38,6 +38,8 @@ class L1Cache {
     PutResult result = PutResult::kStored;
     uint64_t evicted = 0;  // entries evicted for room
     uint64_t expired = 0;  // expired entries swept from the cold end
+    uint64_t bytes = 0;    // held after the put (for the gauges, read under the put's lock)
+    uint64_t entries = 0;
   };
 
   // `capacity_bytes` bounds the sum of Charge() over entries; `ttl_ns` 0 = no expiry.
@@ -106,6 +108,48 @@ class Breaker {
   uint64_t reopen_at_ns_ = 0;
   std::atomic<bool> open_{false};
   std::atomic<uint64_t> times_opened_{0};
+};
+
+// Whether an L1 miss asks Redis: the adaptive L2 bypass. Asking costs a round trip on the request's
+// thread, paid for nothing by every request Redis has never seen (unique traffic, a cold Redis).
+// So while fewer than `min_hits` of the last `window` lookups that Redis answered were hits, only
+// a sample of L1 misses asks: 1 in `interval`, which starts at 2 and doubles after each sampled
+// miss up to `max_interval`, plus one whenever `probe_ns` have passed since the last that asked (a
+// replica that warmed Redis is noticed within that time at any traffic; 0: no such probe). A hit
+// resumes full lookups and restarts the window. A skipped lookup is only a miss: the request is
+// computed and its answer stored in both tiers as always, so answers never change; what sampling
+// can cost is a hit computed instead of read, while hits are rarer than min_hits in window.
+// Pure and thread-safe: the clock is the caller's.
+class L2Gate {
+ public:
+  struct Options {
+    bool adaptive = true;        // false: every L1 miss asks Redis
+    uint32_t window = 100;       // lookups answered by Redis that are judged
+    uint32_t min_hits = 1;       // fewer hits than this in a full window: sample
+    uint32_t max_interval = 64;  // the sample's bound: at least 1 in this many L1 misses asks
+    uint64_t probe_ns = 1'000'000'000;  // one asks at least this often (0: only the count)
+  };
+
+  explicit L2Gate(const Options& options) : options_(options), outcomes_(options.adaptive ? options.window : 0) {}
+
+  // Whether this L1 miss asks Redis (then its outcome goes to Record, unless Redis did not answer).
+  bool ShouldAsk(uint64_t now_ns);
+  // The answer to a lookup that asked: a hit (a value delivered), or not (no value, or one refused).
+  // Returns true when the interval changed.
+  bool Record(bool hit, uint64_t now_ns);
+  // 1: every L1 miss asks; N: one in N does.
+  uint32_t interval() const { return interval_.load(std::memory_order_relaxed); }
+
+ private:
+  const Options options_;
+  std::atomic<uint32_t> interval_{1};
+  std::mutex mu_;
+  std::vector<uint8_t> outcomes_;  // a ring of the last `window` answers (1: a hit), while full
+  uint32_t next_ = 0;              // where the next answer goes
+  uint32_t filled_ = 0;            // answers in the ring (it restarts on a resume)
+  uint32_t hits_ = 0;              // hits in the ring
+  uint32_t passed_ = 0;            // L1 misses skipped since the last one that asked, while sampling
+  uint64_t last_asked_ns_ = 0;     // when the last one asked, while sampling
 };
 
 // The L2's pending operations, in order: a write (SET of `entry`) or a delete (no entry: DEL of a

@@ -202,6 +202,7 @@ FASTPATH_TEST(TestL1HitsAndLruOrder) {
   Check(l1.Get("k0", 1, &expired) != nullptr, "k0 is there");  // k0 now the most recent
   const auto outcome = l1.Put("k3", SizedEntry(100), 2);
   Check(outcome.result == L1Cache::PutResult::kStored && outcome.evicted == 1, "one eviction for k3");
+  Check(outcome.bytes == l1.bytes() && outcome.entries == 3, "the outcome says what the put left (the gauges)");
   Check(l1.Get("k1", 3, &expired) == nullptr && !expired, "the least recently used (k1) went");
   Check(l1.Get("k0", 3, &expired) != nullptr, "k0, used since, stayed");
   Check(l1.Get("k2", 3, &expired) != nullptr && l1.Get("k3", 3, &expired) != nullptr, "k2 and k3 are there");
@@ -303,6 +304,113 @@ FASTPATH_TEST(TestBreaker) {
   Check(!b.RecordFailure(8 * kSecond), "and the count starts again from zero");
   Breaker one(1, kSecond);
   Check(one.RecordFailure(0) && one.IsOpen(), "a threshold of 1 opens on the first failure");
+}
+
+// --- tiers.h: the adaptive L2 bypass (no clock but the one passed in) ---
+
+L2Gate::Options GateOptions(uint32_t window, uint32_t min_hits, uint32_t max_interval, uint64_t probe_ns = 0) {
+  L2Gate::Options options;
+  options.window = window;
+  options.min_hits = min_hits;
+  options.max_interval = max_interval;
+  options.probe_ns = probe_ns;
+  return options;
+}
+
+// How many of `misses` L1 misses in a row ask Redis, each asking one told Redis has no value.
+int AskedOf(L2Gate* gate, int misses, uint64_t now = 0) {
+  int asked = 0;
+  for (int i = 0; i < misses; ++i) {
+    if (!gate->ShouldAsk(now)) continue;
+    ++asked;
+    gate->Record(false, now);
+  }
+  return asked;
+}
+
+FASTPATH_TEST(TestL2GateSamplesWhileRedisIsCold) {
+  current = "L2 bypass: cold";
+  L2Gate gate(GateOptions(4, 1, 8));
+  Check(gate.interval() == 1 && AskedOf(&gate, 3) == 3 && gate.interval() == 1,
+        "every L1 miss asks until the window is full");
+  Check(gate.ShouldAsk(0) && gate.Record(false, 0) && gate.interval() == 2,
+        "a full window without a hit: 1 in 2 asks");
+  Check(!gate.ShouldAsk(0) && gate.ShouldAsk(0), "the first is skipped, the second asks");
+  Check(gate.Record(false, 0) && gate.interval() == 4, "a sampled miss doubles the interval");
+  Check(AskedOf(&gate, 4) == 1 && gate.interval() == 8, "1 in 4, then 1 in 8");
+  Check(AskedOf(&gate, 80) == 10 && gate.interval() == 8, "never sparser than max_interval: 10 of 80 ask");
+  L2Gate two(GateOptions(1, 1, 2));
+  Check(AskedOf(&two, 1) == 1 && AskedOf(&two, 100) == 50, "max_interval 2: every other L1 miss asks");
+}
+
+FASTPATH_TEST(TestL2GateResumesOnAHit) {
+  current = "L2 bypass: resume";
+  L2Gate gate(GateOptions(4, 1, 64));
+  AskedOf(&gate, 4 + 2 + 4 + 8);  // cold: sampling 1 in 16 by now
+  Check(gate.interval() == 16, "sampling 1 in 16");
+  int skipped = 0;
+  while (!gate.ShouldAsk(0)) ++skipped;
+  Check(skipped == 15, "15 skipped before one asks");
+  Check(gate.Record(true, 0) && gate.interval() == 1, "a sampled hit: every L1 miss asks again");
+  Check(AskedOf(&gate, 3) == 3 && gate.interval() == 1, "judged over a new window: 3 misses keep full lookups");
+  Check(AskedOf(&gate, 1) == 1 && gate.interval() == 2, "the 4th without a hit samples again");
+  L2Gate warm(GateOptions(4, 1, 64));
+  bool full = true;
+  for (int i = 0; i < 100; ++i) {  // one hit in every four answers: never cold
+    full = full && warm.ShouldAsk(0);
+    warm.Record(i % 4 == 0, 0);
+  }
+  Check(full && warm.interval() == 1, "a hit in every window keeps every lookup");
+  L2Gate sliding(GateOptions(4, 1, 64));
+  sliding.Record(true, 0);
+  AskedOf(&sliding, 3);
+  Check(sliding.interval() == 1, "a hit among the last 4: full lookups");
+  Check(AskedOf(&sliding, 1) == 1 && sliding.interval() == 2, "once it slides out of the window: sampling");
+  L2Gate rate(GateOptions(10, 3, 64));
+  for (int i = 0; i < 10; ++i) rate.Record(i < 2, 0);
+  Check(rate.interval() == 2, "min_hits 3 of 10: 2 hits are a cold Redis");
+}
+
+FASTPATH_TEST(TestL2GateProbesByTime) {
+  current = "L2 bypass: probe";
+  L2Gate gate(GateOptions(2, 1, 1000, 10 * kSecond));
+  AskedOf(&gate, 2, 0);
+  Check(gate.interval() == 2, "cold at t=0");
+  Check(AskedOf(&gate, 2, kSecond) == 1 && gate.interval() == 4, "the count still samples 1 in 2");
+  Check(!gate.ShouldAsk(9 * kSecond) && gate.ShouldAsk(11 * kSecond + 1),
+        "1 in 4 not reached, but 10 s passed since the last that asked: this one asks");
+  Check(!gate.ShouldAsk(12 * kSecond), "and the next waits again");
+  Check(!gate.ShouldAsk(5 * kSecond), "a clock reading older than the last ask is no probe");
+  L2Gate count_only(GateOptions(2, 1, 1000, 0));
+  AskedOf(&count_only, 2, 0);
+  Check(AskedOf(&count_only, 3, 3600 * kSecond) == 1, "probe 0: only the count decides");
+}
+
+FASTPATH_TEST(TestL2GateOff) {
+  current = "L2 bypass: off";
+  L2Gate::Options options = GateOptions(4, 1, 64);
+  options.adaptive = false;
+  L2Gate gate(options);
+  Check(AskedOf(&gate, 1000) == 1000 && gate.interval() == 1, "off: every L1 miss asks");
+}
+
+FASTPATH_TEST(TestL2GateConcurrent) {
+  current = "L2 bypass: concurrent use";
+  L2Gate gate(GateOptions(16, 1, 8));
+  std::atomic<int> asked{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&gate, &asked] {
+      for (int i = 0; i < 4000; ++i) {
+        if (!gate.ShouldAsk(0)) continue;
+        ++asked;
+        gate.Record(false, 0);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  Check(gate.interval() == 8, "cold under concurrent misses: the bound");
+  Check(asked >= 16000 / 8 && asked <= 16 + 2 + 4 + 16000 / 8 + 8, "about 1 in 8 asked: " + std::to_string(asked));
 }
 
 // --- tiers.h: the write queue ---
@@ -684,6 +792,22 @@ FASTPATH_TEST(TestSettings) {
         "a secret's variable must be a variable name");
   Check(!ParseSettings(R"({"password_env":"1X"})", &s, &error) && Contains(error, "password_env"),
         "so must the password's");
+  Check(ParseSettings("{}", &s, &error) && s.l2_bypass && s.l2_bypass_window == 100 && s.l2_bypass_min_hits == 1 &&
+            s.l2_bypass_max_interval == 64 && s.l2_bypass_probe_ms == 1000,
+        "the adaptive L2 bypass is on by default");
+  Check(ParseSettings(R"({"l2_bypass":"off","l2_bypass_window":"8","l2_bypass_min_hits":"8",)"
+                      R"("l2_bypass_max_interval":"2","l2_bypass_probe_ms":"0"})",
+                      &s, &error) &&
+            !s.l2_bypass && s.l2_bypass_window == 8 && s.l2_bypass_min_hits == 8 && s.l2_bypass_max_interval == 2 &&
+            s.l2_bypass_probe_ms == 0,
+        "its settings read: " + error);
+  Check(!ParseSettings(R"({"l2_bypass":"true"})", &s, &error) && Contains(error, "adaptive or off"),
+        "l2_bypass is adaptive or off");
+  Check(!ParseSettings(R"({"l2_bypass_window":"10","l2_bypass_min_hits":"11"})", &s, &error) &&
+            Contains(error, "l2_bypass_min_hits=11") && Contains(error, "l2_bypass_window"),
+        "more hits than the window holds is refused");
+  Check(!ParseSettings(R"({"l2_bypass_max_interval":"1"})", &s, &error) && Contains(error, "l2_bypass_max_interval"),
+        "an interval of 1 is no sample (l2_bypass=off is)");
   Check(!ParseSettings(R"({"size":"1",})", &s, &error), "trailing comma");
   Check(!ParseSettings(R"({"size":"1"} x)", &s, &error), "trailing text");
   Check(!ParseSettings(R"({"size":"1","size":"2"})", &s, &error), "duplicate key");
@@ -1211,6 +1335,42 @@ FASTPATH_TEST_GROUP("redis", TestL2AllocationFailures) {
   c.Insert("after", {FloatResponse(3)});
   Check(WaitFor([&] { return redis.Exists(key("after")); }) && c.LookupData("after") == FloatData(3),
         "the cache and its worker work afterwards");
+}
+
+FASTPATH_TEST_GROUP("redis", TestL2BypassSkipsWhileColdAndNeverAnswersWrong) {
+  const int port = redis_port;
+  current = "L2 bypass: the whole cache";
+  Redis redis(port);
+  const std::string ns = UniqueNamespace("bypass");
+  auto key = [&](const std::string& k) { return L2Key("fastpath:", ns, k); };
+  Cache c(L2Config(port, ns, R"(,"l2_bypass_window":"4","l2_bypass_max_interval":"4","l2_bypass_probe_ms":"0")"));
+  Check(c.init.ok() && Metric("l2_bypass_interval") == 1, "initialized, every L1 miss asks Redis: " + c.init.message);
+  Result r;
+  for (int i = 0; i < 4; ++i) c.LookupData("cold-" + std::to_string(i), &r);
+  Check(r.code == kNotFound && Metric("l2_lookups_total") == 4 && Metric("l2_bypass_interval") == 2,
+        "4 unique requests, none in Redis: now 1 in 2 L1 misses asks");
+  // Redis warms (a replica stored these): a skipped lookup is a miss, never another answer.
+  for (const std::string k : {"warm-1", "warm-2"}) {
+    redis.Run({"SET", key(k), EncodeEntry(key(k), Entry{{FloatResponse(7.5f)}}, nullptr)});
+  }
+  c.LookupData("warm-1", &r);
+  Check(r.code == kNotFound && Metric("l2_skipped_total", "reason", "bypass") == 1 &&
+            Metric("l2_lookups_total") == 4,
+        "the first is skipped: a miss (Triton computes it)");
+  Check(c.LookupData("warm-1") == FloatData(7.5f) && Metric("hits_total", "tier", "l2") == 1 &&
+            Metric("l2_bypass_interval") == 1,
+        "the second asks and hits: every L1 miss asks again");
+  Check(c.LookupData("warm-2") == FloatData(7.5f) && Metric("hits_total", "tier", "l2") == 2 &&
+            Metric("l2_skipped_total", "reason", "bypass") == 1,
+        "the next L1 miss asks at once");
+  for (int i = 4; i < 8; ++i) c.LookupData("cold-" + std::to_string(i));
+  Check(Metric("l2_bypass_interval") == 2, "a window without a hit: sampling again");
+  Check(c.Insert("stored-while-sampling", {FloatResponse(2.5f)}).ok() &&
+            WaitFor([&] { return redis.Exists(key("stored-while-sampling")); }),
+        "answers computed while sampling are still written to Redis (replicas and repeats warm it)");
+  Check(Metric("l2_skipped_total", "reason", "breaker_open") == 0 &&
+            Metric("l2_skipped_total", "reason", "no_connection") == 0,
+        "no other reason to skip");
 }
 
 }  // namespace

@@ -4,9 +4,10 @@
 A tiny repository: `scale` (y = 2x on the native backend) and `fails` (a Python model that answers
 an error for a negative input), both with `response_cache { enable: true }` and dynamic batching.
 Servers A and B serve the same repository (so the same namespace: a hash of its files) and share a
-Redis; server C serves a copy whose `scale` was "retrained" (y = 3x): Triton's own key (model name,
-version, inputs) is the same there, only the namespace tells them apart. Server D has a Redis of
-its own that the breaker tests stop, fill and kill.
+Redis; A has the default adaptive L2 bypass (unique traffic stops asking Redis until it hits
+again), B asks Redis on every L1 miss. Server C serves a copy whose `scale` was "retrained"
+(y = 3x): Triton's own key (model name, version, inputs) is the same there, only the namespace
+tells them apart. Server D has a Redis of its own that the breaker tests stop, fill and kill.
 
 Redis is untrusted input: values are checked against the format the cache writes (FPC2: the value's
 own key, one serialized response, an HMAC-SHA256 when the replicas share a secret), Redis is
@@ -85,6 +86,9 @@ SERIES = {
     "set_failures": ("fastpath_response_cache_l2_failures_total", {"op": "set"}),
     "connect_failures": ("fastpath_response_cache_l2_failures_total", {"op": "connect"}),
     "skipped_breaker": ("fastpath_response_cache_l2_skipped_total", {"reason": "breaker_open"}),
+    "skipped_bypass": ("fastpath_response_cache_l2_skipped_total", {"reason": "bypass"}),
+    "l2_lookups": ("fastpath_response_cache_l2_lookups_total", {}),
+    "bypass_interval": ("fastpath_response_cache_l2_bypass_interval", {}),
     "written": ("fastpath_response_cache_l2_writes_total", {"outcome": "stored"}),
     "opened": ("fastpath_response_cache_breaker_opened_total", {}),
     "breaker_open": ("fastpath_response_cache_breaker_open", {}),
@@ -215,7 +219,17 @@ def server_a(repository, shared_redis, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server_b(repository, shared_redis, tmp_path_factory):
-    server = start(repository, tmp_path_factory.mktemp("server-b"), shared_redis.url, load=("scale",))
+    """A replica whose every L1 miss asks Redis (`l2_bypass=off`; A has the default adaptive bypass),
+    so that the tests count its L2 outcomes exactly whatever it was sent before."""
+    from triton_fastpath.native.cache_build import L2Bypass
+
+    server = start(
+        repository,
+        tmp_path_factory.mktemp("server-b"),
+        shared_redis.url,
+        load=("scale",),
+        l2_bypass=L2Bypass(adaptive=False),
+    )
     yield server
     server.stop()
 
@@ -310,7 +324,7 @@ def test_error_responses_are_never_stored(server_a, shared_redis):
     assert "a response with no outputs (an error response), 1 buffer(s), this one 4 bytes" in log
 
 
-def test_l1_stays_within_its_bound_and_evicts_the_least_recent(server_a):
+def test_l1_stays_within_its_bound_and_evicts_the_least_recent(server_a, server_b):
     first = unique_x()
     expected = scale(server_a, first)
     before = counts(server_a)
@@ -321,10 +335,38 @@ def test_l1_stays_within_its_bound_and_evicts_the_least_recent(server_a):
     assert after["l1_bytes"] > L1_BYTES // 2, "the bound is used"
     assert delta(before, after).get("evicted", 0) >= 400 - after["l1_entries"], (before, after)
     assert after["l1_entries"] < 400
-    again = scale(server_a, first)  # evicted from L1 long ago; Redis still has it
-    final = counts(server_a)
-    np.testing.assert_array_equal(again, expected)
-    assert delta(after, final).get("l2_hit") == 1, delta(after, final)
+    # Evicted from A's L1 long ago; Redis still has it, read by a replica whose L2 lookups have hit
+    # (A's own lookups are sampled by now: 400 unique requests found nothing there).
+    b_before = counts(server_b)
+    np.testing.assert_array_equal(scale(server_b, first), expected)
+    assert delta(b_before, counts(server_b)).get("l2_hit") == 1, delta(b_before, counts(server_b))
+
+
+def test_unique_requests_stop_asking_redis_and_a_hit_resumes_every_lookup(server_a, server_b):
+    """The adaptive L2 bypass (the default): 400 unique requests found nothing in Redis, so A asks
+    it for only a sample of its L1 misses (1 in 2, doubling to 1 in 64). B then computes 200 inputs
+    (so Redis holds their answers) and A is sent them: the sample finds one within 64 requests, every
+    L1 miss asks again from there, and every answer is the one computed: a skipped lookup is a miss."""
+    before = counts(server_a)
+    for _ in range(400):
+        scale(server_a, unique_x())
+    cold = counts(server_a)
+    changed = delta(before, cold)
+    assert cold["bypass_interval"] > 1, cold
+    assert changed.get("skipped_bypass", 0) >= 200 and changed.get("l2_lookups", 0) <= 200, changed
+    assert changed.get("miss") == 400, changed
+    warmed = [unique_x() for _ in range(200)]
+    written = counts(server_b)["written"]
+    for x in warmed:
+        scale(server_b, x)
+    await_count(server_b, "written", written + 200)
+    for x in warmed:
+        np.testing.assert_array_equal(scale(server_a, x), x * 2)
+    after = counts(server_a)
+    changed = delta(cold, after)
+    assert after["bypass_interval"] == 1, after
+    assert changed.get("skipped_bypass", 0) <= 63 and changed.get("l2_hit", 0) >= 200 - 63, changed
+    assert changed.get("l2_hit", 0) + changed.get("miss", 0) == 200, changed
 
 
 # --- Redis as untrusted input ---

@@ -165,6 +165,48 @@ def test_settings_become_cache_config_arguments():
         cache_build.TwoTierCacheSettings().config_args(1)
 
 
+def test_the_adaptive_l2_bypass_is_on_by_default_and_every_setting_reaches_the_cache():
+    pairs = dict(
+        a.split(",", 1)[1].split("=", 1) for a in cache_build.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
+    )
+    assert pairs["l2_bypass"] == "adaptive" and pairs["l2_bypass_window"] == "100"
+    assert (pairs["l2_bypass_min_hits"], pairs["l2_bypass_max_interval"], pairs["l2_bypass_probe_ms"]) == (
+        "1",
+        "64",
+        "1000",
+    )
+    off = cache_build.L2Bypass(adaptive=False, window=8, min_hits=8, max_interval=2, probe_ms=0)
+    args = cache_build.TwoTierCacheSettings(namespace="n", l2_bypass=off).config_args(1)
+    assert {"fastpath,l2_bypass=off", "fastpath,l2_bypass_window=8", "fastpath,l2_bypass_probe_ms=0"} <= set(args)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"adaptive": "yes"}, "l2_bypass.adaptive"),
+        ({"window": 0}, "l2_bypass.window"),
+        ({"max_interval": 1}, "l2_bypass.max_interval"),
+        ({"probe_ms": -1}, "l2_bypass.probe_ms"),
+        ({"window": 10, "min_hits": 11}, "at most l2_bypass.window"),
+    ],
+)
+def test_bad_l2_bypass_settings_are_refused_naming_the_field(options, match):
+    with pytest.raises(ConfigError, match=match):
+        cache_build.L2Bypass(**options)
+    with pytest.raises(ConfigError, match="expected an L2Bypass"):
+        cache_build.TwoTierCacheSettings(l2_bypass=True)
+
+
+def test_the_unique_requests_bench_gives_a_library_built_before_the_bypass_no_key_it_would_refuse():
+    from triton_fastpath.bench.unique_requests import VARIANTS, variant_settings
+
+    settings = {v: variant_settings(v, "n", "redis://h:1/0") for v in VARIANTS}
+    keys = {v: {a.split(",", 1)[1].split("=", 1)[0] for a in s.config_args(1)[1::2]} for v, s in settings.items()}
+    assert not any(k.startswith("l2_bypass") for k in keys["before"]) and "redis_url" in keys["before"]
+    assert "redis_url" not in keys["l1-only"] and settings["l2-every"].l2_bypass.adaptive is False
+    assert settings["l2-adaptive"].l2_bypass == cache_build.L2Bypass() and "l2_bypass_window" in keys["l2-adaptive"]
+
+
 def test_the_namespace_is_passed_whenever_redis_is():
     """The cache refuses a redis_url without a namespace (no shared default): every argument list
     this kit builds for Redis names one, and an unresolved one fails here, before the server starts."""
@@ -234,6 +276,9 @@ def test_serve_options_become_the_cache_settings_and_the_redis_environment(monke
     kind, settings, env = serve.response_cache_settings(args)
     assert kind == "fastpath" and settings.redis_url == "redis://10.1.2.3:6390/1" and settings.timeout_ms == 20
     assert settings.password_env == "FASTPATH_REDIS_PASSWORD" and settings.namespace == ""
+    assert settings.l2_bypass == cache_build.L2Bypass(), "adaptive by default"
+    off = serve.build_parser().parse_args(["--response-cache", "fastpath", "--l2-bypass", "off"])
+    assert serve.response_cache_settings(off)[1].l2_bypass.adaptive is False
     assert env == {"FASTPATH_REDIS_URL": "redis://10.1.2.3:6390/1"}
     auto = serve.build_parser().parse_args([])  # auto: the cache the repository was built for
     assert serve.response_cache_settings(auto) == ("local", None, {})

@@ -30,6 +30,12 @@ The report goes to build/bench/cache/ (`--output-dir`); `--publish` also writes 
 docs/results/caching-benchmark.{md,png}, headed by date, commit, machine and command (a checkout
 with uncommitted changes is refused before the run).
 
+`--unique` measures instead what a request nobody sent before costs with the two-tier cache and
+Redis on (`triton_fastpath.bench.unique_requests`: a lone unique request's latency, Triton's count of
+the cache's time per miss, unique requests' throughput and CPU, for the cache without Redis, with
+Redis and every L1 miss asking it, and with the default adaptive L2 bypass; `--before-library` adds
+another build of the cache); with `--publish`, docs/results/unique-requests.md.
+
 `--two-tier` measures instead what a hit of the default build's two-tier response cache saves, per
 tier, at concurrency 1 (`triton_fastpath.bench.two_tier_latency`: no cache, Triton's `local`, and the
 kit's `fastpath` cache's miss, L2 hit and L1 hit, for `digits` and `sentiment` as built); with
@@ -39,6 +45,7 @@ kit's `fastpath` cache's miss, L2 hit and L1 hit, for `digits` and `sentiment` a
     fastpath bench cache --smoke                # tiny windows: checks the harness and its outputs only
     fastpath bench cache --publish              # docs/results/caching-benchmark.{md,png}
     fastpath bench cache --two-tier --publish   # docs/results/two-tier-latency.md (a few minutes)
+    fastpath bench cache --unique --skip-build  # unique requests with Redis on (about 2 minutes)
 """
 
 from __future__ import annotations
@@ -98,7 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: the two-tier response cache's latency per tier at concurrency 1 (no cache, local, "
         "fastpath miss / L2 hit / L1 hit), digits and sentiment as built",
     )
-    parser.add_argument("--samples", type=int, default=300, help="--two-tier: requests per outcome (default: 300)")
+    parser.add_argument(
+        "--unique",
+        action="store_true",
+        help="instead: what a unique request costs with Redis on (L1 only, every L1 miss asking Redis, the "
+        "adaptive L2 bypass): lone latency, the cache's time per miss, throughput; digits and sentiment",
+    )
+    parser.add_argument(
+        "--before-library",
+        type=Path,
+        help="--unique: also a libtritoncache_fastpath.so built from another checkout (the 'before' rows)",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=300, help="--two-tier: requests per outcome; --unique: lone requests (300)"
+    )
     parser.add_argument("--json", type=Path, help="JSON results (default: build/bench/cache.json)")
     parser.add_argument(
         "--from-json", type=Path, help="only re-write the .md and .png from a previous run's JSON (no servers)"
@@ -117,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     command = shlex.join(["fastpath", "bench", "cache", *argv])
-    if args.two_tier:
-        return two_tier(args, command)
+    if args.two_tier or args.unique:  # other measurements than the layers' benchmark
+        return (two_tier if args.two_tier else unique)(args, command)
     options = Options(
         concurrency=args.concurrency,
         warmup_s=args.warmup_s,
@@ -242,4 +262,45 @@ def two_tier(args: argparse.Namespace, command: str) -> int:
         from triton_fastpath.bench.provenance import publish
 
         print(f"wrote {publish('two-tier-latency.md', table, command)}")
+    return 0
+
+
+def unique(args: argparse.Namespace, command: str) -> int:
+    """`--unique`: unique requests with Redis on (build/bench/unique-requests.{md,json}, and with
+    --publish docs/results/); 0, or 1 when a server or the build failed."""
+    from triton_fastpath.bench import unique_requests
+
+    if args.samples < 1:
+        print(f"fastpath bench cache: --samples {args.samples}; expected 1 or more", file=sys.stderr)
+        return 2
+    options = unique_requests.build_parser().parse_args(
+        [
+            "--samples",
+            str(args.samples),
+            "--concurrency",
+            str(args.concurrency),
+            "--model-repository",
+            str(args.repository),
+        ]
+        + (["--before-library", str(args.before_library)] if args.before_library else [])
+    )
+    try:
+        if not args.skip_build:
+            from triton_fastpath.build.repository import build_repository
+
+            build_repository(repository=args.repository, progress=print)
+        rows = unique_requests.run(options)
+    except (FastpathError, OSError) as error:
+        print(f"fastpath bench cache: {error}", file=sys.stderr)
+        return 1
+    table = unique_requests.table(rows) + "\n"
+    print(table)
+    out_dir = args.output_dir or BUILD_DIR / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "unique-requests.md").write_text(table)
+    (out_dir / "unique-requests.json").write_text(json.dumps(rows, indent=2))
+    if args.publish:
+        from triton_fastpath.bench.provenance import publish
+
+        print(f"wrote {publish('unique-requests.md', table, command)}")
     return 0

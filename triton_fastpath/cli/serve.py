@@ -28,7 +28,7 @@ from pathlib import Path
 
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.native.cache_build import MAC_SECRET_ENV, PASSWORD_ENV, TwoTierCacheSettings
+from triton_fastpath.native.cache_build import MAC_SECRET_ENV, PASSWORD_ENV, L2Bypass, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig, two_tier_models
@@ -116,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=50,
         help="bound of one Redis command on a request's path; slower counts as a failure and "
         "failures in a row skip Redis for a while (default: %(default)s)",
+    )
+    add(
+        "--l2-bypass",
+        choices=("adaptive", "off"),
+        default="adaptive",
+        help="adaptive: while Redis has not been hitting (no hit in the last 100 lookups), only a sample of "
+        "L1 misses asks it, so unique requests stop paying a Redis round trip; a hit resumes every lookup "
+        "(answers never change: a skipped lookup is a miss). off: every L1 miss asks Redis (default: %(default)s)",
     )
     add(
         "--log-file",
@@ -263,6 +271,7 @@ def response_cache_settings(
         password_env=args.redis_password_env,
         mac_secret_env=args.cache_mac_secret_env,
         timeout_ms=args.redis_timeout_ms,
+        l2_bypass=L2Bypass(adaptive=args.l2_bypass == "adaptive"),
     )
     return ResponseCacheKind.FASTPATH, settings, env
 

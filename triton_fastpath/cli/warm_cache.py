@@ -64,7 +64,7 @@ def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summa
     same Redis (its namespace: the repository's, as `fastpath serve` resolves it); warm through it,
     stop it."""
     from triton_fastpath.errors import FastpathError
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.native.cache_build import L2Bypass, TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
     from triton_fastpath.serve.server_config import two_tier_models
 
@@ -79,7 +79,9 @@ def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summa
             extra_env={"FASTPATH_REDIS_URL": args.redis_url},
         )
         if args.model in two_tier_models(config):  # no Python cache step: the response cache's Redis tier is warmed
-            config = dataclasses.replace(config, two_tier_cache=TwoTierCacheSettings(redis_url=args.redis_url))
+            # every miss asks Redis (no adaptive bypass): the summary counts what it already held
+            two_tier = TwoTierCacheSettings(redis_url=args.redis_url, l2_bypass=L2Bypass(adaptive=False))
+            config = dataclasses.replace(config, two_tier_cache=two_tier)
         server = EmbeddedTritonServer(config)
         if args.progress:
             print(f"starting tritonserver on {args.repository} (log: {config.log_file})", file=sys.stderr)

@@ -204,6 +204,61 @@ def repository_namespace(repository: Path) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class L2Bypass:
+    """The adaptive L2 bypass: whether every L1 miss asks Redis, or only a sample while Redis is cold.
+
+    A lookup Redis cannot answer costs a request a round trip on Triton's thread for nothing (unique
+    traffic, a Redis nobody has warmed). While fewer than `min_hits` of the last `window` lookups
+    Redis answered were hits, only a sample of L1 misses asks: 1 in 2, doubling after each sampled
+    miss up to 1 in `max_interval`, plus one at least every `probe_ms` (0: none by time). A hit
+    resumes full lookups. A skipped lookup is only a miss: the model computes the answer and it is
+    stored in both tiers as always, so answers never change.
+
+    Args:
+        adaptive: False: every L1 miss asks Redis (`l2_bypass=off`).
+        window: the lookups Redis answered that are judged (1..1,000,000).
+        min_hits: fewer hits than this in a full window and lookups are sampled (1..window).
+        max_interval: the sparsest sample, 1 in this many L1 misses (2..1,000,000).
+        probe_ms: one L1 miss asks at least this often while sampling (0..3,600,000; 0: only the count).
+    """
+
+    adaptive: bool = True
+    window: int = 100
+    min_hits: int = 1
+    max_interval: int = 64
+    probe_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        """Validate; ConfigError naming the field."""
+        if not isinstance(self.adaptive, bool):
+            raise ConfigError(f"l2_bypass.adaptive: got {self.adaptive!r}; expected True or False")
+        bounds = {
+            "window": (1, 1_000_000),
+            "min_hits": (1, 1_000_000),
+            "max_interval": (2, 1_000_000),
+            "probe_ms": (0, 3_600_000),
+        }
+        for name, (low, high) in bounds.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"l2_bypass.{name}: got {value!r}; expected an integer in {low}..{high}")
+        if self.min_hits > self.window:
+            raise ConfigError(
+                f"l2_bypass.min_hits: got {self.min_hits}; expected at most l2_bypass.window ({self.window})"
+            )
+
+    def config_pairs(self) -> dict[str, object]:
+        """The cache's `--cache-config` keys and values."""
+        return {
+            "l2_bypass": "adaptive" if self.adaptive else "off",
+            "l2_bypass_window": self.window,
+            "l2_bypass_min_hits": self.min_hits,
+            "l2_bypass_max_interval": self.max_interval,
+            "l2_bypass_probe_ms": self.probe_ms,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class TwoTierCacheSettings:
     """The fastpath response cache's settings, as `fastpath serve` passes them (`--cache-config
     fastpath,<key>=<value>`); the L1's size is the server's `cache_size_bytes`.
@@ -230,6 +285,8 @@ class TwoTierCacheSettings:
         max_entry_bytes: largest entry cached (0 = a quarter of the L1).
         write_queue_bytes: bound of the Redis writes waiting to be sent (keys and entries); more are
             dropped and counted.
+        l2_bypass: whether every L1 miss asks Redis or, while Redis is not hitting, only a sample
+            (`L2Bypass`; adaptive by default).
     """
 
     namespace: str = ""
@@ -246,6 +303,7 @@ class TwoTierCacheSettings:
     key_prefix: str = "fastpath:"
     max_entry_bytes: int = 0
     write_queue_bytes: int = 64 << 20
+    l2_bypass: L2Bypass = L2Bypass()
 
     def __post_init__(self) -> None:
         """Validate; ConfigError naming the field."""
@@ -280,6 +338,8 @@ class TwoTierCacheSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigError(f"{name}: got {value!r}; expected an integer in {low}..{high}")
+        if not isinstance(self.l2_bypass, L2Bypass):
+            raise ConfigError(f"l2_bypass: got {self.l2_bypass!r}; expected an L2Bypass")
 
     def config_args(self, size_bytes: int) -> list[str]:
         """tritonserver's `--cache-config` arguments for an L1 of `size_bytes`; the namespace is
@@ -307,6 +367,7 @@ class TwoTierCacheSettings:
             "password_env": self.password_env,
             "mac_secret_env": self.mac_secret_env,
             "write_queue_bytes": self.write_queue_bytes,
+            **self.l2_bypass.config_pairs(),
         }
         if self.redis_url:
             settings["redis_url"] = self.redis_url
