@@ -99,11 +99,25 @@ void AnswerAbandoned(InstanceState* s, std::vector<std::unique_ptr<Pending>>* pe
   for (uint32_t r = 0; r < rest_count; ++r) AnswerBare(s, rest[r], TRITONSERVER_ERROR_INTERNAL, kNotTaken, now);
 }
 
-// Admission at take time, under the dispatcher's lock: which of `taken` to compute.
-std::vector<bool> AdmitTaken(Dispatcher* d, const std::vector<Entry>& taken, uint64_t start, bool* overloaded) {
+// The rows the next batch may hold, under the dispatcher's lock: max_batch_size, or while the queue
+// is overloaded, what fits the budget its first request has left, at least a length bucket's worth
+// (Admission::BatchRows).
+int64_t BatchRows(Dispatcher& d, const ModelSettings& settings) {
+  const int64_t max_rows = MaxRows(settings);
+  const Entry* front = d.queue.front();
+  if (!d.refusing || front == nullptr) return max_rows;
+  const uint64_t now = NowNs();
+  const double waited_s = static_cast<double>(now - std::min(now, front->arrival_ns)) / 1e9;
+  return d.admission.BatchRows(front->level, waited_s, max_rows, settings.length_bucket_rows);
+}
+
+// Admission at take time, under the dispatcher's lock: which of `taken` to compute. Those shed are
+// no longer counted as computing: they cost nothing, and a request arriving while the rest compute
+// must not count them ahead of it.
+std::vector<bool> AdmitTaken(Dispatcher* d, std::vector<Entry>* taken, uint64_t start, bool* overloaded) {
   std::vector<int64_t> rows, priorities;
   std::vector<double> waited_s;
-  for (const Entry& entry : taken) {
+  for (const Entry& entry : *taken) {
     rows.push_back(entry.rows);
     priorities.push_back(entry.priority);
     waited_s.push_back(static_cast<double>(start - std::min(start, entry.arrival_ns)) / 1e9);
@@ -112,7 +126,11 @@ std::vector<bool> AdmitTaken(Dispatcher* d, const std::vector<Entry>& taken, uin
   // start, where a lone request may wait past its budget with no one to make room for.
   if (d->queue.empty()) d->refusing = false;
   *overloaded = d->refusing;
-  return d->admission.Admit(rows, priorities, waited_s, *overloaded);
+  std::vector<bool> keep = d->admission.Admit(rows, priorities, waited_s, *overloaded);
+  for (size_t i = 0; i < taken->size(); ++i) {
+    if (!keep[i]) d->queue.Done(&(*taken)[i]);
+  }
+  return keep;
 }
 
 // Those not kept are shed, then one ExecuteGood over the rest. Nothing is answered here: the
@@ -149,13 +167,12 @@ void FailTaken(std::vector<Entry>* taken, const char* what) noexcept {
 // until its instance is stopped.
 void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
   Dispatcher& d = *s->model->dispatcher;
-  const int64_t max_rows = MaxRows(s->model->settings);
   for (;;) {
     d.wake.wait(*lock, [&] { return s->stop || !d.queue.empty(); });
     if (s->stop) return;
     std::vector<Entry> taken;
     try {
-      taken = d.queue.Take(max_rows);
+      taken = d.queue.Take(BatchRows(d, s->model->settings));
     } catch (...) {  // nothing was taken (Take is all or nothing): a moment's pause, then again
       lock->unlock();
       FASTPATH_LOG_NOTHROW(ERROR, "fastpath_ort: a worker could not take a batch (out of memory); it tries again",
@@ -164,16 +181,15 @@ void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
       lock->lock();
       continue;
     }
-    // From here every request in `taken` is answered below, whatever throws.
-    int64_t taken_rows = 0;
-    for (const Entry& entry : taken) taken_rows += entry.rows;
+    // From here every request in `taken` is answered below, whatever throws. Each counts as
+    // computing until Done (AdmitTaken marks those it sheds done at once).
     const uint64_t start = NowNs();
     bool overloaded = false;
     std::vector<RunCost> costs;
     uint64_t shed = 0;
     try {
       FASTPATH_FAULT_POINT("worker.batch");
-      std::vector<bool> keep = AdmitTaken(&d, taken, start, &overloaded);
+      std::vector<bool> keep = AdmitTaken(&d, &taken, start, &overloaded);
       lock->unlock();
       ComputeTaken(s, &taken, std::move(keep), start, &costs, &shed);
     } catch (const std::exception& e) {
@@ -187,10 +203,15 @@ void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
     // clients in a closed loop, that double count passed admission_min_rows and shed 19 requests
     // of sentiment in a benchmark run).
     if (!lock->owns_lock()) lock->lock();
-    d.queue.Done(taken_rows);
+    int64_t taken_rows = 0;
+    for (Entry& entry : taken) {
+      taken_rows += entry.rows;
+      d.queue.Done(&entry);
+    }
     d.shed += shed;
     for (const RunCost& cost : costs) d.admission.Observe(cost.rows, cost.seconds);
-    // The drain rate: rows finished since the last batch ended, if a backlog waited all along.
+    // The drain rate: rows taken (computed or shed) since the last batch ended, if a backlog waited
+    // all along: the pace at which the rows ahead of an arrival, shed or not, leave the queue.
     if (d.backlogged && end > d.last_done_ns) {
       d.admission.ObserveDrain(taken_rows, static_cast<double>(end - d.last_done_ns) / 1e9);
     }
@@ -339,7 +360,7 @@ void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, 
       if (p->good() && d.workers == 0) p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kUnloading));
       if (!p->good()) continue;  // answered below
       const int level = d.admission.Level(priorities[i]);
-      if (!d.admission.AdmitArrival(d.queue.RowsAhead(level), p->rows, priorities[i], d.workers)) {
+      if (!d.admission.AdmitArrival(d.queue.RowsAhead(level), p->rows, priorities[i], d.workers, d.refusing)) {
         p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kOverloaded));
         ++d.shed;
         d.refusing = true;

@@ -2,7 +2,9 @@
 // model with admission budgets, handed to the model's own queue (request_queue.h says why), from
 // which each instance's worker thread takes batches and runs them with that instance's session.
 // Admission control (admission.h) refuses on arrival a request that cannot finish within its
-// level's budget, and sheds at take time one that waited too long.
+// level's budget behind the work of its level or higher, and sheds at take time one that waited too
+// long; a batch holds one level (priority 1 first), and while overloaded a lowest-level batch holds
+// only what fits its first request's budget.
 //
 // Every request Triton hands over gets exactly one FINAL response and one release, whatever fails:
 // a request whose work throws (std::bad_alloc included) is answered with an INTERNAL error; a

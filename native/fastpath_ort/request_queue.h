@@ -7,7 +7,15 @@
 // request's arrival, the rows ahead of it and its priority: a request that cannot be served within
 // its level's budget is refused on arrival, in microseconds, instead of timing out in a queue
 // nobody can see. Workers (one per instance, each with its instance's session) take batches from
-// the front: level 1 first, then arrival order, whole requests up to max_batch_size rows.
+// the front: level 1 first, then arrival order, whole requests up to max_batch_size rows, and never
+// two levels in one batch: a level-1 request is computed and answered on its own batch, not after
+// the lower-level rows a batch shared with it (its Runs are planned by length, not by level).
+//
+// What runs before a new request is counted per level (RowsAhead): the rows queued or computing at
+// its level or a higher one. Lower-level rows, queued or computing, are not ahead of it: queued ones
+// are taken after it, and the one lower-level batch a worker may still be computing when it arrives
+// is bounded by the take-time rules (admission.h), which is what a higher level's larger budget
+// leaves room for. So a level-1 request is refused only for level-1 work.
 #pragma once
 
 #include <algorithm>
@@ -28,19 +36,31 @@ class RequestQueue {
     int level = 0;  // Admission::Level of its priority (1 = served first)
     int64_t priority = 0;
     uint64_t arrival_ns = 0;
+    bool computing = false;  // taken by Take, not yet Done
   };
 
   bool empty() const { return queued_ == 0; }
+  // The request Take would take first (highest level, then arrival), or nullptr.
+  const Entry* front() const {
+    for (const auto& [level, lane] : lanes_) {
+      if (!lane.entries.empty()) return &lane.entries.front();
+    }
+    return nullptr;
+  }
   size_t size() const { return queued_; }
   int64_t computing_rows() const { return computing_rows_; }
 
-  // Rows that run before a new request at `level`: queued at that level or a higher one (a lower
-  // number), and computing now.
+  // Rows that run before a new request at `level`: queued or computing at that level or a higher
+  // one (a lower number). Lower-level rows are not counted, computing ones included.
   int64_t RowsAhead(int level) const {
-    int64_t rows = computing_rows_;
+    int64_t rows = 0;
     for (const auto& [queued_level, lane] : lanes_) {
       if (queued_level > level) break;
       rows += lane.rows;
+    }
+    for (const auto& [computing_level, computing] : computing_) {
+      if (computing_level > level) break;
+      rows += computing;
     }
     return rows;
   }
@@ -55,23 +75,30 @@ class RequestQueue {
     ++queued_;
   }
 
-  // Whole requests from the front (highest level first, then arrival) while their rows fit
-  // `max_rows`; the first always comes (a request never needs more rows than max_batch_size: the
-  // reader refused it). Their rows count as computing until Done. All or nothing: the one
-  // allocation (room for at most `max_rows` requests, each having a row or more) comes before
-  // anything is taken, so when it throws the queue is as it was.
+  // Whole requests from the front (highest level first, then arrival), all of the front's level,
+  // while their rows fit `max_rows`; the first always comes (a request never needs more rows than
+  // max_batch_size: the reader refused it). Their rows count as computing at their level until Done.
+  // All or nothing: the allocations (room for at most `max_rows` requests, each having a row or
+  // more, and the level's computing count) come before anything is taken, so when one throws the
+  // queue is as it was.
   std::vector<Entry> Take(int64_t max_rows) {
     const size_t most = std::min(queued_, static_cast<size_t>(std::max<int64_t>(max_rows, 1)));
     std::vector<Entry> taken;
     taken.reserve(most);
+    const Entry* first = Front();
+    if (first == nullptr) return taken;
+    const int level = first->level;
+    int64_t& computing = computing_[level];  // may throw: nothing taken yet
     int64_t rows = 0;
     while (taken.size() < most) {
       const Entry* front = Front();
-      if (front == nullptr || (!taken.empty() && rows + front->rows > max_rows)) break;
+      if (front == nullptr || front->level != level || (!taken.empty() && rows + front->rows > max_rows)) break;
       rows += front->rows;
       taken.emplace_back();  // reserved: cannot throw
       PopFront(&taken.back());
+      taken.back().computing = true;
     }
+    computing += rows;
     computing_rows_ += rows;
     return taken;
   }
@@ -90,8 +117,17 @@ class RequestQueue {
     return true;
   }
 
-  // `rows` taken earlier are no longer computing.
-  void Done(int64_t rows) { computing_rows_ -= rows; }
+  // `entry`, taken earlier, is no longer computing (answered, or shed when taken); once only: an
+  // entry already done counts nothing again.
+  void Done(Entry* entry) noexcept {
+    if (!entry->computing) return;
+    entry->computing = false;
+    computing_rows_ -= entry->rows;
+    auto computing = computing_.find(entry->level);
+    if (computing == computing_.end()) return;  // not expected: Take counted it
+    computing->second -= entry->rows;
+    if (computing->second == 0) computing_.erase(computing);
+  }
 
  private:
   struct Lane {
@@ -107,7 +143,8 @@ class RequestQueue {
 
   std::map<int, Lane> lanes_;  // by level, level 1 first
   size_t queued_ = 0;
-  int64_t computing_rows_ = 0;
+  std::map<int, int64_t> computing_;  // rows taken and not yet Done, by level (none at 0)
+  int64_t computing_rows_ = 0;        // their sum
 };
 
 }  // namespace fastpath

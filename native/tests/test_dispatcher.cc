@@ -7,7 +7,8 @@
 // Scenarios: requests run inline and through the model's queue; producer threads (one per instance,
 // as Triton calls Execute) enqueue while workers take batches; instances finalize while other
 // instances still enqueue, and while requests are queued (the last worker answers them);
-// admission sheds under a tight budget; std::bad_alloc is injected at every fault point of
+// admission sheds under a tight budget; priority 1 is admitted beside a held lower-level flood and
+// computed in a batch of its own; std::bad_alloc is injected at every fault point of
 // dispatcher.cc (FASTPATH_FAULT_INJECTION); releases are refused once or always; outputs are
 // written and then the request fails (it must be answered with its error alone).
 //
@@ -69,6 +70,7 @@ struct TRITONBACKEND_Request {
   std::atomic<int> misuse{0};  // touched after its release, or sent twice
   std::atomic<int> sent_outputs{-1};
   std::atomic<int> sent_code{-2};  // -1: success
+  std::atomic<int> batch_requests{0};  // the requests of the ExecuteGood call that computed it
   std::mutex mutex;
   std::string sent_message;
 };
@@ -200,6 +202,7 @@ void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*ex
   const uint64_t end = NowNs();
   int64_t rows = 0;
   for (Pending* p : good) {
+    p->request->batch_requests = static_cast<int>(good.size());
     p->compute_start_ns = start;
     p->compute_end_ns = end;
     for (int output = 0; output < 2 && p->good(); ++output) {
@@ -479,6 +482,77 @@ FASTPATH_TEST(QueuedTightBudgetSheds) {
   scenario.budget_s = 0.0002;
   scenario.unload_while_queued = false;  // its burst is refused on arrival: nothing is left queued
   Run(scenario);
+}
+
+// Priority 1 beside a priority-2 flood, held at the gate: both workers compute a flood batch, more of
+// it is queued and the next flood request is refused as overloaded; a priority-1 request is still
+// admitted (nothing of its level is ahead of it), taken before the queued flood, computed in a batch
+// of its own and answered. Deterministic: nothing is computed, so nothing is learned, until the
+// gate opens (the cost of a row is set, 1 ms); no time is asserted.
+FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
+  current = "queued, priority 1 beside a held flood";
+  auto model = std::make_unique<ModelState>();
+  model->name = "level_one";
+  model->settings.max_batch_size = 8;
+  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 0.010}, {2, 0.022}}, 1);
+  Dispatcher& d = *model->dispatcher;
+  d.admission.Observe(8, 0.008);  // 1 ms a row; nothing else is learned while the gate is closed
+  std::vector<TRITONBACKEND_ModelInstance> tritons(2);
+  std::vector<std::unique_ptr<InstanceState>> instances;
+  for (int i = 0; i < 2; ++i) {
+    auto s = std::make_unique<InstanceState>();
+    s->model = model.get();
+    s->triton = &tritons[i];
+    s->name = "level_one_" + std::to_string(i);
+    TRITONSERVER_Error* err = StartWorker(s.get());
+    Check(err == nullptr, "a worker starts");
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    instances.push_back(std::move(s));
+  }
+  auto request = [](int id, int64_t priority) {
+    auto r = std::make_unique<TRITONBACKEND_Request>();
+    r->id = id;
+    r->rows = 8;
+    r->priority = priority;
+    return r;
+  };
+  auto send = [&](TRITONBACKEND_Request* r) {
+    TRITONBACKEND_Request* one[] = {r};
+    Execute(instances[0].get(), one, 1, NowNs());
+  };
+  auto computing = [&] {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    return d.queue.computing_rows();
+  };
+  gate.Close();
+  Requests flood;
+  for (int i = 0; i < 2; ++i) {  // 8 ms, then 8 rows ahead at 0.5 ms + 8 ms: each worker takes one
+    flood.push_back(request(i, 2));
+    send(flood.back().get());
+    for (int wait = 0; wait < 10000 && computing() < 8 * (i + 1); ++wait) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  Check(computing() == 16, "both workers hold a flood batch at the gate");
+  for (int i = 2; i < 5; ++i) {  // 16 and 24 rows ahead: queued (16, 20 ms); 32: 24 ms > 22 ms, refused
+    flood.push_back(request(i, 2));
+    send(flood.back().get());
+  }
+  Check(flood[4]->sends == 1 && flood[4]->sent_code == TRITONSERVER_ERROR_UNAVAILABLE,
+        "the flood is refused as overloaded on arrival past its budget");
+  auto high = request(100, 1);
+  send(high.get());  // HEAD counted the 16 computing rows: 8 + 8 ms > 10 ms, refused
+  Check(high->sends == 0, "priority 1 is admitted beside the flood: no answer before the gate opens");
+  gate.Open();
+  AwaitDrained(model.get());
+  for (auto& s : instances) FinalizeInstance(&s);
+  ReleaseKept(model.get(), true);
+  Check(high->sends == 1 && high->sent_code == -1, "priority 1 is answered: " + high->sent_message);
+  Check(high->batch_requests == 1, "priority 1 is computed in a batch of its own, not after the queued flood (" +
+                                       std::to_string(high->batch_requests.load()) + " requests)");
+  for (const auto& r : flood) Check(r->sends == 1 && r->releases == 1, "every flood request answered and released");
+  Check(flood[0]->sent_code == -1 && flood[1]->sent_code == -1, "the batches held at the gate are answered");
+  Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
 }
 
 }  // namespace

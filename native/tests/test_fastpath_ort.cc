@@ -6,6 +6,7 @@
 // Built and run by tests/unit/test_native_cpp.py, also under AddressSanitizer and
 // UndefinedBehaviorSanitizer. Usage: test_fastpath_ort <cases.json>; prints one line per failed
 // check and "N passed, N failed" last; exit 1 on any failure (native/tests/harness.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -252,20 +253,100 @@ FASTPATH_TEST(TestRequestQueue) {
   Check(queue.size() == 3, "three queued");
   Check(queue.RowsAhead(1) == 3, "level 1 waits only behind level 1");
   Check(queue.RowsAhead(2) == 12, "level 2 waits behind every queued row");
-  std::vector<RequestQueue<int>::Entry> taken = queue.Take(8);
-  Check(taken.size() == 2 && taken[0].item == 2 && taken[1].item == 1, "level 1 first, then arrival, whole requests");
-  Check(queue.computing_rows() == 7 && queue.RowsAhead(1) == 7, "taken rows count as computing until done");
-  taken = queue.Take(2);
-  Check(taken.size() == 1 && taken[0].item == 3, "the first always comes, even past max_rows");
-  queue.Done(7);
-  queue.Done(5);
-  Check(queue.empty() && queue.computing_rows() == 0, "done: nothing ahead");
+  Check(queue.front() != nullptr && queue.front()->item == 2, "the front is the first of the highest level");
+  std::vector<RequestQueue<int>::Entry> high = queue.Take(8);
+  Check(high.size() == 1 && high[0].item == 2 && high[0].computing,
+        "level 1 first, in a batch of its own: no lower-level row shares it");
+  Check(queue.computing_rows() == 3 && queue.RowsAhead(1) == 3 && queue.RowsAhead(2) == 12,
+        "taken rows count as computing at their level until done");
+  std::vector<RequestQueue<int>::Entry> low = queue.Take(8);
+  Check(low.size() == 1 && low[0].item == 1, "then arrival order, whole requests while they fit");
+  Check(queue.RowsAhead(1) == 3 && queue.RowsAhead(2) == 12, "level 2 computing is not ahead of level 1");
+  std::vector<RequestQueue<int>::Entry> last = queue.Take(2);
+  Check(last.size() == 1 && last[0].item == 3, "the first always comes, even past max_rows");
+  queue.Done(&high[0]);
+  Check(queue.RowsAhead(1) == 0 && queue.RowsAhead(2) == 9, "done at level 1: nothing ahead of level 1");
+  queue.Done(&high[0]);
+  Check(queue.computing_rows() == 9 && !high[0].computing, "an entry is done once: again counts nothing");
+  queue.Done(&low[0]);
+  queue.Done(&last[0]);
+  Check(queue.empty() && queue.computing_rows() == 0 && queue.RowsAhead(2) == 0 && queue.front() == nullptr,
+        "done: nothing ahead");
   queue.Push({4, 1, 3, 9, 400});
   queue.Push({5, 1, 1, 1, 500});
   RequestQueue<int>::Entry first, second, none;
   Check(queue.PopFront(&first) && queue.PopFront(&second) && !queue.PopFront(&none), "PopFront takes each, then none");
-  Check(first.item == 5 && second.item == 4 && queue.empty() && queue.RowsAhead(3) == 0,
+  Check(first.item == 5 && second.item == 4 && queue.empty() && queue.RowsAhead(3) == 0 && !first.computing,
         "PopFront empties the queue in order, counting nothing as computing");
+}
+
+// Priority 1 at 0.2x capacity beside a priority-2 flood at 3x (sentiment's budgets and min_rows):
+// both workers compute a batch of the flood and more of it is queued; priority 1 is still admitted,
+// since nothing of its level is ahead of it, and its batch is its own.
+FASTPATH_TEST(TestLevelOneBesideAFlood) {
+  current = "level 1 beside a flood";
+  Admission admission({{1, 0.040}, {2, 0.025}}, 32);
+  admission.Observe(64, 0.064);  // a Run: 1 ms a row
+  admission.ObserveDrain(10, 0.010);  // the two workers together: 1 ms a row
+  RequestQueue<int> queue;
+  for (int i = 0; i < 160; ++i) queue.Push({i, 1, 2, 2, static_cast<uint64_t>(i)});
+  std::vector<RequestQueue<int>::Entry> worker_a = queue.Take(64), worker_b = queue.Take(64);
+  Check(worker_a.size() == 64 && worker_b.size() == 64 && queue.computing_rows() == 128, "two flood batches compute");
+  Check(queue.RowsAhead(1) == 0, "the flood's 128 computing and 32 queued rows are not ahead of level 1");
+  Check(admission.AdmitArrival(queue.RowsAhead(1), 1, 1, 2, true), "priority 1 is admitted beside the flood");
+  Check(!admission.AdmitArrival(queue.RowsAhead(2), 1, 2, 2, true), "priority 2 is refused: 160 rows ahead of it");
+  queue.Push({1000, 1, 1, 1, 1000});
+  Check(queue.RowsAhead(1) == 1 && admission.AdmitArrival(queue.RowsAhead(1), 1, 1, 2, true),
+        "a second priority-1 request counts only the first ahead of it");
+  std::vector<RequestQueue<int>::Entry> next = queue.Take(64);
+  Check(next.size() == 1 && next[0].item == 1000, "the next batch a worker takes is priority 1's alone");
+  Check(admission.Admit({1}, {1}, {0.030}, true) == std::vector<bool>({true}),
+        "taken, priority 1 is computed after waiting 30 ms for a flood batch to end, within its 40 ms");
+  for (int i = 0; i < 40; ++i) queue.Push({2000 + i, 1, 1, 1, 2000});
+  Check(!admission.AdmitArrival(queue.RowsAhead(1), 1, 1, 2, true),
+        "priority 1 is refused only for priority-1 work: 41 rows of it ahead at 1 ms a row pass 40 ms");
+}
+
+// Overloaded (the queue refusing arrivals, rows waiting behind the batch), min_rows exempts no
+// lowest-level request, a batch's compute is estimated at the pace of a busy host's Runs, and a
+// lowest-level batch holds what fits its first request's budget left.
+FASTPATH_TEST(TestAdmissionWhileOverloaded) {
+  current = "admission while overloaded";
+  Admission admission({{1, 0.040}, {2, 0.025}}, 32);
+  admission.Observe(64, 0.064);  // a Run: 1 ms a row
+  const std::vector<int64_t> rows(32, 1), flood(32, 2), high(32, 1);
+  const std::vector<double> waited(32, 0.0105);
+  auto kept = [](const std::vector<bool>& keep) { return std::count(keep.begin(), keep.end(), true); };
+  Check(kept(admission.Admit(rows, flood, waited, false)) == 32, "not overloaded: min_rows (32) are computed");
+  Check(kept(admission.Admit(rows, flood, waited, true)) == 14,
+        "overloaded: 10.5 ms waited + 14 rows at a Run's 1 ms fit 25 ms, the rest is shed");
+  Check(kept(admission.Admit(rows, high, waited, true)) == 32, "level 1 keeps its min_rows while overloaded");
+  Check(admission.Admit({1}, {2}, {0.0245}, true) == std::vector<bool>({true}),
+        "the first of a batch is computed unless it already waited past its budget");
+  Check(admission.Admit({1, 1}, {2, 2}, {0.0255, 0.0}, true) == std::vector<bool>({false, true}),
+        "one that waited past its budget is shed, first in its batch or not");
+  Check(admission.BatchRows(2, 0.0105, 64) == 14, "a batch holds what fits its first request's budget left");
+  admission.Observe(4, 0.012);  // a Run of 3 ms a row: the other worker shared the core
+  Check(std::abs(admission.row_seconds() - 0.0011) < 1e-12, "a Run's pace rises slowly: 1.1 ms a row");
+  Check(std::abs(admission.BusyRowSeconds() - 0.002) < 1e-12, "a busy host's pace rises fast: 2 ms a row");
+  Check(kept(admission.Admit(rows, flood, waited, true)) == 7, "overloaded: 10.5 ms waited + 7 rows at 2 ms fit 25 ms");
+  Check(kept(admission.Admit(rows, flood, waited, false)) == 32, "not overloaded: still min_rows");
+  Check(admission.BatchRows(2, 0.0105, 64) == 7, "a batch holds 7 rows: 14.5 ms left at 2 ms a row");
+  Check(admission.BatchRows(2, 0.0, 8) == 8, "never more than max_rows");
+  Check(admission.BatchRows(2, 0.030, 64) == 1, "at least the first request, to be shed if it cannot fit");
+  Check(admission.BatchRows(2, 0.030, 64, 4) == 4 && admission.BatchRows(2, 0.0105, 64, 4) == 7,
+        "never below one Run's worth (a length bucket: smaller Runs cost more a row)");
+  Check(admission.BatchRows(2, 0.030, 2, 4) == 2, "nor above max_rows, a length bucket larger than it");
+  Check(admission.BatchRows(1, 0.030, 64) == 64, "level 1's batches are not capped");
+  admission.Observe(64, 0.0064);  // 0.1 ms a row: a Run's pace falls fast, a busy host's slowly, never below it
+  Check(admission.BusyRowSeconds() >= admission.row_seconds(), "a busy host's pace is never faster than a Run's");
+  admission.ObserveDrain(10, 0.010);  // the workers together: 1 ms a row
+  const double row_s = admission.row_seconds();
+  Check(admission.AdmitArrival(30, 1, 2, 2, false), "not overloaded: 31 rows are within min_rows, admitted");
+  Check(!admission.AdmitArrival(30, 1, 2, 2, true), "overloaded: 30 rows ahead at 1 ms + its own pass 25 ms, refused");
+  Check(admission.AdmitArrival(23, 1, 2, 2, true) == (0.023 + row_s <= 0.025),
+        "overloaded: 23 rows ahead at 1 ms and its own, against the budget");
+  Check(admission.AdmitArrival(30, 1, 1, 2, true), "level 1 keeps the min_rows exemption while overloaded");
 }
 
 FASTPATH_TEST(TestAdmissionOnArrival) {

@@ -22,6 +22,14 @@ served batchers therefore have no queue policy, and the model decides per batch 
 At normal load a batch holds far less than a budget's worth of rows, so nothing is shed; under
 overload the batcher hands over every queued request (up to max_batch_size) and the surplus is
 rejected in microseconds, which keeps the queue short and goodput at capacity.
+
+What level 1 gets: it is ordered first, so the lower-level rows of its batch never count against
+its budget, and a lower-level request is shed before a level-1 one that arrived after it; a
+level-1 request is refused only for the level-1 rows ahead of it in the batch. What it cannot get
+here: Triton's batcher hands the batch over whole, so a level-1 request still waits for the batch
+an instance is computing and is answered with its batch. The native backend's twin
+(native/fastpath_ort/admission.h) has its own queue and does more (level 1 in batches of its own,
+and while overloaded, lower-level batches cut to what fits their budget).
 """
 
 from __future__ import annotations

@@ -22,10 +22,12 @@ What sheds the excess is admission control inside the served models (budgets fro
 `models.pipelines.admission_parameters`, a share of the p99 service level per priority level). On
 the native backend (the default build's `digits` and `sentiment` text graph) the model keeps its own
 queue (native/fastpath_ort/request_queue.h): a request that cannot be answered within its level's
-budget, behind the rows queued ahead of it, is refused `overloaded` on arrival, and one that waited
-past it is shed when its batch is taken. The Python models (`fastpath_backends.admission`) shed per
-dispatched batch. No batcher has a queue policy: in Triton 2.51 one exposes a 500 ms batcher
-stall. The caches are off so that every request costs real work.
+budget, behind the rows of its level or higher queued or computing ahead of it, is refused
+`overloaded` on arrival, and one that waited past it is shed when its batch is taken; priority 1 is
+never refused for priority-2 work (native/fastpath_ort/admission.h says what it gets). The Python
+models (`fastpath_backends.admission`) shed per dispatched batch. No batcher has a queue policy: in
+Triton 2.51 one exposes a 500 ms batcher stall. The caches are off so that every request costs real
+work.
 """
 
 from __future__ import annotations
