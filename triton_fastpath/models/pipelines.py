@@ -251,6 +251,52 @@ def wrapper_ensemble(
     )
 
 
+def classifier_ensemble(
+    name: str,
+    labels: Sequence[str],
+    settings: RepoSettings,
+    *,
+    tokenizer: ModelSpec,
+    middle: ModelSpec,
+    postprocess: ModelSpec,
+    token_outputs: tuple[str, str] = ("input_ids", "attention_mask"),
+    before_middle: Sequence[EnsembleStep] = (),
+    middle_inputs: Mapping[str, str] | None = None,
+) -> ModelSpec:
+    """The ensemble `<name>` of a text classifier's steps: `tokenizer` (text -> ids, mask under the
+    names `token_outputs`, truncated) -> [`before_middle`] -> `middle` (ids, mask, and
+    `middle_inputs`' extra tensors -> probabilities, label_index) -> `postprocess` (-> label,
+    probability); it answers `ClassifierTensors.served`."""
+    ids, mask = token_outputs
+    return ModelSpec(
+        name=name,
+        kind=ModelKind.ENSEMBLE,
+        max_batch_size=settings.batching.max_batch_size,
+        inputs=(ClassifierTensors.of(labels).text,),
+        outputs=ClassifierTensors.of(labels).served,
+        response_cache=settings.response_cache,
+        labels=tuple(labels),
+        ensemble_steps=(
+            EnsembleStep(
+                tokenizer.name,
+                input_map={"text": "text"},
+                output_map={ids: "input_ids", mask: "attention_mask", "truncated": "truncated"},
+            ),
+            *before_middle,
+            EnsembleStep(
+                middle.name,
+                input_map={"input_ids": "input_ids", "attention_mask": "attention_mask", **(middle_inputs or {})},
+                output_map={"probabilities": "probabilities", "label_index": "label_index"},
+            ),
+            EnsembleStep(
+                postprocess.name,
+                input_map={"probabilities": "probabilities", "label_index": "label_index"},
+                output_map={"label": "label", "probability": "probability"},
+            ),
+        ),
+    )
+
+
 def tokenizer_step(name: str, outputs: Sequence[TensorSpec], settings: RepoSettings, instances: int = 1) -> ModelSpec:
     """`<name>_tokenizer`, the ensemble rendering's Python tokenizer step: text -> `outputs`
     (ids, mask, truncated flag) at natural length, truncated at `settings.max_length`."""

@@ -19,6 +19,7 @@ from triton_fastpath.models.pipelines import (
     ClassifierTensors,
     cache_parameters,
     classifier_encoder,
+    classifier_ensemble,
     embedding_encoder,
     embedding_steps,
     token_inputs,
@@ -76,36 +77,15 @@ def classifier_specs(
             },
         )
         cache_specs = [middle]
-    ensemble = ModelSpec(
-        name=name,
-        kind=ModelKind.ENSEMBLE,
-        max_batch_size=batch,
-        inputs=(t.text,),
-        outputs=t.served,
-        response_cache=settings.response_cache,
-        labels=tuple(labels),
-        ensemble_steps=(
-            EnsembleStep(
-                tokenizer.name,
-                input_map={"text": "text"},
-                output_map={"input_ids": "input_ids", "attention_mask": "attention_mask", "truncated": "truncated"},
-            ),
-            *(embedding_steps() if semantic else ()),
-            EnsembleStep(
-                middle.name,
-                input_map={
-                    "input_ids": "input_ids",
-                    "attention_mask": "attention_mask",
-                    **({"embedding": "embedding"} if semantic else {}),
-                },
-                output_map={"probabilities": "probabilities", "label_index": "label_index"},
-            ),
-            EnsembleStep(
-                postprocess.name,
-                input_map={"probabilities": "probabilities", "label_index": "label_index"},
-                output_map={"label": "label", "probability": "probability"},
-            ),
-        ),
+    ensemble = classifier_ensemble(
+        name,
+        labels,
+        settings,
+        tokenizer=tokenizer,
+        middle=middle,
+        postprocess=postprocess,
+        before_middle=embedding_steps() if semantic else (),
+        middle_inputs={"embedding": "embedding"} if semantic else None,
     )
     return [tokenizer, encoder, *cache_specs, postprocess, ensemble]
 

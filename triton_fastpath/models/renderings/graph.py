@@ -25,7 +25,7 @@ from triton_fastpath.config.settings import (
     TOKENS_GRAPH_FILE,
     RepoSettings,
 )
-from triton_fastpath.config.spec import EnsembleStep, ModelKind, ModelSpec, PipelineMembers, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.export.text_path import TOKEN_OUTPUTS
 from triton_fastpath.models.pipelines import (
@@ -34,6 +34,7 @@ from triton_fastpath.models.pipelines import (
     admission_parameters,
     cache_refuses_errors,
     classifier_encoder,
+    classifier_ensemble,
     classifier_lane,
     text_cut_chars,
     warmup_of,
@@ -108,31 +109,14 @@ def container_classifier_specs(
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((t.probabilities, t.label_index), batch, files=False),
     )
-    ensemble = ModelSpec(
-        name=name,
-        kind=ModelKind.ENSEMBLE,
-        max_batch_size=batch,
-        inputs=(t.text,),
-        outputs=t.served,
-        response_cache=settings.response_cache,
-        labels=tuple(labels),
-        ensemble_steps=(
-            EnsembleStep(
-                tokenizer.name,
-                input_map={"text": "text"},
-                output_map={"token_ids": "input_ids", "token_mask": "attention_mask", "truncated": "truncated"},
-            ),
-            EnsembleStep(
-                encoder.name,
-                input_map={"input_ids": "input_ids", "attention_mask": "attention_mask"},
-                output_map={"probabilities": "probabilities", "label_index": "label_index"},
-            ),
-            EnsembleStep(
-                postprocess.name,
-                input_map={"probabilities": "probabilities", "label_index": "label_index"},
-                output_map={"label": "label", "probability": "probability"},
-            ),
-        ),
+    ensemble = classifier_ensemble(
+        name,
+        labels,
+        settings,
+        tokenizer=tokenizer,
+        middle=encoder,
+        postprocess=postprocess,
+        token_outputs=TOKEN_OUTPUTS,
     )
     return [tokenizer, encoder, postprocess, ensemble]
 
