@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace fastpath {
@@ -274,6 +275,70 @@ const char* const kBackendParameters[] = {
     "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs",
     "value_bounds",       "text_tokenizer",     "max_length"};
 const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
+
+namespace {
+
+std::string GraphLevelName(GraphOptimizationLevel level) {
+  switch (level) {
+    case ORT_DISABLE_ALL: return "disable";
+    case ORT_ENABLE_BASIC: return "basic";
+    case ORT_ENABLE_EXTENDED: return "extended";
+    default: return "all";
+  }
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ParameterValues(const ModelSettings& s) {
+  auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
+  auto number = [](int64_t value) { return std::to_string(value); };
+  std::vector<std::string> budgets, bounds;
+  for (const auto& budget : s.admission_budgets_s) {
+    char ms[64];
+    std::snprintf(ms, sizeof(ms), "%.15g", budget.second * 1000.0);  // 15 digits: the ms as written
+    budgets.push_back(std::to_string(budget.first) + ":" + ms);
+  }
+  for (const auto& bound : s.value_bounds) {
+    bounds.push_back(bound.first + ":" + number(bound.second.first) + ":" + number(bound.second.second));
+  }
+  const std::map<std::string, std::string> values = {
+      {"onnx_file", s.onnx_file},
+      {"intra_op_threads", number(s.intra_op_threads)},
+      {"inter_op_threads", number(s.inter_op_threads)},
+      {"graph_optimization_level", GraphLevelName(s.graph_optimization_level)},
+      {"reject_non_finite", flag(s.reject_non_finite)},
+      {"max_sequence_length", number(s.max_sequence_length)},
+      {"onnxruntime_library", s.onnxruntime_library},
+      {"custom_op_library", s.custom_op_library},
+      {"python_library", s.python_library},
+      {"validate_utf8", flag(s.validate_utf8)},
+      {"reject_blank_strings", flag(s.reject_blank_strings)},
+      {"max_string_bytes", number(s.max_string_bytes)},
+      {"cut_string_chars", number(s.cut_string_chars)},
+      {"cut_flag_output", s.cut_flag_output},
+      {kAdmissionBudget, Joined(budgets)},
+      {"admission_min_rows", number(s.admission_min_rows)},
+      {"ragged_lengths_agree", flag(s.ragged_lengths_agree)},
+      {"length_bucket_rows", number(s.length_bucket_rows)},
+      {"max_padded_bytes", number(s.max_padded_bytes)},
+      {"ragged_outputs", Joined(s.ragged_outputs)},
+      {"value_bounds", Joined(bounds)},
+      {"text_tokenizer", s.text_tokenizer},
+      {"max_length", number(s.max_length)},
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < kBackendParameterCount; ++i) {
+    const auto found = values.find(kBackendParameters[i]);  // a key without a value here: none printed
+    if (found != values.end()) out.emplace_back(found->first, found->second);
+  }
+  return out;
+}
 
 bool ModelSettings::pads() const {
   return batched() && std::any_of(run_inputs.begin(), run_inputs.end(), [](const TensorSpec& t) { return t.ragged; });

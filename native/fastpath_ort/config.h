@@ -65,6 +65,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "json.h"
@@ -147,6 +148,12 @@ extern const size_t kBackendParameterCount;
 
 // Fills `out` from the model configuration JSON. Returns "" or an error naming the field.
 std::string ParseModelSettings(const Json& config, ModelSettings* out);
+
+// Each key of kBackendParameters, in that order, with the value `s` holds for it written as a
+// config's string_value would give it (a family "admission_budget_ms_" as "<level>:<ms>,...", a
+// list comma-separated, none ""). Of `ModelSettings()`: the defaults, which
+// `test_fastpath_ort --defaults` prints for the Python contract's test (FastpathOrtParameters).
+std::vector<std::pair<std::string, std::string>> ParameterValues(const ModelSettings& s);
 
 // "TYPE_FP32" -> FP32 etc.; false for types this backend does not serve (BF16, unknown).
 bool ConfigTypeToTriton(const std::string& config_type, TRITONSERVER_DataType* triton,

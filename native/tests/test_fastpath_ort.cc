@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -476,6 +477,24 @@ void TestTextModelConfig() {
              "parameter 'max_length'");
 }
 
+// ParameterValues (what `--defaults` prints) names each key config.cc reads, and writes what it read.
+void TestParameterValues() {
+  ModelSettings s;
+  const std::vector<std::pair<std::string, std::string>> defaults = ParameterValues(s);
+  Check(defaults.size() == kBackendParameterCount, "ParameterValues: a value for every key of kBackendParameters");
+  const std::string read = Param("graph_optimization_level", "basic") + "," + Param("reject_non_finite", "false") +
+                           "," + Param("admission_budget_ms_2", "12.5") + "," + Param("value_bounds", "ids:0:9") +
+                           "," + Param("ragged_outputs", "q");
+  const std::string q = R"(,{"name":"q","data_type":"TYPE_FP32","dims":["-1"]})";
+  Check(ParseConfig(Config(read, q), &s).empty(), "ParameterValues: the config parses");
+  std::map<std::string, std::string> values;
+  for (const auto& row : ParameterValues(s)) values[row.first] = row.second;
+  Check(values["graph_optimization_level"] == "basic" && values["reject_non_finite"] == "false" &&
+            values["admission_budget_ms_"] == "2:12.5" && values["value_bounds"] == "ids:0:9" &&
+            values["ragged_outputs"] == "q" && values["onnx_file"] == "model.onnx",
+        "ParameterValues: each value as the config gave it, the others at their defaults");
+}
+
 FASTPATH_TEST(TestConfig) {
   current = "ParseModelSettings";
   ModelSettings s;
@@ -515,6 +534,7 @@ FASTPATH_TEST(TestConfig) {
         "warmup Executes per instance: 1 + (batch_size 0 skipped) + 3 + (count 0 runs once) 1");
   TestResponseCacheConfig();
   TestTextModelConfig();
+  TestParameterValues();
 }
 
 }  // namespace
@@ -529,10 +549,20 @@ int PrintParameters() {
   return 0;
 }
 
+// `test_fastpath_ort --defaults`: each key config.cc reads with its default, "<key>\t<value>" a line
+// (ParameterValues of a default ModelSettings), checked against FastpathOrtParameters' defaults.
+int PrintDefaults() {
+  for (const auto& row : ParameterValues(ModelSettings())) {
+    std::printf("%s\t%s\n", row.first.c_str(), row.second.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--parameters") == 0) return PrintParameters();
+  if (argc == 2 && std::strcmp(argv[1], "--defaults") == 0) return PrintDefaults();
   if (argc != 2) {
-    std::fprintf(stderr, "usage: test_fastpath_ort <cases.json> | --parameters\n");
+    std::fprintf(stderr, "usage: test_fastpath_ort <cases.json> | --parameters | --defaults\n");
     return 2;
   }
   std::ifstream file(argv[1]);

@@ -5,9 +5,10 @@ A contract is a frozen dataclass; a field is a parameter (its name is the key) d
 `param(kind, default)`. Writers (the spec factories, the renderer) build one with the keys they set
 and call `to_parameters()`: fields left `None` are not written, so the backend's default applies.
 Readers (the Python adapters in `python_backends/models/`) call `from_parameters(params)`: every
-absent key takes its declared default, a missing required key raises `KeyError` naming it.
+absent key takes its declared default, a missing required key raises `KeyError` naming it. A closed
+choice is an enum (`Task`, `Encoder`) written as its value.
 `FastpathOrtParameters` is the contract of the native C++ backend (`native/fastpath_ort/config.cc`
-reads these keys; tests/unit/test_parameter_contracts.py keeps the two lists equal).
+reads these keys; tests/unit/test_parameter_contracts.py keeps the two lists, and their defaults, equal).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar
 
 # The largest text a request may carry (bytes): `fastpath_backends.text` checks it.
@@ -22,10 +24,33 @@ DEFAULT_MAX_TEXT_BYTES = 1_000_000
 REQUIRED = object()  # a key every config of this backend carries: no default
 
 
-def param(kind: type = str, default: Any = None, *, prefix: bool = False) -> Any:
-    """A contract field: the key's type (`str`, `int`, `float`, `bool`) and the reader's default.
+# Python 3.10 (the container's Python backend) has no `enum.StrEnum`: `str` mixed in, `str()` the value.
+class Task(str, Enum):  # noqa: UP042
+    """What a fused text pipeline answers (`TextPipelineParameters.task`)."""
 
-    `prefix=True` declares a family of keys `<name><level>` (an `int -> float` mapping).
+    CLASSIFY = "classify"  # labels and probabilities
+    EMBED = "embed"  # an embedding
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Encoder(str, Enum):  # noqa: UP042
+    """How a fused text pipeline reaches its encoder (`TextPipelineParameters.encoder`)."""
+
+    IN_PROCESS = "in_process"  # onnxruntime in the Python model's own process (embedded target)
+    BLS = "bls"  # the encoder model, called by BLS (container target)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def param(kind: type = str, default: Any = None, *, prefix: type | None = None) -> Any:
+    """A contract field: the key's type (`str`, `int`, `float`, `bool`, an `Enum`) and the reader's
+    default.
+
+    `prefix=int` declares a family of keys `<name><level>` (an `int -> kind` mapping); `prefix=str`
+    one of keys `<name><word>` (a `str -> kind` mapping).
     """
     return dataclasses.field(default=None, metadata={"kind": kind, "default": default, "prefix": prefix})
 
@@ -37,11 +62,19 @@ def _read(kind: type, text: str) -> Any:
 
 
 def _write(value: Any) -> str:
+    """A value as `config.pbtxt` text: an enum its value, a float the shortest text that reads back
+    the same (`repr`), a bool `true` / `false`."""
+    if isinstance(value, Enum):
+        return str(value.value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:g}"
+        return repr(value)
     return str(value)
+
+
+def _in_family(suffix: str, key_kind: type) -> bool:
+    return suffix.isdigit() if key_kind is int else bool(suffix)
 
 
 @dataclass(frozen=True)
@@ -68,7 +101,10 @@ class Contract:
     @classmethod
     def reads(cls, key: str) -> bool:
         """Whether `key` is one of this backend's keys (or of a key family)."""
-        return key in cls.parameter_keys() or any(key.startswith(p) and key[len(p) :].isdigit() for p in cls.prefixes())
+        families = [(f.name, f.metadata["prefix"]) for f in dataclasses.fields(cls) if f.metadata["prefix"]]
+        return key in cls.parameter_keys() or any(
+            key.startswith(p) and _in_family(key[len(p) :], key_kind) for p, key_kind in families
+        )
 
     @classmethod
     def from_parameters(cls, params: Mapping[str, str]) -> Any:
@@ -79,9 +115,13 @@ class Contract:
         """
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            kind, default = f.metadata["kind"], f.metadata["default"]
-            if f.metadata["prefix"]:
-                found = {int(k[len(f.name) :]): _read(kind, v) for k, v in params.items() if k.startswith(f.name)}
+            kind, default, key_kind = f.metadata["kind"], f.metadata["default"], f.metadata["prefix"]
+            if key_kind:
+                found = {
+                    key_kind(k[len(f.name) :]): _read(kind, v)
+                    for k, v in params.items()
+                    if k.startswith(f.name) and _in_family(k[len(f.name) :], key_kind)
+                }
                 values[f.name] = found or default
             elif f.name in params:
                 values[f.name] = _read(kind, params[f.name])
@@ -110,7 +150,7 @@ class AdmissionParameters(Contract):
     """Admission control (`fastpath_backends.admission`): per-level budgets and the smallest batch."""
 
     priority_levels: int | None = param(int, 1)
-    admission_budget_ms_: dict[int, float] | None = param(float, None, prefix=True)  # noqa: RUF009
+    admission_budget_ms_: dict[int, float] | None = param(float, None, prefix=int)  # noqa: RUF009
     admission_min_rows: int | None = param(int, 1)
 
 
@@ -137,7 +177,8 @@ class SemanticParameters(Contract):
     semantic_min_margin: float | None = param(float, 0.0)
     semantic_guard: bool | None = param(bool, False)
     semantic_embedder: str | None = param(str, "")  # informational: which encoder the build calibrated
-    semantic_measured_: dict[int, float] | None = param(float, None, prefix=True)  # noqa: RUF009 (informational)
+    # informational: what the build's calibration measured (`semantic_measured_wrong_rate`: "0.0100")
+    semantic_measured_: dict[str, str] | None = param(str, None, prefix=str)  # noqa: RUF009
 
 
 @dataclass(frozen=True)
@@ -187,8 +228,8 @@ class TextPipelineParameters(AdmissionParameters, CacheTierParameters, SemanticP
     """`models/text_pipeline.py`: the fused rendering, text -> labels or embedding in one process."""
 
     BACKEND: ClassVar[str] = "text_pipeline"
-    task: str | None = param(str, REQUIRED)  # classify | embed
-    encoder: str | None = param(str, REQUIRED)  # in_process | bls
+    task: Task | None = param(Task, REQUIRED)  # noqa: RUF009 (an enum: immutable)
+    encoder: Encoder | None = param(Encoder, REQUIRED)  # noqa: RUF009
     labels: str | None = param(str, "")
     tokenizer_file: str | None = param(str, REQUIRED)
     max_length: int | None = param(int, REQUIRED)
@@ -212,7 +253,8 @@ class TextPipelineParameters(AdmissionParameters, CacheTierParameters, SemanticP
 class FastpathOrtParameters(AdmissionParameters):
     """The native C++ backend `fastpath_ort` (`native/fastpath_ort/config.cc` reads and defaults these
     keys; `kBackendParameters`, then `kInformationalParameters`). Defaults here mirror
-    `ModelSettings` in `config.h` for reading a config; the C++ is the one that applies them."""
+    `ModelSettings` in `config.h` for reading a config; the C++ is the one that applies them (a test
+    compares the two: `test_fastpath_ort --defaults` prints the C++ ones)."""
 
     BACKEND: ClassVar[str] = "fastpath_ort"
     onnx_file: str | None = param(str, "model.onnx")

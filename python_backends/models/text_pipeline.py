@@ -19,7 +19,7 @@ from fastpath_backends.batch import run_by_length, run_isolated
 from fastpath_backends.cache import key_namespace, tiered_cache_from_parameters
 from fastpath_backends.classify import parse_labels
 from fastpath_backends.onnx_model import OnnxModel
-from fastpath_backends.parameters import TextPipelineParameters
+from fastpath_backends.parameters import Encoder, Task, TextPipelineParameters
 from fastpath_backends.pipeline import ExactCache, SemanticLayer, TextPipeline
 from fastpath_backends.semantic import index_from_parameters, unit_rows
 from fastpath_backends.text import TextEncoder
@@ -50,10 +50,10 @@ class TritonPythonModel:
         self.admission = admission_from_parameters(raw)  # overload: shed at dispatch, not in the queue
         config = json.loads(args["model_config"])
         self.warmups_left = sum(int(w.get("count", 1)) for w in config.get("model_warmup", []))
-        classify = params.task == "classify"
+        classify = params.task is Task.CLASSIFY
         output = "probabilities" if classify else "embedding"
         threads = params.intra_op_threads
-        if params.encoder == "in_process":
+        if params.encoder is Encoder.IN_PROCESS:
             run_encoder = _in_process(folder / params.onnx_file, threads, output)
         else:
             run_encoder = bls_encoder(pb_utils, params.encoder_model, output, params.encoder_max_batch_size)

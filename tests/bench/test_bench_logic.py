@@ -27,10 +27,11 @@ from triton_fastpath.bench.tuner import (
     write_tuning,
 )
 from triton_fastpath.cli import tune as tune_cli
+from triton_fastpath.config.plan import ServingOptions, plan_serving
+from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
     Batching,
-    NativeBackend,
     RepoSettings,
     load_tuning,
     validate_tuning,
@@ -736,7 +737,8 @@ def test_a_tuned_graph_rendering_is_served_as_the_graph_with_its_caches_and_fuse
     path.write_text(json.dumps({"settings": {"rendering": "graph", "encoder_instances": 3}}))
     with pytest.raises(ConfigError, match="no cache-lookup step"):
         model_specs(["sentiment"], RepoSettings(rendering="graph"))  # the Python lookup asked for: refused
-    settings, notes = RepoSettings.tuned_with_notes(path)
+    default = plan_serving(tuning_path=path)
+    settings, notes = default.settings, default.notes
     # the default build: the graph, its caches the response cache's (no Python lookup step)
     assert (settings.rendering, settings.cache, settings.response_cache, settings.encoder_instances) == (
         "graph",
@@ -745,15 +747,16 @@ def test_a_tuned_graph_rendering_is_served_as_the_graph_with_its_caches_and_fuse
         3,
     )
     assert notes == () and settings.response_cache_kind == "fastpath"
-    assert RepoSettings.tuned(path) == settings  # the existing signature, same answer
+    assert RepoSettings.tuned(path) == settings  # the tuned defaults, same answer
     assert [s.name for s in model_specs(["sentiment"], settings)] == ["sentiment", "sentiment_encoder"]
-    python, notes = RepoSettings.tuned_with_notes(path, cache=True)  # e.g. `fastpath build --semantic`
-    assert (python.rendering, python.cache) == ("fused", True)
+    python = plan_serving(ServingOptions(semantic=True), tuning_path=path)  # `fastpath build --semantic`
+    assert (python.settings.rendering, python.settings.cache) == ("fused", True)
+    notes = python.notes
     assert len(notes) == 1 and "rendering 'graph'" in notes[0] and "cache=True" in notes[0] and "'fused'" in notes[0]
-    no_native, notes = RepoSettings.tuned_with_notes(path, native=NativeBackend(enabled=False))
-    assert no_native.rendering == "fused" and "native=False" in notes[0]
-    explicit, notes = RepoSettings.tuned_with_notes(path, rendering="graph", cache=False)
-    assert explicit.rendering == "graph" and notes == ()  # an explicit rendering is the caller's
+    no_native = plan_serving(ServingOptions(native=False), tuning_path=path)
+    assert no_native.settings.rendering == "fused" and "native=False" in no_native.notes[0]
+    explicit = plan_serving(ServingOptions(rendering=Rendering.GRAPH, cache=False), tuning_path=path)
+    assert explicit.settings.rendering == "graph" and explicit.notes == ()  # an explicit rendering is the caller's
 
 
 def test_knobs_restrict_the_search_in_its_order_and_unknown_ones_are_named() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.cli import import_model
-from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.config import plan
 
 
 class Report:
@@ -27,8 +27,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str,
     """The imports' calls (kind, keyword arguments), with the tuning file a graph choice in `tmp_path`."""
     tuning = tmp_path / "embedded.json"
     tuning.write_text(json.dumps({"settings": {"rendering": "graph", "encoder_instances": 3}}))
-    tuned = RepoSettings.tuned_with_notes.__func__  # read this tuning file instead of tuning/embedded.json
-    monkeypatch.setattr(RepoSettings, "tuned_with_notes", classmethod(lambda cls, **kw: tuned(cls, tuning, **kw)))
+    monkeypatch.setattr(plan, "TUNING_FILE", tuning)  # read this tuning file instead of tuning/embedded.json
     calls: list[tuple[str, dict]] = []
     monkeypatch.setattr(import_model, "import_hf", lambda path, **kw: calls.append(("hf", kw)) or Report())
     monkeypatch.setattr(import_model, "import_onnx", lambda path, **kw: calls.append(("onnx", kw)) or Report())

@@ -1,11 +1,15 @@
 """One parameter contract per backend (`fastpath_backends.parameters`): the keys the C++ backend
-reads are the Python contract's, every key the build renders is one its backend reads, and the
-contracts read back what they write, with their defaults."""
+reads are the Python contract's, with the same defaults (printed by the compiled C++), every key the
+build renders is one its backend reads, and the contracts read back what they write, with their
+defaults."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
+from enum import Enum
+from pathlib import Path
 
 import pytest
 
@@ -13,14 +17,18 @@ from fastpath_backends.parameters import (
     CONTRACTS,
     REQUIRED,
     CacheLookupParameters,
+    Encoder,
     FastpathOrtParameters,
     OnnxRunnerParameters,
+    SemanticParameters,
+    Task,
     TextPipelineParameters,
     TokenizerParameters,
 )
 from triton_fastpath.config.render import Target, native_backend, python_adapter, render
 from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError
+from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.native import build as native
 from triton_fastpath.paths import ROOT
@@ -40,12 +48,44 @@ def test_config_cc_reads_exactly_the_python_contract_keys():
     assert sorted(_cc_array("kInformationalParameters")) == sorted(FastpathOrtParameters.INFORMATIONAL)
 
 
-def test_the_compiled_backend_lists_the_python_contract_keys():
-    driver = native.build_test_driver(sanitize=False)
+@pytest.fixture(scope="module")
+def driver() -> Path:
+    """The C++ test driver of the backend's pure parts (config.cc among them)."""
+    return native.build_test_driver(sanitize=False)
+
+
+def test_the_compiled_backend_lists_the_python_contract_keys(driver):
     result = subprocess.run([str(driver), "--parameters"], capture_output=True, text=True, timeout=60, check=True)
     rows = [line.split() for line in result.stdout.splitlines()]
     assert sorted(k for kind, k in rows if kind == "backend") == sorted(FastpathOrtParameters.backend_keys())
     assert sorted(k for kind, k in rows if kind == "informational") == sorted(FastpathOrtParameters.INFORMATIONAL)
+
+
+@pytest.fixture(scope="module")
+def cpp_defaults(driver) -> dict[str, str]:
+    """Each key config.cc reads with its default, as `test_fastpath_ort --defaults` prints it."""
+    result = subprocess.run([str(driver), "--defaults"], capture_output=True, text=True, timeout=60, check=True)
+    return dict(line.split("\t", 1) for line in result.stdout.splitlines())
+
+
+def test_the_compiled_backend_prints_a_default_for_every_key(cpp_defaults):
+    assert sorted(cpp_defaults) == sorted(FastpathOrtParameters.backend_keys())
+
+
+def _as_parameters(key: str, text: str) -> dict[str, str]:
+    """The C++ value of `key` as config parameters: a family's "<level>:<value>,..." one key a level."""
+    if key not in FastpathOrtParameters.prefixes():
+        return {key: text}
+    return {f"{key}{level}": value for level, value in (item.split(":") for item in text.split(",") if item)}
+
+
+@pytest.mark.parametrize("key", FastpathOrtParameters.backend_keys())
+def test_the_cpp_default_of_every_key_is_the_python_contracts(cpp_defaults, key):
+    read = FastpathOrtParameters.from_parameters(_as_parameters(key, cpp_defaults[key]))
+    assert getattr(read, key) == FastpathOrtParameters.default(key), (
+        f"{key}: config.cc defaults it to {cpp_defaults[key]!r}, FastpathOrtParameters to "
+        f"{FastpathOrtParameters.default(key)!r}"
+    )
 
 
 def _rendered():
@@ -83,11 +123,11 @@ def test_every_rendered_key_is_one_its_backend_reads(where, contract, params):
 
 @pytest.mark.parametrize("contract", list(CONTRACTS.values()), ids=list(CONTRACTS))
 def test_a_contract_reads_back_what_it_writes(contract):
-    required = {
-        name: ("1" if contract.default(name) is REQUIRED and name == "max_length" else "x")
-        for name in contract.parameter_keys()
-        if contract.default(name) is REQUIRED
-    }
+    def value(name: str) -> str:  # an enum's first value, a number, or a name
+        kind = next(f.metadata["kind"] for f in dataclasses.fields(contract) if f.name == name)
+        return next(iter(kind)).value if issubclass(kind, Enum) else "1" if name == "max_length" else "x"
+
+    required = {name: value(name) for name in contract.parameter_keys() if contract.default(name) is REQUIRED}
     read = contract.from_parameters(required)
     assert contract.from_parameters(read.to_parameters()) == read
 
@@ -103,7 +143,7 @@ def test_absent_keys_take_the_declared_defaults_and_required_keys_are_named():
 
 
 def test_writing_leaves_unset_keys_to_the_backend_and_families_by_level():
-    written = TextPipelineParameters(task="embed", cache=False, admission_budget_ms_={1: 12.5, 2: 40.0})
+    written = TextPipelineParameters(task=Task.EMBED, cache=False, admission_budget_ms_={1: 12.5, 2: 40})
     assert written.to_parameters() == {
         "task": "embed",
         "cache": "false",
@@ -112,3 +152,34 @@ def test_writing_leaves_unset_keys_to_the_backend_and_families_by_level():
     }
     assert TextPipelineParameters.reads("admission_budget_ms_3")
     assert not TextPipelineParameters.reads("admission_budget_ms_x")
+
+
+@pytest.mark.parametrize(("target", "by_bls"), [(Target.EMBEDDED, False), (Target.CONTAINER, True)])
+def test_a_fused_model_calls_its_encoder_by_bls_on_the_container_target_only(target, by_bls):
+    specs = default_specs(RepoSettings.tuned(rendering="fused"), target)
+    fused = [spec for spec in specs if spec.python_model == TextPipelineParameters.BACKEND]
+    assert fused and all(calls_encoder_by_bls(spec) is by_bls for spec in fused)
+    assert not any(calls_encoder_by_bls(spec) for spec in specs if spec not in fused)
+
+
+def test_task_and_encoder_are_written_as_their_values_and_read_back_as_enums():
+    written = TextPipelineParameters(task=Task.CLASSIFY, encoder=Encoder.BLS).to_parameters()
+    assert written == {"task": "classify", "encoder": "bls"}
+    read = TextPipelineParameters.from_parameters({**written, "tokenizer_file": "t.json", "max_length": "8"})
+    assert (read.task, read.encoder) == (Task.CLASSIFY, Encoder.BLS)
+    with pytest.raises(ValueError, match="'gpu' is not a valid Encoder"):
+        TextPipelineParameters.from_parameters({**written, "encoder": "gpu", "tokenizer_file": "t", "max_length": "8"})
+
+
+def test_a_float_is_written_without_losing_digits():
+    written = SemanticParameters(semantic_threshold=0.9234567, semantic_min_margin=0.0).to_parameters()
+    assert written == {"semantic_threshold": "0.9234567", "semantic_min_margin": "0.0"}
+    assert SemanticParameters.from_parameters(written).semantic_threshold == 0.9234567
+
+
+def test_the_measured_family_is_keyed_by_name():
+    written = SemanticParameters(semantic_measured_={"wrong_rate": "0.0100"}).to_parameters()
+    assert written == {"semantic_measured_wrong_rate": "0.0100"}
+    assert CacheLookupParameters.reads("semantic_measured_wrong_rate")
+    read = CacheLookupParameters.from_parameters({**written, "encoder_model": "e"})
+    assert read.semantic_measured_ == {"wrong_rate": "0.0100"}

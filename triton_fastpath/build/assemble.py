@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastpath_backends.parameters import FastpathOrtParameters
 from triton_fastpath.config.render import (
     ContainerOptions,
     Target,
@@ -250,22 +251,23 @@ def with_tokenizer_digest(spec: ModelSpec, entries: Sequence[Path | tuple[Path, 
         source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
         if name == wanted and source.is_file():
             digest = hashlib.sha256(source.read_bytes()).hexdigest()
-            parameters = {"tokenizer_sha256": digest, **_token_bounds(spec, source)}
-            return dataclasses.replace(spec, parameters={**spec.parameters, **parameters})
+            found = FastpathOrtParameters(tokenizer_sha256=digest, value_bounds=_token_bounds(spec, source))
+            return dataclasses.replace(spec, parameters={**spec.parameters, **found.to_parameters()})
     return spec
 
 
-def _token_bounds(spec: ModelSpec, tokenizer: Path) -> dict[str, str]:
+def _token_bounds(spec: ModelSpec, tokenizer: Path) -> str | None:
     """`value_bounds` for a native model's token inputs: ids within the tokenizer's vocabulary, a
-    mask of 0 and 1, so an out-of-vocabulary id fails its request by name instead of in the graph."""
+    mask of 0 and 1, so an out-of-vocabulary id fails its request by name instead of in the graph
+    (None: not a native model of token ids, or one that has its bounds)."""
     names = {t.name for t in spec.inputs if t.data_type in ("TYPE_INT64", "TYPE_INT32")}
     if not spec.native or "input_ids" not in names or "value_bounds" in spec.parameters:
-        return {}
+        return None
     from tokenizers import Tokenizer  # heavy import kept to the builds that need it
 
     vocabulary = Tokenizer.from_file(str(tokenizer)).get_vocab_size(with_added_tokens=True)
     bounds = [f"input_ids:0:{vocabulary}"] + (["attention_mask:0:2"] if "attention_mask" in names else [])
-    return {"value_bounds": ",".join(bounds)}
+    return ",".join(bounds)
 
 
 def assemble(

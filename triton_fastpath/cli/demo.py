@@ -137,7 +137,7 @@ def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[st
     on as it would ship): `fused` beside a `graph` build, `graph` beside a Python one; None where
     it cannot be served here (the graph needs the native backend), saying which."""
     from triton_fastpath.build.repository import variant_repository
-    from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.config.plan import ServingOptions, plan_serving
     from triton_fastpath.native import build as native_build
 
     other = Rendering.FUSED if built_rendering(args.repository).needs_text_graph else Rendering.GRAPH
@@ -145,7 +145,7 @@ def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[st
     if refusal:
         progress(f"{other} rendering: skipped ({refusal}: the native backend is not built here; see the build)")
         return None
-    settings = RepoSettings.tuned(rendering=other).with_rendering(other)
+    settings = plan_serving(ServingOptions(rendering=other)).settings
     repository = variant_repository(settings, BUILD_DIR / "demo" / f"{other}-repository", only=("sentiment",))
     config = ServerConfig(
         model_repository=repository,

@@ -38,55 +38,55 @@ from pathlib import Path
 
 from triton_fastpath.build.assemble import with_response_cache_here
 from triton_fastpath.build.steps import format_report
+from triton_fastpath.config.plan import ServingOptions, ServingPlan, plan_serving
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import Precision, RepoSettings
+from triton_fastpath.config.settings import Precision
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf, import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["hf", "onnx"], help="a Hugging Face folder or an ONNX file")
-    parser.add_argument("path", type=Path, help="the local folder or file")
-    parser.add_argument("--name", required=True, help="model name in the repository")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
-    parser.add_argument("--target", choices=[t.value for t in Target], default="embedded")
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    """`fastpath import`'s options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=["hf", "onnx"], help="a Hugging Face folder or an ONNX file")
+    p.add_argument("path", type=Path, help="the local folder or file")
+    p.add_argument("--name", required=True, help="model name in the repository")
+    p.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="default: %(default)s")
+    p.add_argument("--target", choices=[t.value for t in Target], default="embedded")
+    p.add_argument(
         "--precision",
         type=Precision,
         choices=list(Precision),
         default=None,
         help="served weights (default: int8 for hf, fp32 for onnx; both are built and checked)",
     )
-    parser.add_argument("--labels", type=Path, help="label names, one a line, in class-score order")
-    parser.add_argument(
+    p.add_argument("--labels", type=Path, help="label names, one a line, in class-score order")
+    p.add_argument(
         "--max-length",
         type=int,
         help="tokens per text (hf classifier; default 64; sentence models: their max_seq_length)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--trust-pickle", action="store_true", help="load a SetFit model_head.pkl with joblib (a pickle runs code)"
     )
-    parser.add_argument("--eval-csv", type=Path, help="held-out text,label rows (hf)")
-    parser.add_argument("--samples", type=Path, help="an .npz of named input arrays, optionally `labels` (onnx)")
-    parser.add_argument("--label-output", help="the class-scores output (onnx; default: the one vector output)")
-    parser.add_argument(
+    p.add_argument("--eval-csv", type=Path, help="held-out text,label rows (hf)")
+    p.add_argument("--samples", type=Path, help="an .npz of named input arrays, optionally `labels` (onnx)")
+    p.add_argument("--label-output", help="the class-scores output (onnx; default: the one vector output)")
+    p.add_argument(
         "--input-range", help="LOW,HIGH of generated inputs when no --samples (onnx; default 0,1 floats, 0,10 ints)"
     )
-    parser.add_argument(
-        "--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)"
-    )
-    parser.add_argument(
+    p.add_argument("--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)")
+    p.add_argument(
         "--work-dir",
         type=Path,
         default=BUILD_DIR,
         help="where the import keeps what it made: <work-dir>/imported/<name>/ (the exported and quantized "
         "files, samples, report.json); nothing else is written but --repository. Default: %(default)s",
     )
-    parser.add_argument(
+    p.add_argument(
         "--rendering",
         type=Rendering,
         choices=list(Rendering),
@@ -96,18 +96,25 @@ def main(argv: list[str] | None = None) -> int:
         "with the tokenizer inside on the native backend, no Python on the path, cached by the response cache "
         "(BERT WordPiece tokenizers; another tokenizer is served 'fused', said so); 'fused': one Python model",
     )
-    args = parser.parse_args(argv)
+    return p
+
+
+def serving_plan(args: argparse.Namespace, precision: Precision | str) -> ServingPlan:
+    """What `args` ask to serve (`config.plan.plan_serving` decides the rendering and its fallbacks),
+    rendered for the response cache that can be served here."""
+    options = ServingOptions(rendering=args.rendering, precision=Precision(precision), max_length=args.max_length)
+    return plan_serving(options, target=args.target, response_cache_here=with_response_cache_here)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `fastpath import hf|onnx`."""
+    args = parser().parse_args(argv)
     try:
         precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        rendering = {"rendering": args.rendering} if args.rendering else {}
-        settings, notes = RepoSettings.tuned_with_notes(
-            precision=precision, max_length=args.max_length or 64, **rendering
-        )
-        if args.rendering:  # the rendering's own caches (`Rendering.settings_for`)
-            settings = settings.with_rendering(args.rendering)
-        settings, note = with_response_cache_here(settings, args.target)
-        for line in [*notes, *([note] if note else [])]:
+        plan = serving_plan(args, precision)
+        for line in plan.notes:
             print(line)
+        settings = plan.settings
         common = {
             "name": args.name,
             "repository": args.repository,

@@ -6,6 +6,8 @@
   typed object every job reads its repository settings from, with its closed choices as enums
   (`Precision`) and its groups (`CacheTiers`, `EmbedderChoice`);
 - `rendering`: `Rendering` (fused, ensemble, graph) and what each cannot do, said once;
+- `plan`: the serving plan, what a build or an import serves (`plan_serving`: options, tuning file
+  and target -> settings and the notes that explain them; the rendering and its fallbacks decided once);
 - `tensorrt`: TensorRT optimisation profiles and the engine plan for the container target.
 
 May import: `triton_fastpath.errors`, `triton_fastpath.paths`. Nothing here starts a process or

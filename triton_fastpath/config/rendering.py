@@ -2,8 +2,9 @@
 
 The closed choice is named here once. What a rendering *builds* is its module in
 `triton_fastpath.models.renderings` (`fused`, `ensemble`, `graph`); what it *refuses* is said here,
-once, because the settings are checked where they are made (`RepoSettings`, the tuned defaults, the
-CLIs), and those live in this package, below the spec factories. Nobody compares rendering strings:
+once, because the settings are checked where they are made (`RepoSettings`, and the serving plan,
+`config.plan`, which chooses the rendering and its fallbacks), and those live in this package, below
+the spec factories. Nobody compares rendering strings:
 they ask the rendering.
 """
 

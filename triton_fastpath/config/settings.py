@@ -1,7 +1,7 @@
 """The repository's settings: every knob the specs read (`RepoSettings`), the tuned defaults that
-`fastpath tune` measured (`RepoSettings.tuned()`; `RepoSettings.tuned_with_notes()` also says where a
-tuned value could not be used with the caller's settings), and the service levels that queue timeouts
-are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
+`fastpath tune` measured (`RepoSettings.tuned()`; what a build or an import serves, with the notes that
+explain it, is the serving plan's, `triton_fastpath.config.plan`), and the service levels that queue
+timeouts are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
 """
 
 from __future__ import annotations
@@ -507,47 +507,22 @@ class RepoSettings:
     def tuned(cls, path: Path = TUNING_FILE, **overrides: Any) -> RepoSettings:
         """Settings with what `fastpath tune` measured in `path` (its tuned defaults), read now;
         `overrides` (fields of `RepoSettings`; a group given replaces the tuned values in it whole)
-        win. Without the file: the factory defaults. A tuned rendering these settings cannot build
-        is replaced (`tuned_with_notes` says why).
+        win. Without the file: the factory defaults.
 
-        Raises:
-            ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
-        """
-        return cls.tuned_with_notes(path, **overrides)[0]
-
-    @classmethod
-    def tuned_with_notes(cls, path: Path = TUNING_FILE, **overrides: Any) -> tuple[RepoSettings, tuple[str, ...]]:
-        """`tuned()`, and a note for each tuned value that was not used, for the build to print.
-
-        The tuner measures every rendering as it ships, its caches on. The tuned rendering 'graph'
-        runs on the native backend and its caches are the response cache's (the kit's two-tier
-        cache: L1 in process, Redis L2): it has no cache-lookup step, so `cache` (the Python L1/L2
-        lookup) is off there. Where the caller asks for what only a Python rendering has (`cache`
-        on, or the semantic layer) or turns `native` off, and the rendering is the tuned one (not in
-        `overrides`), the 'fused' rendering serves instead, with a note. An explicit `rendering`
-        override is kept as given (the build then says what is wrong with it).
+        A tuned rendering comes with its own caches: one without a cache-lookup step (the graph,
+        whose caches are the response cache's) has `cache` off unless `overrides` set it. Whether
+        the tuned rendering can serve what a user asks for, and what serves instead, is decided by
+        the serving plan (`triton_fastpath.config.plan.plan_serving`), not here.
 
         Raises:
             ConfigError: the file is not a tuning file, or names a setting the tuner does not own.
         """
         tuning = load_tuning(path)
-        base = cls().with_tunables(tuning)
         values = dict(overrides)
-        notes: list[str] = []
         tuned: Rendering | None = tuning.get("rendering")
-        if tuned is not None and "rendering" not in overrides:
-            lookup = overrides.get("cache", False) or overrides.get("semantic", base.semantic).enabled
-            refusal = tuned.refusal(lookup=lookup, native=overrides.get("native", base.native).enabled)
-            if refusal:
-                values["rendering"] = Rendering.FUSED
-                notes.append(
-                    f"{path.name} chose rendering '{tuned}', but {refusal}: serving the 'fused' rendering instead "
-                    "(the Python L1/L2 lookup and the semantic layer need a Python rendering; the graph needs the "
-                    "native backend)"
-                )
-            elif not tuned.has_lookup_step:
-                values["cache"] = False  # its caches are the response cache's tiers
-        return replace(base, **values), tuple(notes)
+        if tuned is not None and not tuned.has_lookup_step and not {"rendering", "cache"} & set(overrides):
+            values["cache"] = False  # its caches are the response cache's tiers
+        return replace(cls().with_tunables(tuning), **values)
 
     def tunable(self, name: str) -> Any:
         """The value of the tunable `name` (a key of `FACTORY_TUNABLES`) in these settings."""

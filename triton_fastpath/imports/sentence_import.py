@@ -27,8 +27,8 @@ from triton_fastpath.build.assemble import assemble
 from triton_fastpath.build.gates import texts_needed
 from triton_fastpath.build.pipeline import Pipeline, Progress
 from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
+from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import VerificationError
@@ -288,9 +288,10 @@ def import_sentence_model(
                 pipeline, stage, chosen, max_length=sentence.max_seq_length, texts=texts, head=head, target=target,
                 report=report,
             )  # fmt: skip
-            if not graph:
-                pipeline.say(f"no text graph, so rendering 'fused' instead of '{settings.rendering}'")
-                settings = replace(settings, rendering=Rendering.FUSED)
+        if not graph:
+            settings, note = fallback_when_no_graph(settings)
+            if note:
+                pipeline.say(note)
         specs = pipeline_specs(name, sentence.dimension, head, settings, target)
         fixed = TextEncoder(tokenizer_file, sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(name, stage, fixed, chosen)

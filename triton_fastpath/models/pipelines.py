@@ -2,9 +2,10 @@
 
 The renderings of a text pipeline (`triton_fastpath.models.renderings`: fused, ensemble, graph) are
 built from these parts: the encoder, the fused Python model, the one-step wrapper ensemble, the
-tokenizer step, the ids lane, the cache and admission parameters. `onnx_classifier_spec` serves one
-ONNX graph directly (`digits`, or a user's ONNX file); `python_hops` counts a request's Python
-processes. The settings they read are `triton_fastpath.config.settings.RepoSettings`.
+tokenizer step, the ids lane, the admission parameters (the other parameters a spec passes its
+backend are `models.backend_parameters`'). `onnx_classifier_spec` serves one ONNX graph directly
+(`digits`, or a user's ONNX file); `python_hops` counts a request's Python processes. The settings
+they read are `triton_fastpath.config.settings.RepoSettings`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from fastpath_backends.parameters import AdmissionParameters, TokenizerParameters
-from triton_fastpath.config.render import LENGTH_BUCKET_PARAMETER, Target, as_target, python_adapter
+from fastpath_backends.parameters import (
+    DEFAULT_MAX_TEXT_BYTES,
+    AdmissionParameters,
+    FastpathOrtParameters,
+    OnnxRunnerParameters,
+)
+from triton_fastpath.config.render import Target, as_target, python_adapter
 from triton_fastpath.config.settings import (
     BUNDLED_EMBEDDER,
     BUNDLED_EMBEDDER_DIM,
@@ -21,6 +27,7 @@ from triton_fastpath.config.settings import (
     LABELS_FILE,
     QUEUE_SHARE_HIGHER,
     QUEUE_SHARE_LOWEST,
+    TOKENIZER_FILE,
     Precision,
     RepoSettings,
 )
@@ -34,12 +41,11 @@ from triton_fastpath.config.spec import (
     Warmup,
     WarmupInput,
 )
-from triton_fastpath.errors import ConfigError
-from triton_fastpath.paths import SEMANTIC_ONNX, SEMANTIC_TOKENIZER
+from triton_fastpath.models.backend_parameters import tokenizer_parameters
 
-# The largest text a request may carry: fastpath_backends.text.DEFAULT_MAX_TEXT_BYTES, which the Python
-# steps enforce (a unit test holds the two equal); the graph rendering's backend enforces this one.
-MAX_TEXT_BYTES = 1_000_000
+# The largest text a request may carry: the Python steps' default (`TokenizerParameters.max_text_bytes`);
+# the graph rendering's backend is given it (`max_string_bytes`).
+MAX_TEXT_BYTES = DEFAULT_MAX_TEXT_BYTES
 
 
 def text_cut_chars(max_length: int) -> int:
@@ -86,35 +92,6 @@ def warmup_of(
     return tuple(Warmup(name=f"batch_{size}", batch_size=size, inputs=inputs) for size in sizes)
 
 
-def cache_parameters(settings: RepoSettings) -> dict[str, str]:
-    """Parameters of the exact cache (L1/L2) and, when `settings.semantic` is on, the semantic layer."""
-    tiers = settings.cache_tiers
-    parameters = {
-        "l1_max_entries": str(tiers.l1_max_entries),
-        "l1_ttl_s": str(tiers.l1_ttl_s),
-        "l2_ttl_s": str(tiers.l2_ttl_s),
-        "redis_key_prefix": tiers.redis_key_prefix,
-        "redis_timeout_ms": str(tiers.redis_timeout_ms),
-    }
-    if settings.semantic.enabled:
-        parameters.update(
-            semantic_threshold=str(settings.semantic.threshold),
-            semantic_min_margin=str(settings.semantic.min_margin),
-            semantic_guard="true" if settings.semantic.guard else "false",
-            semantic_dim=str(settings.semantic.embedder.dimension),
-            semantic_capacity=str(settings.semantic.capacity),
-        )
-        embedder = settings.semantic.embedder
-        if embedder.max_length:
-            parameters["semantic_max_length"] = str(embedder.max_length)
-        if embedder.normalize:
-            parameters["semantic_normalize"] = "true"
-        if not embedder.bundled:
-            parameters["semantic_embedder"] = embedder.name
-        parameters.update({f"semantic_measured_{k}": v for k, v in settings.semantic.measured})
-    return parameters
-
-
 def queue_timeouts_us(settings: RepoSettings, model: str | None = None, steps: int = 1) -> dict[int, int]:
     """How long a request may wait in each of `model`'s queues, per priority level (1 = highest).
 
@@ -137,6 +114,11 @@ def queue_timeouts_us(settings: RepoSettings, model: str | None = None, steps: i
     return {level: max(1, floor, round(level_ms * 1000 * share[level] / max(1, steps))) for level in levels}
 
 
+def _milliseconds(us: int) -> float:
+    """`us` in ms; a whole number stays an int (written "40", not "40.0")."""
+    return us // 1000 if us % 1000 == 0 else us / 1000
+
+
 def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> dict[str, str]:
     """The parameters of a model's admission control (`fastpath_backends.admission`; the native
     backend reads its own from the same budgets).
@@ -153,43 +135,12 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
     return AdmissionParameters(
         priority_levels=priority_levels,
         admission_budget_ms_={
-            max(1, level): timeout_us / 1000 for level, timeout_us in queue_timeouts_us(settings, model, steps).items()
+            max(1, level): _milliseconds(timeout_us)
+            for level, timeout_us in queue_timeouts_us(settings, model, steps).items()
         },
         # Rows always computed per batch: normal load (up to 32 concurrent clients here) is never shed.
         admission_min_rows=max(1, settings.batching.max_batch_size // 2),
     ).to_parameters()
-
-
-def encoder_parameters(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -> dict[str, str]:
-    """How a fused model reaches its encoder: onnxruntime in process (embedded) or BLS (container).
-
-    Either way a batch goes to the encoder padded to its longest text (natural length): the
-    encoder's sequence axis is dynamic in every rendering.
-    """
-    if as_target(target) is Target.EMBEDDED:
-        return {
-            "encoder": "in_process",
-            "onnx_file": encoder.model_file or "",
-            "intra_op_threads": str(settings.onnx_threads),
-            LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
-        }
-    return {"encoder": "bls", "encoder_model": encoder.name, "encoder_max_batch_size": str(encoder.max_batch_size)}
-
-
-def semantic_embedder(settings: RepoSettings, target: Target | str) -> dict[str, str]:
-    """How a fused classifier embeds texts for its semantic layer: the `embed` graph in process
-    (embedded) or the native `embed_encoder` by BLS (container: no onnxruntime for Python there)."""
-    found = {"semantic_tokenizer_file": SEMANTIC_TOKENIZER}
-    if as_target(target) is Target.EMBEDDED:
-        return {**found, "semantic_onnx_file": SEMANTIC_ONNX}
-    refusal = settings.semantic.embedder.refusal(settings.rendering, container=True)
-    if refusal:
-        raise ConfigError(refusal)
-    return {
-        **found,
-        "semantic_encoder_model": PipelineMembers(EMBED_NAME).encoder,
-        "semantic_max_batch_size": str(settings.batching.max_batch_size),
-    }
 
 
 def fused_model(
@@ -339,9 +290,8 @@ def ids_lane(encoder: ModelSpec, settings: RepoSettings, target: Target | str) -
 def with_tokenizer(encoder: ModelSpec, max_length: int) -> ModelSpec:
     """`encoder` naming the tokenizer file beside it and the length it truncates at: what a
     client needs to call it with ids (`fastpath_client.ids_lane`)."""
-    return replace(
-        encoder, parameters={**encoder.parameters, "tokenizer_file": "tokenizer.json", "max_length": str(max_length)}
-    )
+    named = FastpathOrtParameters(tokenizer_file=TOKENIZER_FILE, max_length=max_length)
+    return replace(encoder, parameters={**encoder.parameters, **named.to_parameters()})
 
 
 @dataclass(frozen=True)
@@ -396,7 +346,7 @@ def classifier_encoder(name: str, tensors: ClassifierTensors, settings: RepoSett
         native=settings.native.enabled,
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((tensors.ids, tensors.mask), batch, files=True, dims=token_warmup_dims(length)),
-        parameters={LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows)},
+        parameters=OnnxRunnerParameters(length_bucket_rows=settings.batching.length_bucket_rows).to_parameters(),
     )
 
 
@@ -426,13 +376,8 @@ def embedding_encoder(
         native=settings.native.enabled,
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((ids, mask), batch, files=True, dims=token_warmup_dims(length)),
-        parameters={LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows)},
+        parameters=OnnxRunnerParameters(length_bucket_rows=settings.batching.length_bucket_rows).to_parameters(),
     )
-
-
-def tokenizer_parameters(settings: RepoSettings) -> dict[str, str]:
-    """How a Python step tokenizes: the tokenizer file beside it and the length it truncates at."""
-    return TokenizerParameters(tokenizer_file="tokenizer.json", max_length=settings.max_length).to_parameters()
 
 
 def onnx_classifier_spec(
@@ -469,7 +414,10 @@ def onnx_classifier_spec(
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of(inputs, settings.batching.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
-        parameters={"reject_non_finite": "true", **admission_parameters(settings, name)},
+        parameters={
+            **OnnxRunnerParameters(reject_non_finite=True).to_parameters(),
+            **admission_parameters(settings, name),
+        },
         response_cache=settings.response_cache,
         response_cache_kind=settings.response_cache_kind,  # the renderer keeps it only where it is safe
         labels=tuple(labels),

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fastpath_backends.parameters import CacheLookupParameters, PostprocessParameters
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import EnsembleStep, ModelKind, ModelSpec, PipelineMembers, TensorSpec
+from triton_fastpath.models.backend_parameters import cache_parameters
 from triton_fastpath.models.pipelines import (
     EMBED_DIM,
     ClassifierTensors,
-    cache_parameters,
     classifier_encoder,
     classifier_ensemble,
     embedding_encoder,
@@ -51,7 +52,7 @@ def classifier_specs(
         instance_count=settings.postprocess_instances,
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((t.probabilities, t.label_index), batch, files=False),
-        parameters={"labels": ",".join(labels)},
+        parameters=PostprocessParameters(labels=",".join(labels)).to_parameters(),
     )
     middle = encoder
     cache_specs = []
@@ -68,11 +69,12 @@ def classifier_specs(
             dynamic_batching=settings.batching.dynamic_batching,
             # No warmup: it would call the encoder through BLS before that model is surely loaded.
             parameters={
-                "pipeline": name,
-                "encoder_model": encoder.name,
-                "encoder_max_batch_size": str(batch),
-                # a client can send ids straight to this step: checked against it
-                "max_length": str(settings.max_length),
+                **CacheLookupParameters(
+                    pipeline=name,
+                    encoder_model=encoder.name,
+                    encoder_max_batch_size=batch,
+                    max_length=settings.max_length,  # a client can send ids straight to this step: checked against it
+                ).to_parameters(),
                 **cache_parameters(settings),
             },
         )

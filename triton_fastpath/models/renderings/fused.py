@@ -10,21 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fastpath_backends.parameters import Task, TextPipelineParameters
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelSpec, TensorSpec
+from triton_fastpath.models.backend_parameters import (
+    cache_parameters,
+    encoder_parameters,
+    semantic_embedder,
+    tokenizer_parameters,
+)
 from triton_fastpath.models.pipelines import (
     ClassifierTensors,
-    cache_parameters,
     classifier_encoder,
     classifier_lane,
     embedding_encoder,
-    encoder_parameters,
     fused_model,
     ids_lane,
-    semantic_embedder,
-    tokenizer_parameters,
     with_tokenizer,
     wrapper_ensemble,
 )
@@ -39,9 +42,9 @@ def classifier_specs(
     tensors = ClassifierTensors.of(labels)
     encoder = classifier_encoder(name, tensors, settings)
     semantic = settings.semantic.enabled  # implies `settings.cache` (`RepoSettings` checks)
-    parameters = {"task": "classify", "labels": ",".join(labels), "pipeline": name, **tokenizer_parameters(settings)}
+    own = TextPipelineParameters(task=Task.CLASSIFY, labels=",".join(labels), pipeline=name, cache=settings.cache)
+    parameters = {**own.to_parameters(), **tokenizer_parameters(settings)}
     parameters.update(encoder_parameters(encoder, settings, target))
-    parameters["cache"] = "true" if settings.cache else "false"
     if settings.cache:
         parameters.update(cache_parameters(settings))
     if semantic:
@@ -68,7 +71,8 @@ def embedding_specs(
     embedding = TensorSpec("embedding", "TYPE_FP32", (dimension,))
     served = (embedding, TensorSpec("truncated", "TYPE_BOOL", (1,))) if truncated else (embedding,)
     encoder = embedding_encoder(name, embedding, settings, precision)
-    parameters = {"task": "embed", "cache": "false", "pipeline": name, **tokenizer_parameters(settings)}
+    own = TextPipelineParameters(task=Task.EMBED, cache=False, pipeline=name)
+    parameters = {**own.to_parameters(), **tokenizer_parameters(settings)}
     parameters.update(encoder_parameters(encoder, settings, target))
     parameters.update(fused_parameters or {})
     fused = fused_model(name, served, parameters, settings, target, instances=instances)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from triton_fastpath.config.render import CUSTOM_OPS_FILE, LENGTH_BUCKET_PARAMETER, Target, as_target
+from fastpath_backends.parameters import FastpathOrtParameters
+from triton_fastpath.config.render import CUSTOM_OPS_FILE, Target, as_target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
     LABEL_GRAPH_FILE,
@@ -92,7 +93,8 @@ def container_classifier_specs(
         warmups=warmup_of((t.text,), batch, files=True),
         parameters={
             **text_checks(settings),
-            "ragged_outputs": ",".join(TOKEN_OUTPUTS),  # each request's ids at its own length
+            # each request's ids at its own length
+            **FastpathOrtParameters(ragged_outputs=",".join(TOKEN_OUTPUTS)).to_parameters(),
         },
     )
     postprocess = ModelSpec(
@@ -121,17 +123,18 @@ def container_classifier_specs(
     return [tokenizer, encoder, postprocess, ensemble]
 
 
-def text_checks(settings: RepoSettings) -> dict[str, str]:
+def text_checks(settings: RepoSettings, *, tokenizes: bool = True) -> dict[str, str]:
     """fastpath_ort's parameters for a text in: the Python tokenizer's checks, made by the backend
-    before the text is tokenized by the exact C++ tokenizer (`text_tokenizer`), and where it cuts."""
-    return {
-        "text_tokenizer": TOKENIZER_FILE,
-        "reject_blank_strings": "true",
-        "max_string_bytes": str(MAX_TEXT_BYTES),
-        "cut_string_chars": str(text_cut_chars(settings.max_length)),
-        "cut_flag_output": "truncated",
-        "max_length": str(settings.max_length),  # where the tokenizer cuts (also read by the benchmark)
-    }
+    before the text is tokenized by the exact C++ tokenizer (`text_tokenizer`, left out where the
+    graph tokenizes itself: `tokenizes=False`), and where it cuts."""
+    return FastpathOrtParameters(
+        text_tokenizer=TOKENIZER_FILE if tokenizes else None,
+        reject_blank_strings=True,
+        max_string_bytes=MAX_TEXT_BYTES,
+        cut_string_chars=text_cut_chars(settings.max_length),
+        cut_flag_output="truncated",
+        max_length=settings.max_length,  # where the tokenizer cuts (also read by the benchmark)
+    ).to_parameters()
 
 
 def embedding_specs(
@@ -212,10 +215,11 @@ def text_graph_specs(
     direct = not settings.response_cache or cache_refuses_errors(settings, target)
     # container: the text graph, whose op library Triton's onnxruntime backend loads; embedded:
     # fastpath_ort tokenizes with the exact C++ tokenizer and runs the post graph
-    checks = text_checks(settings)
-    if container:
-        del checks["text_tokenizer"]
-    tokenizing = {"custom_op_library": CUSTOM_OPS_FILE} if container else {}
+    own = FastpathOrtParameters(
+        custom_op_library=CUSTOM_OPS_FILE if container else None,
+        # the batch's requests run in buckets of similar length (tokens), each padded to its longest
+        length_bucket_rows=settings.batching.length_bucket_rows,
+    )
     graph = ModelSpec(
         name=name if direct else role,
         artifacts=role if direct else "",
@@ -232,10 +236,8 @@ def text_graph_specs(
         dynamic_batching=settings.batching.dynamic_batching,
         warmups=warmup_of((text,), batch, files=True),
         parameters={
-            **tokenizing,
-            **checks,
-            # the batch's requests run in buckets of similar length (tokens), each padded to its longest
-            LENGTH_BUCKET_PARAMETER: str(settings.batching.length_bucket_rows),
+            **own.to_parameters(),
+            **text_checks(settings, tokenizes=not container),
             **admission_parameters(settings, name),
         },
     )
