@@ -5,7 +5,7 @@ FASTPATH := .venv/bin/fastpath
 VENV_STAMP := .venv/.installed
 ARGS ?=
 
-.PHONY: help venv build demo serve import-public import-minilm test test-unit test-export test-integration sanitize lint format clean
+.PHONY: help venv build demo serve import-public import-minilm test test-slow test-all test-unit test-export test-integration sanitize lint format clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -24,12 +24,19 @@ demo: $(VENV_STAMP)  ## build, start the embedded Triton, send held-out requests
 serve: build  ## serve model_repository/ on 127.0.0.1:8000/8001/8002 until Ctrl-C
 	$(FASTPATH) serve $(ARGS)
 
-test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration) but the sanitizer jobs
+test: $(VENV_STAMP) lint  ## lint, build (skips what is up to date), then every test (unit, export, integration) but the slow and sanitizer jobs
 	$(FASTPATH) build
-	$(PY) -m pytest -m "not sanitize" $(ARGS)
+	$(PY) -m pytest -m "not sanitize and not slow" $(ARGS)
 
-sanitize: $(VENV_STAMP)  ## ThreadSanitizer jobs: the backend's dispatcher and queue under unload, the cache's Redis tier under a Redis restart
+test-slow: $(VENV_STAMP)  ## the slow end-to-end jobs: benchmark and tuner smoke runs, public models imported from their wheels
+	$(FASTPATH) build
+	$(PY) -m pytest -m "slow and not sanitize" $(ARGS)
+
+sanitize: $(VENV_STAMP)  ## sanitizer jobs: TSan on the backend's dispatcher and queue and the cache's Redis tier, ASan+UBSan backend under the wire fuzz
+	$(FASTPATH) build
 	$(PY) -m pytest -m sanitize $(ARGS)
+
+test-all: test test-slow sanitize  ## everything CI runs (.ci/run): make test, make test-slow, make sanitize
 
 test-unit: $(VENV_STAMP)  ## every test that needs no server (-m "not integration"; tests/conftest.py says how the tree is split)
 	$(PY) -m pytest -m "not integration and not sanitize" $(ARGS)

@@ -5,9 +5,13 @@ How the tree is split: folders group tests by subject, one marker says what they
 - `integration` (a module's `pytestmark`): the test starts real processes (tritonserver,
   redis-server, prometheus, locust, a fresh venv) on free 127.0.0.1 ports, always stopped.
   `make test-integration` runs these.
-- `sanitize`: a ThreadSanitizer job of the native code (the backend's dispatcher and queue, the
-  cache's Redis tier): `make sanitize` runs these, and .ci/run runs it after `make test`, which
-  leaves them out.
+- `sanitize`: a sanitizer job of the native code (ThreadSanitizer on the backend's dispatcher and
+  queue and the cache's Redis tier; the AddressSanitizer + UBSan backend under the wire fuzz):
+  `make sanitize` runs these, and .ci/run runs it after `make test`, which leaves them out.
+- `slow`: an end-to-end job of whole commands, minutes each (the benchmark, cache-benchmark and
+  tuner smoke runs; the public models imported from their wheels and checked against their
+  sources): `make test-slow` runs these, and .ci/run runs it after `make test`, which leaves them
+  out so that it stays under 25 minutes on 2 cores. `make test-all` runs all three.
 - everything else needs no server: `make test-unit` runs all of it (`-m "not integration"`), in
   seconds. Of these, `export`-marked tests need the build kit (torch, onnx); tests/unit needs
   neither (no torch, no server).

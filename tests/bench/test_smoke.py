@@ -22,7 +22,7 @@ from triton_fastpath.bench.harness import default_systems
 from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings, load_tuning
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # `make test-slow`: minutes of whole commands
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.sdk.codegen import load_labels, load_repository, plan_models
 from triton_fastpath.sdk.render import render_package
 
-pytestmark = [pytest.mark.integration, pytest.mark.export]
+pytestmark = [pytest.mark.integration, pytest.mark.export, pytest.mark.slow]  # `make test-slow`
 
 
 def test_magika_from_its_wheel_is_imported_as_int8_and_names_real_files_through_the_sdk(tmp_path):

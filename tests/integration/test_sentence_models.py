@@ -20,7 +20,7 @@ from triton_fastpath.config.settings import SemanticCache
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 st = pytest.importorskip("sentence_transformers")
-pytestmark = [pytest.mark.integration, pytest.mark.export]
+pytestmark = [pytest.mark.integration, pytest.mark.export, pytest.mark.slow]  # `make test-slow`
 
 PARITY_TEXTS = 512
 

@@ -23,7 +23,7 @@ import pytest
 from triton_fastpath.native import build as native
 from triton_fastpath.reliability.fuzz import QUICK, run_fuzz
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.sanitize]  # `make sanitize`
 
 FINDINGS = re.compile(
     r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|SUMMARY: UndefinedBehaviorSanitizer"
