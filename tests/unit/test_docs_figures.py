@@ -73,14 +73,6 @@ def test_the_checker_catches_an_unmarked_figure_and_spares_a_marked_one() -> Non
 # republishes it (docs/results/README.md, "Regenerating them"). The check is an expected failure
 # for these, and a strict one: once a file is republished its entry fails until it is removed here.
 NOT_YET_REPUBLISHED = {
-    "benchmark.md": "fastpath bench serving --only fastapi-ort-2w mosec ours-default --repeat-ratio 0.3 --rounds 2 "
-    "--concurrency 1 4 8 16 32 --no-imported --publish",
-    "caching-benchmark.md": "fastpath bench cache --publish",
-    "loadtest-sample-report.md": "fastpath loadtest run --scenario mixed --shape step --users 8 --duration 40s "
-    "--sla-profile relaxed --publish",
-    "reliability.md": "fastpath reliability --markdown --publish",
-    "semantic-threshold-minilm.md": "fastpath cache threshold --embedder minilm --publish",
-    "semantic-threshold.md": "fastpath cache threshold --publish",
     "soak.md": "fastpath soak --minutes 30 --publish",
     "tuning.md": "fastpath tune --knobs rendering native --concurrency 1 8 16 32 48 --publish",
 }
