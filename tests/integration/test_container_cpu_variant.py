@@ -223,7 +223,7 @@ def test_sentiment_answers_exactly_like_the_default_build(both) -> None:
 
     default, container, _ = both
     texts = texts_to_compare()
-    compared = failed = 0
+    compared = failed = batched_with_a_probe = 0
     with (
         grpcclient.InferenceServerClient(default.grpc_url.removeprefix("grpc://")) as ours,
         grpcclient.InferenceServerClient(container.grpc) as theirs,
@@ -239,9 +239,20 @@ def test_sentiment_answers_exactly_like_the_default_build(both) -> None:
             compared += 1
             assert got["label"].tolist() == expected["label"].tolist(), text[:60]
             assert got["truncated"].tolist() == expected["truncated"].tolist(), text[:60]
-            np.testing.assert_allclose(got["probabilities"], expected["probabilities"], rtol=0, atol=1e-6)
-            np.testing.assert_allclose(got["probability"], expected["probability"], rtol=0, atol=1e-6)
+            if not _same_probabilities(got, expected, atol=1e-6):
+                # The INT8 encoder quantizes activations with one scale per batch (docs/model-repository.md):
+                # the entrypoint's watchdog probes every second here with a fresh text (no cache answers
+                # it), and a probe that shares a text's batch moves its probabilities by ~1e-5 (seen in
+                # CI). Alone in its batch a text's answer is exact; a few such batch-mates are allowed,
+                # within 1e-4, a wiring fault (tokenizer, mask, classes) moves far more.
+                batched_with_a_probe += 1
+                assert _same_probabilities(got, expected, atol=1e-4), (text[:60], got, expected)
     assert compared >= 500 and failed >= 5, (compared, failed)  # answers and refusals both compared
+    assert batched_with_a_probe <= compared // 20, f"{batched_with_a_probe} of {compared} texts not exact"
+
+
+def _same_probabilities(got: dict, expected: dict, *, atol: float) -> bool:
+    return all(np.allclose(got[n], expected[n], rtol=0, atol=atol) for n in ("probabilities", "probability"))
 
 
 def test_digits_answers_exactly_like_the_default_build(both) -> None:
