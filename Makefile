@@ -32,7 +32,7 @@ test-slow: $(VENV_STAMP)  ## the slow end-to-end jobs: benchmark and tuner smoke
 	$(FASTPATH) build
 	$(PY) -m pytest -m "slow and not sanitize" $(ARGS)
 
-sanitize: $(VENV_STAMP)  ## sanitizer jobs: TSan on the backend's dispatcher and queue and the cache's Redis tier, ASan+UBSan backend under the wire fuzz
+sanitize: $(VENV_STAMP)  ## sanitizer jobs: TSan on the backend's dispatcher and queue and the cache's Redis tier, ASan+UBSan backend under the wire fuzz and cache under stress
 	$(FASTPATH) build
 	$(PY) -m pytest -m sanitize $(ARGS)
 

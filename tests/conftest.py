@@ -6,7 +6,8 @@ How the tree is split: folders group tests by subject, one marker says what they
   redis-server, prometheus, locust, a fresh venv) on free 127.0.0.1 ports, always stopped.
   `make test-integration` runs these.
 - `sanitize`: a sanitizer job of the native code (ThreadSanitizer on the backend's dispatcher and
-  queue and the cache's Redis tier; the AddressSanitizer + UBSan backend under the wire fuzz):
+  queue and the cache's Redis tier; the AddressSanitizer + UBSan backend under the wire fuzz and
+  cache under stress):
   `make sanitize` runs these, and .ci/run runs it after `make test`, which leaves them out.
 - `slow`: an end-to-end job of whole commands, minutes each (the benchmark, cache-benchmark and
   tuner smoke runs; the public models imported from their wheels and checked against their

@@ -493,7 +493,10 @@ def test_replicas_with_a_shared_secret_authenticate_their_values(repository, sha
         writer.stop()
 
 
-@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
+# the AddressSanitizer + UBSan run (a minute on 2 cores) is a `make sanitize` job
+@pytest.mark.parametrize(
+    "sanitize", [False, pytest.param(True, marks=pytest.mark.sanitize)], ids=["plain", "asan-ubsan"]
+)
 def test_the_cpp_driver_passes_its_redis_checks(shared_redis, sanitize):
     """native/tests/test_fastpath_cache.cc with --redis-port: refused values (malformed, copied,
     unauthenticated, wrong type) are misses, counted and deleted without opening the breaker; MACs
@@ -653,6 +656,7 @@ def test_the_password_is_read_from_the_environment_and_never_logged(repository, 
             server.stop()
 
 
+@pytest.mark.sanitize  # `make sanitize`: the ASan + UBSan cache served under stress
 def test_the_sanitized_cache_survives_concurrent_evictions_errors_and_a_redis_restart(repository, tmp_path):
     """The cache built with AddressSanitizer + UndefinedBehaviorSanitizer in a real server: four
     clients over 64 inputs with an 8 KiB L1 (lookups copy out of entries while others evict them),
