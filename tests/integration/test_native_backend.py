@@ -691,7 +691,7 @@ def kit_server(tmp_path_factory: pytest.TempPathFactory):
     """digits as the kit renders it (variant of the build) plus an imported ONNX model."""
     from tests.conftest import served_settings
     from triton_fastpath.build.repository import variant_repository
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     digits_onnx()  # built if needed
     work = tmp_path_factory.mktemp("kit-native")

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.export, pytest.mark.slow]  # 
 
 
 def test_magika_from_its_wheel_is_imported_as_int8_and_names_real_files_through_the_sdk(tmp_path):
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     files = prepare_magika(BUILD_DIR / "public" / "magika")
     repository = tmp_path / "repository"

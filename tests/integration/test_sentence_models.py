@@ -164,8 +164,8 @@ def test_int8_is_kept_only_when_it_passes_its_gate_measured_against_sentence_tra
     is kept is within the gate against sentence-transformers itself, not only against our FP32."""
     backends_importable()
     from fastpath_backends.text import TextEncoder
+    from triton_fastpath.imports.graph_runs import batches_by_length, onnx_runner, run_graph
     from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
-    from triton_fastpath.imports.sentence_import import batches_by_length, onnx_runner, run_graph
 
     model_dir = imported["repository"] / "minilm_fused" / "1"
     texts, _ = _texts(imported["setfit"]["eval_csv"])

@@ -91,7 +91,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
 
 
 def test_onnx_file_is_imported_and_served(tmp_path):
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, model = export_scorer(tmp_path)
     repository = tmp_path / "repository"
@@ -124,7 +124,7 @@ def export_scorer(tmp_path: Path) -> tuple[Path, torch.nn.Module]:
 
 
 def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     said: list[str] = []
@@ -142,7 +142,7 @@ def test_without_samples_the_checks_say_they_ran_on_generated_data(tmp_path):
 
 def test_int8_is_refused_with_its_figures_and_the_repository_is_left_as_it_was(tmp_path):
     from triton_fastpath.imports.checks import ImportThresholds
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -164,7 +164,7 @@ def test_int8_is_refused_with_its_figures_and_the_repository_is_left_as_it_was(t
 
 def test_bad_samples_are_refused_by_name_before_anything_is_written(tmp_path):
     from triton_fastpath.errors import DataError
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -176,7 +176,7 @@ def test_bad_samples_are_refused_by_name_before_anything_is_written(tmp_path):
 
 def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_path):
     from triton_fastpath.export.torch2onnx import export
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     fixed = export(
         model=torch.nn.Linear(4, 2),
@@ -220,7 +220,7 @@ def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_s
 
 def test_an_imported_model_gets_a_load_test_scenario_from_its_samples(tmp_path):
     from tests.loadtest.conftest import run_fastpath
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"
@@ -263,7 +263,7 @@ def test_the_imported_scenario_needs_its_model(tmp_path):
 def test_an_imported_model_gets_a_benchmark_row_against_fastapi_onnxruntime(tmp_path):
     from triton_fastpath.bench.harness import BenchConfig
     from triton_fastpath.bench.imported import run_imported_benchmark
-    from triton_fastpath.imports.importer import import_onnx
+    from triton_fastpath.imports.onnx_import import import_onnx
 
     onnx_file, _ = export_scorer(tmp_path)
     samples = tmp_path / "samples.npz"

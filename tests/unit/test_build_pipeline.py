@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.pipeline import Pipeline, Refused, StepState, StepStatus
+from triton_fastpath.build.pipeline import Declared, Pipeline, Refused, StepState, StepStatus
 from triton_fastpath.errors import VerificationError
 
 
@@ -91,3 +91,45 @@ def test_skipped_and_refused_steps_say_why() -> None:
         "served check: skipped (--no-serve-check)",
         "text graph text.onnx: refused (tokenizer differs on 'héllo')",
     ]
+
+
+def test_a_recipe_runs_its_declared_steps_in_order_and_stops_at_the_first_failure(tmp_path: Path) -> None:
+    (tmp_path / "in").write_text("x")
+    ran: list[str] = []
+
+    def export(step) -> None:
+        ran.append("export")
+        (tmp_path / "out").write_text("graph")
+
+    def quantize(step) -> None:
+        ran.append("quantize")
+        step.refuse("INT8 failed its gate; serving FP32")
+
+    def text_path(step) -> None:  # records its own status, as a nested file-making step does
+        ran.append("text path")
+        pipeline.statuses.append(StepStatus("C++ text path", StepState.DONE, "ids equal"))
+
+    def served(step) -> None:
+        ran.append("served")
+        raise VerificationError("the served model failed its check")
+
+    recipe = [
+        Declared("export", export, freshness=lambda: export_step(tmp_path)),
+        Declared("quantize INT8", quantize),
+        Declared("text path", text_path, recorded=False),
+        Declared("served check", served),
+        Declared("assemble", lambda step: ran.append("assemble")),
+    ]
+    pipeline = Pipeline("m", lambda _: None)
+    with pytest.raises(VerificationError, match="served model"):
+        pipeline.run(recipe)
+    assert ran == ["export", "quantize", "text path", "served"], "the step after a failure never runs"
+    assert [str(s) for s in pipeline.statuses] == [
+        "export: done (missing out)",
+        "quantize INT8: refused (INT8 failed its gate; serving FP32)",
+        "C++ text path: done (ids equal)",
+        "served check: failed (the served model failed its check)",
+    ]
+    again = Pipeline("m", lambda _: None)
+    assert [str(s) for s in again.run(recipe[:1])] == ["export: skipped (up to date)"], "fresh by content"
+    assert ran.count("export") == 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.imports.importer import import_onnx
+from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR
 
 NAME = "write_where_told_probe"

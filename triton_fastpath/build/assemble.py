@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_backends.parameters import FastpathOrtParameters
+from triton_fastpath.build.pipeline import Declared, Step
 from triton_fastpath.config.render import (
     ContainerOptions,
     Target,
@@ -400,3 +401,21 @@ def write_container_engine_plan(specs: Sequence[ModelSpec], repository: Path, fi
     """Write `<repository>/../trt/` (engines.json, build_engines.sh, parity data) for trt-builder."""
     cases = container_parity_cases(specs, repository, files, max_length)
     return write_engine_plan(specs, repository.parent, repository_dir=repository.name, trt_dir="trt", parity=cases)
+
+
+def assemble_step(
+    specs: Sequence[ModelSpec],
+    repository: Path,
+    target: Target | str,
+    files: Mapping[str, Sequence[Path]],
+    warmups: Mapping[str, Mapping[str, np.ndarray]],
+    *,
+    said: str,
+) -> Declared:
+    """`assemble` as a recipe's last step (`build.pipeline.Declared`), done with `said`."""
+
+    def run(step: Step) -> None:
+        assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
+        step.done(said)
+
+    return Declared("assemble", run)

@@ -19,11 +19,23 @@ parameters) and is then skipped; a step that checks something runs every time.
             checks = check_served(...)  # raises: the step is recorded failed, with the error's first line
             step.done(f"{len(checks)} checks through a real tritonserver")
     report = ModelReport(..., steps=pipeline.statuses)
+
+A recipe declares its steps instead of sequencing them by hand: each `Declared` names its work and,
+for a file-making step, its freshness; `Pipeline.run` runs them in order and records each status
+(a step whose work is itself a file-making step of this pipeline, like the text path, records its
+own: `recorded=False`).
+
+    pipeline.run([
+        Declared("export FP32 ONNX", job.export_fp32),        # job.export_fp32(step) -> None
+        Declared("verify FP32 vs torch", job.verify_fp32),
+        Declared("quantize INT8", job.quantize),              # may step.skip(...) or step.refuse(...)
+        Declared("C++ text path", job.text_path, recorded=False),
+    ])
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,6 +87,28 @@ class Step:
 
     def refuse(self, why: str) -> None:
         self.state, self.why = StepState.REFUSED, why
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One step of a recipe (`Pipeline.run`).
+
+    Attributes:
+        name: the step's name in progress lines and the report (`export FP32 ONNX`).
+        run: its work, given the running `Step` to say how it ended (done unless told otherwise).
+        freshness: for a file-making step, its freshness (`Freshness`), asked when the step is
+            reached: skipped when up to date by content, and `run` may raise `Refused`.
+        doing, reusing: what a file-making step says when it runs and when it is skipped.
+        recorded: False where the engine records no status for it: its work records its own (a
+            nested `make`, like the text path) or is bookkeeping between steps.
+    """
+
+    name: str
+    run: Callable[[Step], object]
+    freshness: Callable[[], Freshness] | None = None
+    doing: str = ""
+    reusing: str = ""
+    recorded: bool = True
 
 
 def _first_line(error: BaseException) -> str:
@@ -134,3 +168,23 @@ class Pipeline:
                     freshness.record()
                     step.done(why)
         return self.statuses[-1]
+
+    def run(self, recipe: Sequence[Declared]) -> list[StepStatus]:
+        """Runs `recipe`'s steps in order, each recorded as `step` and `make` record them; the first
+        that raises stops the recipe (recorded failed, the error goes on up). Returns the statuses
+        of the steps it ran."""
+        first = len(self.statuses)
+        for declared in recipe:
+            if not declared.recorded:
+                declared.run(Step(declared.name))
+            elif declared.freshness is not None:
+                self.make(
+                    declared.freshness(),
+                    lambda declared=declared: declared.run(Step(declared.name)),
+                    doing=declared.doing or declared.name,
+                    reusing=declared.reusing or f"{declared.name}: up to date (same inputs, by content), skipping",
+                )
+            else:
+                with self.step(declared.name) as step:
+                    declared.run(step)
+        return self.statuses[first:]

@@ -26,7 +26,7 @@ import numpy as np
 
 from triton_fastpath.build.freshness import Freshness
 from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
-from triton_fastpath.build.pipeline import Pipeline, StepStatus
+from triton_fastpath.build.pipeline import Declared, Pipeline, Step, StepStatus
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import (
@@ -170,36 +170,12 @@ def export_and_verify(
 
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
-    pipeline.make(
-        Freshness(
-            "export FP32 ONNX",
-            out_dir / f".{fp32.name}.sha256",
-            outputs=[fp32],
-            inputs=[*source_files, Path(torch2onnx.__file__)],
-            params={"outputs": list(output_names), "dynamic_axes": dynamic_axes},
-        ),
-        lambda: torch2onnx.export(
-            model=model,
-            example_inputs=example_inputs,
-            output_path=fp32,
-            output_names=output_names,
-            dynamic_axes=dynamic_axes,
-        ),
-        doing=f"exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}",
-        reusing="FP32 ONNX is up to date (same sources, by content), skipping the export",
-    )
-    pipeline.make(
-        Freshness(
-            "quantize INT8", out_dir / f".{int8.name}.sha256", outputs=[int8], inputs=[fp32, Path(onnx2int8.__file__)]
-        ),
-        lambda: onnx2int8.quantize(source_path=fp32, output_path=int8),
-        doing=f"quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}",
-        reusing="INT8 ONNX is up to date (same FP32 graph, by content), skipping quantization",
-    )
     samples = len(next(iter(eval_inputs.values())))
-    with pipeline.step("verify FP32 and INT8 vs torch") as step:
+    verified: dict = {}  # what the verify step measured: the report and INT8's refusals
+
+    def verify(step: Step) -> None:
         pipeline.say(f"verifying FP32 and INT8 against torch on {samples} samples")
-        report, refusals = _verify_exports(
+        verified["report"], verified["refusals"] = _verify_exports(
             name,
             model,
             fp32=fp32,
@@ -212,13 +188,54 @@ def export_and_verify(
             reproduce=reproduce,
         )
         step.done(f"{samples} samples; FP32 within bounds")
-    with pipeline.step("INT8 gate") as step:
-        pipeline.say(report.checks[-1])
+
+    def gate(step: Step) -> None:
+        checks, refusals = verified["report"].checks, verified["refusals"]
+        pipeline.say(checks[-1])
         if refusals:
             pipeline.say(f"INT8 refused ({'; '.join(refusals)}). Reproduce with: {reproduce}")
             step.refuse("; ".join(refusals))
         else:
-            step.done(report.checks[-1])
+            step.done(checks[-1])
+
+    pipeline.run(
+        [
+            Declared(
+                "export FP32 ONNX",
+                lambda step: torch2onnx.export(
+                    model=model,
+                    example_inputs=example_inputs,
+                    output_path=fp32,
+                    output_names=output_names,
+                    dynamic_axes=dynamic_axes,
+                ),
+                freshness=lambda: Freshness(
+                    "export FP32 ONNX",
+                    out_dir / f".{fp32.name}.sha256",
+                    outputs=[fp32],
+                    inputs=[*source_files, Path(torch2onnx.__file__)],
+                    params={"outputs": list(output_names), "dynamic_axes": dynamic_axes},
+                ),
+                doing=f"exporting FP32 ONNX -> {fp32.relative_to(ROOT) if fp32.is_relative_to(ROOT) else fp32}",
+                reusing="FP32 ONNX is up to date (same sources, by content), skipping the export",
+            ),
+            Declared(
+                "quantize INT8",
+                lambda step: onnx2int8.quantize(source_path=fp32, output_path=int8),
+                freshness=lambda: Freshness(
+                    "quantize INT8",
+                    out_dir / f".{int8.name}.sha256",
+                    outputs=[int8],
+                    inputs=[fp32, Path(onnx2int8.__file__)],
+                ),
+                doing=f"quantizing to INT8 (dynamic, QInt8 weights) -> {int8.name}",
+                reusing="INT8 ONNX is up to date (same FP32 graph, by content), skipping quantization",
+            ),
+            Declared("verify FP32 and INT8 vs torch", verify),
+            Declared("INT8 gate", gate),
+        ]
+    )
+    report, refusals = verified["report"], verified["refusals"]
     report.int8_kept = not refusals
     report.source, report.steps = str(source_files[0]), pipeline.statuses
     report.seconds = time.monotonic() - started

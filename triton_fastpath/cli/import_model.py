@@ -44,7 +44,8 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import Precision
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
-from triton_fastpath.imports.importer import import_hf, import_onnx
+from triton_fastpath.imports.importer import import_hf
+from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 
@@ -79,6 +80,13 @@ def parser() -> argparse.ArgumentParser:
         "--input-range", help="LOW,HIGH of generated inputs when no --samples (onnx; default 0,1 floats, 0,10 ints)"
     )
     p.add_argument("--no-serve-check", action="store_true", help="skip the check through a real tritonserver (onnx)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="hf classifiers: export, quantize and prove the text path again even when up to date (by default they "
+        "are reused when the folder's files and the code are unchanged, by content; the checks always run). "
+        "Sentence-transformers/SetFit folders and ONNX files run every step on each import",
+    )
     p.add_argument(
         "--work-dir",
         type=Path,
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 eval_csv=args.eval_csv,
                 trust_pickle=args.trust_pickle,
                 precision=precision,
+                force=args.force,
                 **common,
             )
         else:

@@ -75,7 +75,7 @@ def embed_texts(folder: Path, texts: list[str]) -> np.ndarray:
     import torch
 
     from triton_fastpath.imports.folder_kind import detect_folder
-    from triton_fastpath.imports.sentence_import import run_graph, torch_runner
+    from triton_fastpath.imports.graph_runs import run_graph, torch_runner
     from triton_fastpath.imports.sentence_models import load_body, sentence_graph, write_served_tokenizer
     from triton_fastpath.paths import backends_importable
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.build.gates import AgreementGate
-from triton_fastpath.build.pipeline import Pipeline
+from triton_fastpath.build.pipeline import Declared, Step
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.errors import VerificationError
@@ -33,20 +33,23 @@ SERVED_MIN_ROWS = 512  # a sample smaller than a 99% bound needs (381) is topped
 
 
 def served_step(
-    pipeline: Pipeline, enabled: bool, run: Callable[[], Sequence[Check]], verdict: Callable[[Check], Check]
-) -> None:
-    """The served check as a step of an import's `pipeline`, before the user's repository is
-    touched: skipped when not `enabled` (--no-serve-check); else `run()`, each check through
-    `verdict` (printed, kept in the report), the first failure stops the import."""
-    with pipeline.step("served check") as step:
+    model: str, enabled: bool, run: Callable[[], Sequence[Check]], verdict: Callable[[Check], Check]
+) -> Declared:
+    """The served check as a step of an import's recipe, before the user's repository is touched:
+    skipped when not `enabled` (--no-serve-check); else `run()`, each check through `verdict`
+    (printed, kept in the report), the first failure stops the import."""
+
+    def check_served_model(step: Step) -> None:
         if not enabled:
             step.skip("--no-serve-check")
             return
         checks = run()
         for check in checks:
             if not verdict(check).passed:
-                raise VerificationError(f"{pipeline.model}: the served model failed its check: {check.describe()}")
+                raise VerificationError(f"{model}: the served model failed its check: {check.describe()}")
         step.done(f"{len(checks)} checks through a real tritonserver")
+
+    return Declared("served check", check_served_model)
 
 
 def in_served_batches(
