@@ -52,8 +52,8 @@ def served_settings(**overrides):
 def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built models as served in tests: model_repository/ built if needed (`make test` builds it
     first, with visible progress), assembled afresh with the default service levels."""
-    from triton_fastpath.build.repository import build_repository, variant_repository
     from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+    from triton_fastpath.recipes.repository import build_repository, variant_repository
 
     # model_repository/ as committed (default service levels); skips what is up to date
     build_repository(settings=RepoSettings.tuned(service_levels=ServiceLevels.profile("default")), progress=print)
@@ -111,8 +111,8 @@ def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPa
 @pytest.fixture(scope="session")
 def triton_ensemble(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The same models in the 'ensemble' rendering (one Python model per step), Redis L2 on."""
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.recipes.repository import variant_repository
 
     work = tmp_path_factory.mktemp("ensemble")
     repository = variant_repository(RepoSettings(rendering="ensemble"), work / "repository")

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.build.assemble import ContainerBuild
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.config.settings import RepoSettings, ServiceLevels, container_rendering
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT
+from triton_fastpath.recipes.assemble import ContainerBuild
 
 pytest.importorskip("torch")  # the build re-verifies the exports against torch
 pytestmark = pytest.mark.export
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.export
 
 @pytest.fixture(scope="module")
 def container_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.build.repository import build_repository
+    from triton_fastpath.recipes.repository import build_repository
 
     root = tmp_path_factory.mktemp("container")
     # as `make build-container` renders it: the container's rendering (graph), default service levels

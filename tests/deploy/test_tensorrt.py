@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.build.assemble import ENCODER_BACKENDS, ContainerBuild, container_specs
 from triton_fastpath.config.render import native_backend, parse_pbtxt, to_pbtxt
 from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
@@ -29,6 +28,7 @@ from triton_fastpath.config.tensorrt import (
 )
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
+from triton_fastpath.recipes.assemble import ENCODER_BACKENDS, ContainerBuild, container_specs
 
 SETTINGS = RepoSettings(max_length=48, batching=Batching(max_batch_size=32))
 # The container target: the fused models call the native encoders (`sentiment_encoder`, ...) by BLS.

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from triton_fastpath.build.steps import Thresholds
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
+from triton_fastpath.recipes.steps import Thresholds
 
 pytestmark = pytest.mark.export
 ONNX_DIR = BUILD_DIR / "sentiment" / "onnx"

@@ -1,4 +1,4 @@
-"""The native text path's build step (`build.text_path`) and its proof (`export.text_path`).
+"""The native text path's build step (`recipes.text_path`) and its proof (`export.text_path`).
 
 The tiny tokenizer and encoder of test_text_graph.py: the step writes the post graph, proves the C++
 tokenizer's ids equal `tokenizers'` on the Unicode probe, the texts and the multilingual corpus,
@@ -20,8 +20,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
 from tests.export.test_text_graph import TEXTS, _encoder, _tokenizer_json  # noqa: E402
-from triton_fastpath.build.pipeline import Pipeline, StepState  # noqa: E402
-from triton_fastpath.build.text_path import GATE_NAME, text_path_step  # noqa: E402
+from triton_fastpath.recipes.engine import Pipeline, StepState  # noqa: E402
+from triton_fastpath.recipes.text_path import GATE_NAME, text_path_step  # noqa: E402
 
 pytestmark = [
     pytest.mark.export,
@@ -111,9 +111,9 @@ def test_where_the_cpp_tokenizer_cannot_be_built_the_text_path_is_refused_saying
 
 
 def test_a_refused_text_path_renders_the_bundled_pipeline_fused() -> None:
-    from triton_fastpath.build.repository import _served
-    from triton_fastpath.build.steps import ModelArtifact, ModelReport
     from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.recipes.repository import _served
+    from triton_fastpath.recipes.steps import ModelArtifact, ModelReport
 
     settings = RepoSettings(rendering="graph", cache=False)
     report = ModelReport("sentiment", "", 0, None)

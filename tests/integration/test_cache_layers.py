@@ -23,10 +23,10 @@ from tests.conftest import (
     served_settings,
     start_server,
 )
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import CacheTiers, RepoSettings, SemanticCache
 from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.serve.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration

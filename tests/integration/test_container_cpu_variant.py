@@ -43,9 +43,9 @@ PASSWORD = "s3cret-for-the-test"
 
 @pytest.fixture(scope="module")
 def cpu_variant(tmp_path_factory: pytest.TempPathFactory, built_repository: Path) -> Path:
-    from triton_fastpath.build.assemble import ContainerBuild
-    from triton_fastpath.build.repository import build_repository
     from triton_fastpath.config.settings import RepoSettings, ServiceLevels, container_rendering
+    from triton_fastpath.recipes.assemble import ContainerBuild
+    from triton_fastpath.recipes.repository import build_repository
 
     root = tmp_path_factory.mktemp("container-cpu")
     settings = RepoSettings.tuned(service_levels=ServiceLevels.profile("default"), rendering=container_rendering())

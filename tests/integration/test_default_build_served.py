@@ -33,7 +33,7 @@ def default_settings():
 
 @pytest.fixture(scope="module")
 def default_repository(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     return variant_repository(default_settings(), tmp_path_factory.mktemp("default") / "repository")
 

@@ -41,7 +41,7 @@ def default_settings():
 
 @pytest.fixture(scope="module")
 def server(built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     if default_settings().rendering != "graph":
@@ -108,8 +108,8 @@ class TwoStep:
 
 
 def test_every_locale_gets_the_model_s_own_labels_from_the_served_default_sentiment(server, client):
-    from triton_fastpath.build.gates import AgreementGate
     from triton_fastpath.export import multilingual_corpus
+    from triton_fastpath.recipes.gates import AgreementGate
 
     _, repository = server
     labels = (repository / "sentiment" / "labels.txt").read_text().split()

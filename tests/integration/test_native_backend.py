@@ -167,7 +167,7 @@ def digits_onnx() -> Path:
 
     path = BUILD_DIR / "digits" / "onnx" / "model.onnx"
     if not path.exists():
-        from triton_fastpath.build.repository import build_repository
+        from triton_fastpath.recipes.repository import build_repository
 
         build_repository(only=("digits",), progress=print)
     return path
@@ -690,8 +690,8 @@ def write_scorer_graph(path: Path) -> Path:
 def kit_server(tmp_path_factory: pytest.TempPathFactory):
     """digits as the kit renders it (variant of the build) plus an imported ONNX model."""
     from tests.conftest import served_settings
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.imports.onnx_import import import_onnx
+    from triton_fastpath.recipes.repository import variant_repository
 
     digits_onnx()  # built if needed
     work = tmp_path_factory.mktemp("kit-native")

@@ -10,11 +10,11 @@ import pytest
 from fastpath_client.errors import InvalidInput, ModelUnavailable
 from fastpath_models import SentimentClient
 from tests.conftest import assert_int8_rows_agree, infer, metric, served_settings, start_server
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import Batching
 from triton_fastpath.load import measuring_client
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
+from triton_fastpath.recipes.repository import variant_repository
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,7 @@ def text_input(text: str) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def repository(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     settings = default_settings()
     if settings.rendering != "graph":

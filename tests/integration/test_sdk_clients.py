@@ -22,10 +22,10 @@ from fastpath_models import (
     SentimentClient,
 )
 from tests.conftest import assert_int8_rows_agree, infer, served_settings, start_server
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import Batching
 from triton_fastpath.models import data as datasets
 from triton_fastpath.processes import free_port
+from triton_fastpath.recipes.repository import variant_repository
 
 pytestmark = pytest.mark.integration
 

@@ -199,11 +199,11 @@ def test_minilm_is_the_semantic_caches_embedder_calibrated_with_and_served_in_pr
     takes about 2 minutes), and the fused sentiment model runs it in process, so a near-duplicate
     is answered from the semantic layer with the cached answer and an unrelated text is not."""
 
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.cache.embedders import resolve_embedder
     from triton_fastpath.cache.semantic_calibration import calibrate
     from triton_fastpath.config.settings import PRECISIONS
     from triton_fastpath.models.data import load_sentiment
+    from triton_fastpath.recipes.repository import variant_repository
 
     embedder = resolve_embedder("minilm")  # recorded by the fixture's import of the public folder
     assert (embedder.choice.dimension, embedder.choice.max_length, embedder.choice.normalize) == (384, 256, False)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def small_repository(built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     return variant_repository(served_settings(), tmp_path_factory.mktemp("stop") / "repository", only=("digits",))
 

@@ -31,7 +31,7 @@ BATCH = 16
 
 @pytest.fixture(scope="module", params=["wrapped", "direct"])
 def graph_server(request, built_repository: Path, tmp_path_factory: pytest.TempPathFactory):
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     if not (ONNX_DIR / "post.int8.onnx").exists():
         pytest.fail(f"{ONNX_DIR / 'post.int8.onnx'} was not built: the build makes the C++ text path (see its output)")

@@ -199,8 +199,8 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
 def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_served(tmp_path):
     """Without --eval-csv: the built-in corpus (1,120 texts) is enough for the gate's power; INT8
     missing a bound is refused with why and the command that reproduces it, and FP32 is served."""
-    from triton_fastpath.build.steps import Thresholds
     from triton_fastpath.imports.importer import import_hf_classifier
+    from triton_fastpath.recipes.steps import Thresholds
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     impossible = Thresholds(int8_max_abs_diff=0.0)

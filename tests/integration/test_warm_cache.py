@@ -61,7 +61,7 @@ def test_warming_computes_each_unique_text_once_then_finds_all_in_redis(
     warm_cache, built_repository, fresh_redis, tmp_path
 ):
     from tests.conftest import served_settings
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     # every store and lookup is counted: a 1 s Redis timeout, so a stall of the shared machine right
     # after the server starts is not a counted L2 failure (served default: 50 ms)
@@ -130,8 +130,8 @@ def test_warming_the_default_build_fills_the_two_tier_response_caches_redis_tier
     cache: warming sends one text per request (the cache keys whole requests, as clients send them)
     and its entries land in Redis, where a fresh server (empty L1) finds every one of them."""
     from tests.conftest import TEST_SERVICE_LEVELS
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+    from triton_fastpath.recipes.repository import variant_repository
 
     shipped = RepoSettings.tuned(service_levels=ServiceLevels.profile(TEST_SERVICE_LEVELS))  # as `make build`
     repository = variant_repository(shipped, tmp_path / "repository")

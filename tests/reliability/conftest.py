@@ -14,8 +14,8 @@ from tests.conftest import served_settings
 def matrix_server(request, built_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The built repository in each rendering with a 100 ms batching window, so concurrent requests
     share a batch: the matrix holds for both."""
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.config.settings import Batching
+    from triton_fastpath.recipes.repository import variant_repository
     from triton_fastpath.reliability.runner import MATRIX_BATCH_WINDOW_US
     from triton_fastpath.reliability.servers import triton
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.build.repository import variant_repository
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability import overload
 from triton_fastpath.reliability.generator import (
     LoadProcess,

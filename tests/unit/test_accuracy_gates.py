@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.build.gates import AgreementGate, sample_note
-from triton_fastpath.build.steps import ModelReport, Thresholds, VariantReport, _int8_refusals, format_report
 from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
 from triton_fastpath.errors import DataError
 from triton_fastpath.export.verify import ParityResult
@@ -21,6 +19,8 @@ from triton_fastpath.imports import eval_corpus
 from triton_fastpath.imports.checks import GateCheck, ImportThresholds, Samples, agreeing
 from triton_fastpath.imports.int8_gate import Int8Gate, Int8Trial, judge
 from triton_fastpath.models.data import Dataset, Split
+from triton_fastpath.recipes.gates import AgreementGate, sample_note
+from triton_fastpath.recipes.steps import ModelReport, Thresholds, VariantReport, _int8_refusals, format_report
 
 
 def scores_with(flipped: int, n: int, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -147,8 +147,8 @@ def test_the_printed_report_gives_each_gates_n_and_bound() -> None:
 @pytest.fixture
 def no_server(monkeypatch: pytest.MonkeyPatch):
     """check_served with assembly and tritonserver faked: `served["outputs"]` is what it answers."""
-    from triton_fastpath.build import assemble
     from triton_fastpath.imports import served_check
+    from triton_fastpath.recipes import assemble
     from triton_fastpath.serve import server
 
     served: dict = {}

@@ -14,7 +14,7 @@ from fastpath_backends.batch import concat_rows, run_isolated, split_rows
 from fastpath_backends.classify import classify, label_rows, parse_labels, softmax
 from fastpath_backends.errors import BadRequest
 from fastpath_backends.onnx_model import OnnxModel, check_finite
-from triton_fastpath.build.assemble import serialize_strings, warmup_bytes
+from triton_fastpath.recipes.assemble import serialize_strings, warmup_bytes
 
 LABELS = ("negative", "positive", "neutral")
 

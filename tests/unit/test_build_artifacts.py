@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from fastpath_backends.text import TextEncoder
-from triton_fastpath.build import repository as build
-from triton_fastpath.build import steps
 from triton_fastpath.config.render import parse_pbtxt, render
 from triton_fastpath.config.settings import FACTORY_TUNABLES, Batching, NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.recipes import repository as build
+from triton_fastpath.recipes import steps
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:

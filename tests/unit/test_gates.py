@@ -1,4 +1,4 @@
-"""Accuracy gates judged by the Wilson lower bound (triton_fastpath.build.gates)."""
+"""Accuracy gates judged by the Wilson lower bound (triton_fastpath.recipes.gates)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from triton_fastpath.build.gates import AgreementGate, texts_needed, wilson_lower_bound
+from triton_fastpath.recipes.gates import AgreementGate, texts_needed, wilson_lower_bound
 
 
 def test_wilson_matches_the_closed_form_on_known_values() -> None:

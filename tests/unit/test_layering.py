@@ -69,7 +69,7 @@ def first_party_imports(root: Path, firsts: set[str]) -> list[Import]:
 
 
 def unit(name: str) -> str:
-    """`triton_fastpath.build.steps` -> `build`; `fastpath_backends.text` -> `fastpath_backends`."""
+    """`triton_fastpath.recipes.steps` -> `recipes`; `fastpath_backends.text` -> `fastpath_backends`."""
     parts = name.split(".")
     return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else parts[0]
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from triton_fastpath.build.assemble import assemble, with_tokenizer_digest
 from triton_fastpath.config.render import (
     DEFAULT_MAX_SEQUENCE_LENGTH,
     ONNX_RUNNER,
@@ -42,6 +41,7 @@ from triton_fastpath.config.tensorrt import as_tensorrt
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
+from triton_fastpath.recipes.assemble import assemble, with_tokenizer_digest
 
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.build.assemble import ContainerBuild, container_specs
 from triton_fastpath.config.render import render
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
@@ -31,6 +30,7 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.models.pipelines import MAX_TEXT_BYTES, python_hops, queue_timeouts_us
 from triton_fastpath.paths import backends_importable
+from triton_fastpath.recipes.assemble import ContainerBuild, container_specs
 
 backends_importable()
 from fastpath_backends.text import DEFAULT_MAX_TEXT_BYTES  # noqa: E402
@@ -400,9 +400,9 @@ def test_service_levels_come_from_a_named_profile_never_from_the_environment(
 def test_assemble_takes_out_the_backend_older_builds_put_into_model_folders(tmp_path: Path, monkeypatch) -> None:
     """The server installs the native backend once in its backend directory: a model folder holds
     none, and an old repository assembled again is cleaned (the kit's links only)."""
-    from triton_fastpath.build.assemble import assemble
     from triton_fastpath.config.spec import TensorSpec
     from triton_fastpath.native import build as native_build
+    from triton_fastpath.recipes.assemble import assemble
 
     monkeypatch.setattr(native_build, "backend_or_none", lambda: tmp_path / "libtriton_fastpath_ort.so")
     spec = ModelSpec(

@@ -127,7 +127,7 @@ def test_the_graph_rendering_drops_the_semantic_layer_with_the_cache():
 
 
 def test_the_build_names_a_bad_embedder_choice_before_building_anything(tmp_path):
-    from triton_fastpath.build.repository import build_repository
+    from triton_fastpath.recipes.repository import build_repository
 
     with pytest.raises(ConfigError, match="add --semantic"):
         build_repository(repository=tmp_path, semantic_embedder="minilm")

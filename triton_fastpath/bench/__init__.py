@@ -6,7 +6,7 @@ separate asyncio process), measures the in-process ceiling (`ceiling`, no server
 `results.json`, `table.md` and `curves.png`. `tuner` sweeps the repository's batching and
 instance settings under a p99 bound. Entry points: `fastpath bench serving`, `fastpath tune`.
 
-May import: `build` (the repositories it serves), `models` (data sets, the torch models), `export`
+May import: `recipes` (the repositories it serves), `models` (data sets, the torch models), `export`
 (the text graph's pieces), `native` (the cache plugin's settings, the tokenizer's driver), `serve`
 (the servers), `load` (the load engine), `reliability` (the generator's core split and pinning),
 `config`, `processes`, `errors`, `paths`.

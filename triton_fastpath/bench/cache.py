@@ -380,7 +380,7 @@ def run_stack(
         import redis
 
         redis.Redis.from_url(redis_server.url).flushall()  # each stack starts with an empty L2
-    from triton_fastpath.build.repository import variant_repository
+    from triton_fastpath.recipes.repository import variant_repository
 
     target = variant_repository(stack.settings, work_dir / stack.name)
     config = ServerConfig(

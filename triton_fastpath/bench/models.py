@@ -61,8 +61,8 @@ def load_torch_models(build_dir: Path = BUILD_DIR, *, threads: int | None = None
     """
     import torch
 
-    from triton_fastpath.build.steps import load_hf_classifier
     from triton_fastpath.models.train import load_digits_model
+    from triton_fastpath.recipes.steps import load_hf_classifier
 
     needed = [build_dir / "sentiment" / "hf" / "model.safetensors", build_dir / "digits" / "model.pt"]
     for path in needed:

@@ -315,7 +315,9 @@ def start_system(
             )
     elif system.kind == "ours":
         settings = system.settings or RepoSettings()
-        from triton_fastpath.build.repository import variant_repository  # the build kit (torch) only when serving ours
+        from triton_fastpath.recipes.repository import (
+            variant_repository,  # the build kit (torch) only when serving ours
+        )
 
         # The benchmarked models only, assembled from the files the last build recorded (the weights
         # and tokenizer in build/ that the baselines load): every system serves the same model.

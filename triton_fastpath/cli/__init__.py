@@ -5,7 +5,7 @@ the job's handler and hands it the rest of the command line; every handler (the 
 this package, and a few `main` functions of the library) parses its own arguments, with a `--help`
 that has examples, and calls the library.
 
-May import: `bench`, `reliability`, `imports`, `build`, `cache`, `load_reports`, `sdk`, `serve`,
+May import: `bench`, `reliability`, `imports`, `recipes`, `cache`, `load_reports`, `sdk`, `serve`,
 `native`, `models`, `export`, `load`, `config`, `processes`, `errors`, `paths`: the top of the kit;
 nothing imports it.
 """

@@ -2,7 +2,7 @@
 
 A benchmark, not a test: it prints and writes tables and never asserts a timing. It starts one
 redis-server and, one at a time, embedded tritonservers on re-rendered copies of the built
-repository (`triton_fastpath.build.repository.variant_repository`, as the integration tests do),
+repository (`triton_fastpath.recipes.repository.variant_repository`, as the integration tests do),
 measures each with a closed loop of single-text gRPC requests, and stops everything.
 
 Measurement (the load engine, triton_fastpath.load, like perf_analyzer): `--concurrency` client threads, an
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         if not args.skip_build:
-            from triton_fastpath.build.repository import build_repository
+            from triton_fastpath.recipes.repository import build_repository
 
             progress("building the repository (skips what is up to date)")
             build_repository(repository=args.repository, progress=progress)
@@ -232,7 +232,7 @@ def two_tier(args: argparse.Namespace, command: str) -> int:
     results = {}
     try:
         if not args.skip_build:
-            from triton_fastpath.build.repository import build_repository
+            from triton_fastpath.recipes.repository import build_repository
 
             build_repository(repository=args.repository, progress=print)
         (BUILD_DIR / "bench").mkdir(parents=True, exist_ok=True)
@@ -286,7 +286,7 @@ def unique(args: argparse.Namespace, command: str) -> int:
     )
     try:
         if not args.skip_build:
-            from triton_fastpath.build.repository import build_repository
+            from triton_fastpath.recipes.repository import build_repository
 
             build_repository(repository=args.repository, progress=print)
         rows = unique_requests.run(options)

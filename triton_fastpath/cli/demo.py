@@ -28,13 +28,13 @@ import numpy as np
 
 from fastpath_client.errors import ClientError
 from fastpath_models import DigitsClient, SentimentClient
-from triton_fastpath.build.repository import build_repository
-from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.load import percentiles_ms, run_items
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.recipes.repository import build_repository
+from triton_fastpath.recipes.steps import format_report
 from triton_fastpath.serve.redis_server import RedisServer
 from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
@@ -136,9 +136,9 @@ def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[st
     """The `sentiment` texts through the rendering the build does not serve (a second server, caches
     on as it would ship): `fused` beside a `graph` build, `graph` beside a Python one; None where
     it cannot be served here (the graph needs the native backend), saying which."""
-    from triton_fastpath.build.repository import variant_repository
     from triton_fastpath.config.plan import ServingOptions, plan_serving
     from triton_fastpath.native import build as native_build
+    from triton_fastpath.recipes.repository import variant_repository
 
     other = Rendering.FUSED if built_rendering(args.repository).needs_text_graph else Rendering.GRAPH
     refusal = other.refusal(lookup=False, native=native_build.backend_or_none() is not None)

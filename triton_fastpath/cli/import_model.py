@@ -36,8 +36,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from triton_fastpath.build.assemble import with_response_cache_here
-from triton_fastpath.build.steps import format_report
 from triton_fastpath.config.plan import ServingOptions, ServingPlan, plan_serving
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
@@ -47,6 +45,8 @@ from triton_fastpath.imports.checks import parse_range
 from triton_fastpath.imports.importer import import_hf
 from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.recipes.assemble import with_response_cache_here
+from triton_fastpath.recipes.steps import format_report
 
 
 def parser() -> argparse.ArgumentParser:

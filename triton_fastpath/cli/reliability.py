@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[reliability {time.monotonic() - started:6.1f}s] {message}", flush=True)
 
     if not args.no_build and args.repository == DEFAULT_REPOSITORY:
-        from triton_fastpath.build.repository import build_repository
+        from triton_fastpath.recipes.repository import build_repository
 
         build_repository(progress=progress)  # skips what is up to date
     with tempfile.TemporaryDirectory(prefix="fastpath-reliability-") as work:

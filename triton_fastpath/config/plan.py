@@ -32,7 +32,7 @@ from triton_fastpath.config.settings import (
 )
 from triton_fastpath.config.spec import ResponseCacheKind
 
-# What makes the settings servable on this machine (`build.assemble.with_response_cache_here`: the
+# What makes the settings servable on this machine (`recipes.assemble.with_response_cache_here`: the
 # kit's response cache where it can be built, Triton's own otherwise), handed in by the caller.
 ResponseCacheCheck = Callable[[RepoSettings, Target], tuple[RepoSettings, str | None]]
 
@@ -54,7 +54,7 @@ class ServingOptions:
         ids_lane: serve each text pipeline's encoder on its own for clients that tokenize (`--no-ids-lane`).
         precision: the encoder weights served; None: FP32 where the encoder runs on the GPU (the
             container target but for `encoder_backend` 'fastpath_ort'), else the factory default.
-        encoder_backend: the container target's encoder backend (`build.assemble.ENCODER_BACKENDS`).
+        encoder_backend: the container target's encoder backend (`recipes.assemble.ENCODER_BACKENDS`).
         service_levels: the name of a service-level profile (`SERVICE_LEVEL_PROFILES`); None: the default.
         max_length / max_batch_size / max_queue_delay_us / encoder_instances / tokenizer_instances /
             onnx_threads: None: the tuned (or factory) value.

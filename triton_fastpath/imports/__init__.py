@@ -5,6 +5,6 @@
 - `served_check`: the imported model answered through a real server, compared with the source;
 - `public`: public models from pinned registry wheels (Magika).
 
-May import: `config`, `models`, `build`, `export`, `cache` (the semantic embedder's record), `serve` (the
+May import: `config`, `models`, `recipes`, `export`, `cache` (the semantic embedder's record), `serve` (the
 served check's server), `errors`, `paths`.
 """

@@ -8,7 +8,7 @@
 Every check here returns a `Check`: a measured figure, the bound it had to meet, and PASS/FAIL. A
 bound is never infinite and a figure that could not be measured is never printed as a ratio: a
 check that cannot fail is not a check. An agreement is judged by its 95% lower bound, not its rate
-(`GateCheck` over `build.gates`): n, rate and bound, so 8 of 8 never passes for 99%.
+(`GateCheck` over `recipes.gates`): n, rate and bound, so 8 of 8 never passes for 99%.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.gates import DEFAULT_BOUND, GateResult, sample_note
 from triton_fastpath.config.spec import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
+from triton_fastpath.recipes.gates import DEFAULT_BOUND, GateResult, sample_note
 
 SAMPLE_LABELS_KEY = "labels"
 GENERATED_ROWS = 1024  # enough for a gate to show 99% with a few rows off (381 all agreeing at least)
@@ -40,7 +40,7 @@ class ImportThresholds:
 
     Differences are relative to the largest |output| of the FP32 reference (at least 1), so one
     bound fits probabilities and large logits alike. Agreements (INT8 labels vs FP32, served labels
-    vs the source) are judged by their 95% Wilson lower bound (`build.gates.AgreementGate`).
+    vs the source) are judged by their 95% Wilson lower bound (`recipes.gates.AgreementGate`).
     """
 
     batch_rel_diff: float = 1e-4
@@ -103,7 +103,7 @@ class Check:
 
 @dataclass(frozen=True)
 class GateCheck:
-    """A gate's verdict (`build.gates.GateResult`) as a check: PASS/FAIL, n, rate and the 95% lower
+    """A gate's verdict (`recipes.gates.GateResult`) as a check: PASS/FAIL, n, rate and the 95% lower
     bound it was judged on, and, when the sample was too small to pass at all, how many are needed."""
 
     result: GateResult

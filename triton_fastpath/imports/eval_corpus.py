@@ -4,7 +4,7 @@
     texts.texts, texts.labels, texts.data              # the texts, their labels (user's only), in words
 
 Without `--eval-csv` an import's gates (INT8 kept, served check) need a sample that can show a 99%
-lower bound (at least 381 texts, `build.gates.texts_needed`) and that looks like what users send,
+lower bound (at least 381 texts, `recipes.gates.texts_needed`) and that looks like what users send,
 not only English: 640 English film reviews (the last held-out Rotten Tomatoes snippets of the
 bundled sentiment data, `models.data`: disjoint from the public MiniLM example's eval CSV, the first
 512) and 480 generated texts, 16 in each of the 30 locales of `export.multilingual_corpus` (names,
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.gates import texts_needed
 from triton_fastpath.errors import DataError, ExportError
 from triton_fastpath.imports.checks import PROBE_TEXTS, read_eval_csv, read_eval_rows
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.recipes.gates import texts_needed
 
 ENGLISH_REVIEWS = 640
 PER_LOCALE = 16

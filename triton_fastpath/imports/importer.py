@@ -16,10 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.assemble import assemble_step
-from triton_fastpath.build.gates import texts_needed
-from triton_fastpath.build.pipeline import Pipeline, Progress
-from triton_fastpath.build.steps import ModelReport, Thresholds, export_text_classifier, write_report
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.imports.checks import (
@@ -38,6 +34,10 @@ from triton_fastpath.imports.served_check import (
     served_step,
 )
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.recipes.assemble import assemble_step
+from triton_fastpath.recipes.engine import Pipeline, Progress
+from triton_fastpath.recipes.gates import texts_needed
+from triton_fastpath.recipes.steps import ModelReport, Thresholds, export_text_classifier, write_report
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
 
@@ -130,7 +130,7 @@ def import_hf_classifier(
     by content (the folder's files, the code, the texts), as `fastpath build` reuses the bundled
     models'; `force` makes them again. Writes only `repository` and `imported_dir(work_dir, name)`.
     """
-    from triton_fastpath.build.steps import hf_labels
+    from triton_fastpath.recipes.steps import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)

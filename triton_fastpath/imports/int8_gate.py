@@ -8,7 +8,7 @@ with the precision-sensitive MatMuls left in FP32 (each layer's feed-forward out
 whose input comes straight out of GELU with the widest range, and the classifier head); the same
 with the whole feed-forward block in FP32; static QDQ INT8 calibrated on the evaluation texts.
 The gate, on the evaluation texts: agreement with FP32 whose 95% Wilson lower bound is at least
-99% (`build.gates`; at least 381 texts, all agreeing): a classifier's labels, an encoder's
+99% (`recipes.gates`; at least 381 texts, all agreeing): a classifier's labels, an encoder's
 embeddings per text (cosine >= 0.98); an encoder's cosine mean must also be >= 0.995.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
 from triton_fastpath.errors import ExportError
+from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.assemble import assemble_step
-from triton_fastpath.build.gates import AgreementGate, texts_needed
-from triton_fastpath.build.pipeline import Declared, Pipeline, Progress, Step
-from triton_fastpath.build.steps import ModelReport, VariantReport, write_report
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import TensorSpec
@@ -38,6 +34,10 @@ from triton_fastpath.imports.importer import imported_dir, verdicts
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, check_served, served_step
 from triton_fastpath.models.pipelines import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
+from triton_fastpath.recipes.assemble import assemble_step
+from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
+from triton_fastpath.recipes.gates import AgreementGate, texts_needed
+from triton_fastpath.recipes.steps import ModelReport, VariantReport, write_report
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
 

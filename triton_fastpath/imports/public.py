@@ -9,7 +9,7 @@ after stripping whitespace, padded with token 256) is re-implemented here from i
 algorithm, so that the samples are real files on this machine whose type is known: this module's
 own package sources (python), the Python interpreter (elf), and this repository's PNG plots, JSON
 files, Markdown docs and YAML manifests; then, so that an INT8 gate can show 99% agreement (at least
-381 rows, `build.gates`), a seeded sample of the installed packages' Python, shared-library, JSON,
+381 rows, `recipes.gates`), a seeded sample of the installed packages' Python, shared-library, JSON,
 PNG, C, CSS, JavaScript and CSV files (about 950 in all).
 """
 

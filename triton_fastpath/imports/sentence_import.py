@@ -25,9 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from triton_fastpath.build.assemble import assemble_step
-from triton_fastpath.build.pipeline import Declared, Pipeline, Progress, Step
-from triton_fastpath.build.steps import ModelReport, VariantReport, text_pipeline_files, write_report
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
@@ -41,6 +38,9 @@ from triton_fastpath.imports.sentence_serving import add_graph, pipeline_specs, 
 from triton_fastpath.imports.served_check import served_step
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import BUILD_DIR, backends_importable
+from triton_fastpath.recipes.assemble import assemble_step
+from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
+from triton_fastpath.recipes.steps import ModelReport, VariantReport, text_pipeline_files, write_report
 
 if TYPE_CHECKING:
     from triton_fastpath.config.spec import ModelSpec

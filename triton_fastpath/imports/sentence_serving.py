@@ -9,9 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.gates import texts_needed
-from triton_fastpath.build.pipeline import Pipeline
-from triton_fastpath.build.steps import ModelReport
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
@@ -20,17 +17,20 @@ from triton_fastpath.imports.eval_corpus import topped_up
 from triton_fastpath.imports.graph_runs import onnx_runner
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, SERVED_ROWS, check_served, in_served_batches
 from triton_fastpath.imports.setfit_head import LinearHead
+from triton_fastpath.recipes.engine import Pipeline
+from triton_fastpath.recipes.gates import texts_needed
+from triton_fastpath.recipes.steps import ModelReport
 
 
 def text_graph_files(
     pipeline: Pipeline, folder: Path, precision: str, *, max_length: int, texts, head, target, report: ModelReport
 ) -> list[Path]:
     """What the graph rendering serves of the served file, proven, or [] when refused: on the embedded
-    target the C++ text path (`build.text_path.text_path_step`: the post graph and tokenizer.json, its
+    target the C++ text path (`recipes.text_path.text_path_step`: the post graph and tokenizer.json, its
     ids proven equal to tokenizers' on the probe, `texts` and the multilingual corpus; its gate goes
-    into `report`), on the container target the text graph (`build.text_graph.text_graph_step`)."""
-    from triton_fastpath.build.text_graph import text_graph_step
-    from triton_fastpath.build.text_path import text_path_step
+    into `report`), on the container target the text graph (`recipes.text_graph.text_graph_step`)."""
+    from triton_fastpath.recipes.text_graph import text_graph_step
+    from triton_fastpath.recipes.text_path import text_path_step
 
     if as_target(target) is Target.EMBEDDED:
         found = text_path_step(

@@ -6,7 +6,7 @@ embedded tritonserver on 127.0.0.1 free ports, sent the sample rows in batches o
 `max_batch_size`, and stopped. Two kinds of check: the served answers equal onnxruntime's on the
 served file (max|diff|: the wiring), and they agree with the source's (labels, or an encoder's
 embeddings within a cosine) by a gate with power: the 95% Wilson lower bound of agreement at least
-99% (`build.gates`), so the rows sent are at least `SERVED_MIN_ROWS` (callers top a small sample
+99% (`recipes.gates`), so the rows sent are at least `SERVED_MIN_ROWS` (callers top a small sample
 up: `imports.eval_corpus.topped_up` for texts, generated rows for an ONNX file). With label
 names, Triton's classification extension is asked for the top class of every row: the names must
 come back.
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.gates import AgreementGate
-from triton_fastpath.build.pipeline import Declared, Step
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds, Samples, agreeing, diff_check
 from triton_fastpath.imports.int8_gate import cosines
+from triton_fastpath.recipes.engine import Declared, Step
+from triton_fastpath.recipes.gates import AgreementGate
 
 SERVED_ROWS = 2048  # the most rows the served check sends
 SERVED_MIN_ROWS = 512  # a sample smaller than a 99% bound needs (381) is topped up to this many
@@ -140,7 +140,7 @@ def check_served(
     output `source` holds); the label names Triton returns. None for the container target, whose
     server (the NGC image) is not here: that is said, not skipped silently.
     """
-    from triton_fastpath.build.assemble import assemble
+    from triton_fastpath.recipes.assemble import assemble
     from triton_fastpath.serve.server import triton_on_free_ports
 
     spec = next(s for s in specs if s.name == model)

@@ -4,6 +4,6 @@ Each scenario returns `ScenarioResult`s (`report.py`) that account for every req
 failed with a counted error, or lost: neither); `fastpath reliability` runs them and prints the
 table, and `tests/reliability` runs the quick ones in `make test`.
 
-May import: `build` (the variant repositories), `models` (data sets), `native` (the cache plugin's
+May import: `recipes` (the variant repositories), `models` (data sets), `native` (the cache plugin's
 stress build), `serve` (the servers), `load` (the load engine), `config`, `processes`, `paths`.
 """

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
 

@@ -34,10 +34,10 @@ import tritonclient.grpc as grpcclient
 from fastpath_client.errors import ClientError, ServerError, Timeout
 from fastpath_client.retry import RetryPolicy
 from fastpath_models import DigitsClient, SentimentClient
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import ClosedLoop
 from triton_fastpath.processes import free_port
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.serve.redis_server import RedisServer

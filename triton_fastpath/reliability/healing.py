@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_models import DigitsClient, SentimentClient
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import ClosedLoop
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability.faults import find_stub, scenario_load
 from triton_fastpath.reliability.report import ScenarioResult, Tally
 from triton_fastpath.reliability.servers import triton

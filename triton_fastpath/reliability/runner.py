@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from triton_fastpath.build.repository import variant_repository
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.pipelines import queue_timeouts_us
+from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability import (
     cache_trust,
     faults,

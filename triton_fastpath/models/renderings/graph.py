@@ -68,7 +68,7 @@ def container_classifier_specs(
       WordPiece tokenizer as the embedded default's graph model, running the tokens graph (Identity:
       ids out at each text's natural length, trimmed per request) and writing `truncated`.
     - `<name>_encoder`: `encoder` (ids in; the ids lane too), a TensorRT plan on the GPU, Triton's
-      onnxruntime or fastpath_ort, as `build.assemble.container_specs` decides.
+      onnxruntime or fastpath_ort, as `recipes.assemble.container_specs` decides.
     - `<name>_postprocess`: fastpath_ort running the label graph (the same Gather and ReduceMax as the
       embedded post graph's head): `label`, `probability`.
 
@@ -173,7 +173,7 @@ def text_graph_specs(
     (`labels`) or to an embedding of `dimension` (`labels` None), no Python process on the path.
     Embedded: served by the native backend `fastpath_ort`, which reads each text, tokenizes it with
     the exact C++ WordPiece tokenizer (`text_tokenizer`: the model's tokenizer.json, the build proved
-    its ids equal `tokenizers'`, `triton_fastpath.build.text_path`) at its natural length and runs the
+    its ids equal `tokenizers'`, `triton_fastpath.recipes.text_path`) at its natural length and runs the
     post graph (the encoder and the head, ids in; `triton_fastpath.export.text_path`); it writes
     `truncated` itself. No custom-op library.
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.pipeline import Pipeline, Refused, StepState
 from triton_fastpath.config.settings import TEXT_GRAPHS
 from triton_fastpath.errors import ExportError
+from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
+from triton_fastpath.recipes.freshness import Freshness
 
 LOGGER = logging.getLogger(__name__)
 __all__ = ["TEXT_GRAPHS", "TextGraphResult", "text_graph_step"]  # TEXT_GRAPHS: the file per precision

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from fastpath_backends.parameters import FastpathOrtParameters
-from triton_fastpath.build.pipeline import Declared, Step
 from triton_fastpath.config.render import (
     ContainerOptions,
     Target,
@@ -51,6 +50,7 @@ from triton_fastpath.models import data as datasets
 from triton_fastpath.native import build as native_build
 from triton_fastpath.native import cache_build
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
+from triton_fastpath.recipes.engine import Declared, Step
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -412,7 +412,7 @@ def assemble_step(
     *,
     said: str,
 ) -> Declared:
-    """`assemble` as a recipe's last step (`build.pipeline.Declared`), done with `said`."""
+    """`assemble` as a recipe's last step (`recipes.engine.Declared`), done with `said`."""
 
     def run(step: Step) -> None:
         assemble(specs, repository, target=target, files=files, warmup_samples=warmups)

@@ -7,9 +7,9 @@ Hugging Face sequence-classification folder (the bundled `sentiment` model is tr
 Each export is verified against its source: FP32 must match it (max abs difference, label
 agreement; a miss stops the build with the figures and the command that reproduces it); INT8 is
 served only when it passes its gate (the 95% Wilson lower bound of its label agreement with the
-source at least 99%, `build.gates`; max abs difference; held-out accuracy drop), FP32 otherwise,
+source at least 99%, `recipes.gates`; max abs difference; held-out accuracy drop), FP32 otherwise,
 and the report says which, with n and the bound. A model's build returns a `ModelArtifact`;
-`triton_fastpath.build.repository` assembles them.
+`triton_fastpath.recipes.repository` assembles them.
 """
 
 from __future__ import annotations
@@ -24,9 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
-from triton_fastpath.build.pipeline import Declared, Pipeline, Step, StepStatus
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import (
@@ -43,6 +40,9 @@ from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
+from triton_fastpath.recipes.engine import Declared, Pipeline, Step, StepStatus
+from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate, GateResult, sample_note
 
 LOGGER = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Thresholds:
     otherwise, and FP32 is served).
 
     `int8_min_lower_bound`: the 95% Wilson lower bound INT8's label agreement with the source must
-    reach (`build.gates.AgreementGate`): at least 381 evaluation rows, all agreeing, for 99%.
+    reach (`recipes.gates.AgreementGate`): at least 381 evaluation rows, all agreeing, for 99%.
     """
 
     fp32_max_abs_diff: float = 1e-3
@@ -466,14 +466,14 @@ def text_graph_files(
     """What the graph rendering serves for the served precision, built and proven as a step of
     `pipeline`, or [] when refused (the reason is printed; the Python renderings serve the model).
 
-    Both targets: the C++ text path (`triton_fastpath.build.text_path`): the post graph and
+    Both targets: the C++ text path (`triton_fastpath.recipes.text_path`): the post graph and
     tokenizer.json, the C++ tokenizer's ids proven equal to `tokenizers'` on the Unicode probe, `texts`
     and the multilingual corpus; its gate goes into `report`. The container target serves the same
     tokenizer as a step before its encoder (a TensorRT plan there), so it adds the tokens graph and,
     for a classifier, the label graph (`export.text_path.build_tokens_graph`, `build_label_graph`;
     `graph_member_files` says which model gets which)."""
-    from triton_fastpath.build.text_path import text_path_step
     from triton_fastpath.export import text_path
+    from triton_fastpath.recipes.text_path import text_path_step
 
     found = text_path_step(
         pipeline,

@@ -1,5 +1,5 @@
 """Build the model repository: train the bundled models, run their verified export steps
-(`triton_fastpath.build.steps`), and assemble the repository from the models' artifacts.
+(`triton_fastpath.recipes.steps`), and assemble the repository from the models' artifacts.
 
 Each model's build returns a `ModelArtifact` (report, specs, files, warmups); the repository is
 what the artifacts say, nothing re-derived. The files each build recorded (`build/artifacts.json`;
@@ -21,31 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.build.assemble import (
-    ContainerBuild,
-    assemble,
-    container_specs,
-    token_sequence_lengths,
-    with_native_backend,
-    with_response_cache_here,
-    write_container_engine_plan,
-    write_container_server_settings,
-)
-from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.pipeline import Pipeline, Progress
-from triton_fastpath.build.steps import (
-    ModelArtifact,
-    ModelReport,
-    Thresholds,
-    VariantReport,
-    check_accuracy,
-    export_and_verify,
-    export_text_classifier,
-    text_pipeline_files,
-    time_batch32,
-    write_cache_identity,
-    write_report,
-)
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
 from triton_fastpath.config.plan import fallback_when_no_graph
@@ -59,6 +34,31 @@ from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
 from triton_fastpath.models.bundled import SENTIMENT_NAME, default_specs, model_specs
 from triton_fastpath.models.pipelines import python_hops
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
+from triton_fastpath.recipes.assemble import (
+    ContainerBuild,
+    assemble,
+    container_specs,
+    token_sequence_lengths,
+    with_native_backend,
+    with_response_cache_here,
+    write_container_engine_plan,
+    write_container_server_settings,
+)
+from triton_fastpath.recipes.engine import Pipeline, Progress
+from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.recipes.steps import (
+    ModelArtifact,
+    ModelReport,
+    Thresholds,
+    VariantReport,
+    check_accuracy,
+    export_and_verify,
+    export_text_classifier,
+    text_pipeline_files,
+    time_batch32,
+    write_cache_identity,
+    write_report,
+)
 
 LOGGER = logging.getLogger(__name__)
 ARTIFACTS_FILE = "artifacts.json"

@@ -5,7 +5,7 @@ in: `triton_fastpath.export.text_path`) next to the verified encoder and proves 
 serve it: the C++ WordPiece tokenizer inside fastpath_ort must load the model's tokenizer.json and
 give `tokenizers`' ids on the Unicode probe, the held-out (or evaluation) texts and the multilingual
 corpus, 0 differences, and the post graph must answer as the encoder does on the same ids. The
-agreement is also judged as a gate ("text path kept", `build.gates`: the 95% Wilson lower bound over
+agreement is also judged as a gate ("text path kept", `recipes.gates`: the 95% Wilson lower bound over
 the real texts must reach 99%), with n and the bound in the model's report.
 
 A refusal never fails the build: the file is removed, the step is recorded refused and the reason
@@ -16,7 +16,7 @@ the graph, so a reused step still reports its gate.
 
 Run alone (the post graph of an encoder, proven on texts, one a line; nothing else written)::
 
-    python -m triton_fastpath.build.text_path --tokenizer build/sentiment/onnx/tokenizer.json \
+    python -m triton_fastpath.recipes.text_path --tokenizer build/sentiment/onnx/tokenizer.json \
         --encoder build/sentiment/onnx/model.int8.onnx --max-length 64 --labels negative,positive \
         --output /tmp/post.int8.onnx --texts held_out.txt
 """
@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.build.freshness import Freshness
-from triton_fastpath.build.gates import DEFAULT_BOUND, AgreementGate, GateResult
-from triton_fastpath.build.pipeline import Pipeline, Refused, StepState
 from triton_fastpath.config.settings import POST_GRAPHS, TOKENIZER_FILE
 from triton_fastpath.errors import ExportError, NativeBuildError
 from triton_fastpath.paths import ROOT
+from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
+from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate, GateResult
 
 LOGGER = logging.getLogger(__name__)
 __all__ = ["GATE_NAME", "TextPathResult", "text_path_step"]
@@ -199,7 +199,7 @@ def text_path_step(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m triton_fastpath.build.text_path`: write a post graph and prove the text path on texts."""
+    """`python -m triton_fastpath.recipes.text_path`: write a post graph and prove the text path on texts."""
     from triton_fastpath.export import text_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

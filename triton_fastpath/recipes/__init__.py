@@ -1,5 +1,8 @@
-"""The build: specs -> verified artifacts -> an assembled model repository.
+"""Recipes: how each model is made, from its source to verified artifacts to an assembled model
+repository, every recipe run on one step engine.
 
+- `engine`: the step engine (`Pipeline`: a recipe's declared steps, `Declared`, run in order by
+  `Pipeline.run`, each with its status; a file-making step skipped when up to date, `freshness`);
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
 - `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
