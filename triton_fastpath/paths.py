@@ -22,7 +22,7 @@ RESULTS_DIR = DOCS_DIR / "results"  # measured figures the measuring jobs publis
 # directory (`native.build`) and named by the text graph's `custom_op_library` (`config.render`).
 CUSTOM_OPS_FILE = "libortextensions.so"
 # The semantic embedder's files in a fused model's folder: written by `cache.embedders`, named in the
-# model's parameters by `models.pipelines`.
+# model's parameters by `models.parts`.
 SEMANTIC_TOKENIZER = "semantic_tokenizer.json"
 SEMANTIC_ONNX = "semantic.onnx"
 

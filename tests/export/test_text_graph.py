@@ -304,7 +304,7 @@ def test_the_build_step_builds_reuses_and_refuses_without_failing_the_build(file
     import shutil
 
     from triton_fastpath.recipes.engine import Pipeline, StepState
-    from triton_fastpath.recipes.text_graph import text_graph_step
+    from triton_fastpath.recipes.text_graph_step import text_graph_step
 
     shutil.copy(files["tokenizer"], tmp_path / "tokenizer.json")
     shutil.copy(files["encoder"], tmp_path / "model.int8.onnx")

@@ -1,4 +1,4 @@
-"""The native text path's build step (`recipes.text_path`) and its proof (`export.text_path`).
+"""The native text path's build step (`recipes.text_path_step`) and its proof (`export.text_path`).
 
 The tiny tokenizer and encoder of test_text_graph.py: the step writes the post graph, proves the C++
 tokenizer's ids equal `tokenizers'` on the Unicode probe, the texts and the multilingual corpus,
@@ -21,7 +21,7 @@ pytest.importorskip("tokenizers")
 
 from tests.export.test_text_graph import TEXTS, _encoder, _tokenizer_json  # noqa: E402
 from triton_fastpath.recipes.engine import Pipeline, StepState  # noqa: E402
-from triton_fastpath.recipes.text_path import GATE_NAME, text_path_step  # noqa: E402
+from triton_fastpath.recipes.text_path_step import GATE_NAME, text_path_step  # noqa: E402
 
 pytestmark = [
     pytest.mark.export,

@@ -79,7 +79,7 @@ def cache_count(server, name: str, **labels: str) -> float:
 
 def test_the_default_build_is_the_tuned_rendering_with_no_python_on_the_path(default_repository: Path) -> None:
     from triton_fastpath.models.bundled import default_specs
-    from triton_fastpath.models.pipelines import python_hops
+    from triton_fastpath.models.parts import python_hops
     from triton_fastpath.serve.server_config import ServerConfig, two_tier_models
 
     settings = default_settings()

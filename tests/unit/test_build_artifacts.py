@@ -16,7 +16,7 @@ from triton_fastpath.config.render import parse_pbtxt, render
 from triton_fastpath.config.settings import FACTORY_TUNABLES, Batching, NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models.bundled import default_specs, model_specs
-from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.models.parts import python_hops
 from triton_fastpath.recipes import repository as build
 from triton_fastpath.recipes import steps
 

@@ -28,7 +28,7 @@ from triton_fastpath.config.settings import (
 from triton_fastpath.config.spec import ModelKind, ModelSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
-from triton_fastpath.models.pipelines import MAX_TEXT_BYTES, python_hops, queue_timeouts_us
+from triton_fastpath.models.parts import MAX_TEXT_BYTES, python_hops, queue_timeouts_us
 from triton_fastpath.paths import backends_importable
 from triton_fastpath.recipes.assemble import ContainerBuild, container_specs
 

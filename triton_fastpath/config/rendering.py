@@ -62,7 +62,7 @@ class Rendering(StrEnum):
 
     @property
     def needs_text_graph(self) -> bool:
-        """Whether it serves a text-in native model (the C++ text path, `triton_fastpath.recipes.text_path`;
+        """Whether it serves a text-in native model (the C++ text path, `triton_fastpath.recipes.text_path_step`;
         the text graph on the container target), which a build or an import must make and prove
         first (where it is refused, the pipeline is served fused instead)."""
         return self is Rendering.GRAPH

@@ -1,7 +1,7 @@
 """The repository's settings: every knob the specs read (`RepoSettings`), the tuned defaults that
 `fastpath tune` measured (`RepoSettings.tuned()`; what a build or an import serves, with the notes that
 explain it, is the serving plan's, `triton_fastpath.config.plan`), and the service levels that queue
-timeouts are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.pipelines`.
+timeouts are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.parts`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ TUNABLE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
 # `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
-# it (`models.pipelines.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
+# it (`models.parts.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
 # on 2 cores) cannot hold the default: there, as for the load-test gates, choose the relaxed
 # profile, by `--service-levels relaxed` (the commands that build or start servers take it).
 SERVICE_LEVELS_MS: tuple[tuple[str, float], ...] = (("sentiment", 50.0), ("digits", 20.0))
@@ -97,7 +97,7 @@ SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
     "none": (),
 }
 # Share of that p99 a request may wait behind in one batch, per priority (the admission budgets of
-# the Python models, `models.pipelines.admission_parameters`): the lowest (default) level is shed beyond half of it,
+# the Python models, `models.parts.admission_parameters`): the lowest (default) level is shed beyond half of it,
 # so what it gets answered still arrives within the service level; priority 1 gets more (it is the
 # traffic to keep), and is computed first anyway.
 QUEUE_SHARE_LOWEST, QUEUE_SHARE_HIGHER = 0.5, 0.8
@@ -188,7 +188,7 @@ def tuning_reasons(path: Path = TUNING_FILE) -> list[str]:
 
 
 BUNDLED_EMBEDDER = "embed"
-BUNDLED_EMBEDDER_DIM = 256  # wordllama l2_supercat_256 (`models.pipelines.EMBED_DIM`)
+BUNDLED_EMBEDDER_DIM = 256  # wordllama l2_supercat_256 (`models.parts.EMBED_DIM`)
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class ServiceLevels:
     Attributes:
         p99_ms: the p99 each model promises, `(model, ms)` pairs; default: the default profile
             (`SERVICE_LEVEL_PROFILES`; `ServiceLevels.profile(name)` gives another). Each model's queue
-            timeouts and admission budgets are cut from it (`models.pipelines.queue_timeouts_us`).
+            timeouts and admission budgets are cut from it (`models.parts.queue_timeouts_us`).
         priority_levels: request priorities accepted (1 = highest); the default is the lowest.
         queue_timeout_us: a request still queued after this long is rejected before it is computed
             (0 = no limit). None (default): cut from the model's service level per priority; an
@@ -332,7 +332,7 @@ class Batching:
 
         No queue policy and no priority levels: in Triton 2.51 either turns the batcher's payload
         prefetching off and exposes its 500 ms stall (docs/known-issues.md). Overload is shed by
-        the Python models' admission control instead (`models.pipelines.admission_parameters`), where a
+        the Python models' admission control instead (`models.parts.admission_parameters`), where a
         model's service level goes.
         """
         return DynamicBatching(

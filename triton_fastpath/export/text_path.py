@@ -12,12 +12,12 @@ flag at the served max_length) on the 11,205-character Unicode probe (each chara
 and alone), the model's held-out (or evaluation) texts and the seeded multilingual corpus
 (`multilingual_corpus`, 30 locales), and the post graph's outputs equal the encoder's on the same ids.
 A tokenizer the C++ loader refuses (not BERT WordPiece, e.g. Unigram/SentencePiece) or one id that
-differs refuses the path, and the build keeps the Python tokenizer (`recipes.text_path`).
+differs refuses the path, and the build keeps the Python tokenizer (`recipes.text_path_step`).
 
 The C++ tokenizer's answers come in as `encode` (texts -> one result a text with `ids`, `truncated`
 and `error`), so this module needs nothing beyond onnx and `tokenizers`: the build passes its C++
 driver (`triton_fastpath.native.tokenizer_build.encode_texts`). Run alone, with the driver:
-`python -m triton_fastpath.recipes.text_path` (docs/text-graph.md).
+`python -m triton_fastpath.recipes.text_path_step` (docs/text-graph.md).
 """
 
 from __future__ import annotations

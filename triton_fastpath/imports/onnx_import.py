@@ -32,7 +32,7 @@ from triton_fastpath.imports.checks import (
 )
 from triton_fastpath.imports.importer import imported_dir, verdicts
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, check_served, served_step
-from triton_fastpath.models.pipelines import onnx_classifier_spec
+from triton_fastpath.models.parts import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.assemble import assemble_step
 from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step

@@ -26,11 +26,11 @@ def text_graph_files(
     pipeline: Pipeline, folder: Path, precision: str, *, max_length: int, texts, head, target, report: ModelReport
 ) -> list[Path]:
     """What the graph rendering serves of the served file, proven, or [] when refused: on the embedded
-    target the C++ text path (`recipes.text_path.text_path_step`: the post graph and tokenizer.json, its
+    target the C++ text path (`recipes.text_path_step.text_path_step`: the post graph and tokenizer.json, its
     ids proven equal to tokenizers' on the probe, `texts` and the multilingual corpus; its gate goes
-    into `report`), on the container target the text graph (`recipes.text_graph.text_graph_step`)."""
-    from triton_fastpath.recipes.text_graph import text_graph_step
-    from triton_fastpath.recipes.text_path import text_path_step
+    into `report`), on the container target the text graph (`recipes.text_graph_step.text_graph_step`)."""
+    from triton_fastpath.recipes.text_graph_step import text_graph_step
+    from triton_fastpath.recipes.text_path_step import text_path_step
 
     if as_target(target) is Target.EMBEDDED:
         found = text_path_step(

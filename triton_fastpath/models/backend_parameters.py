@@ -1,10 +1,10 @@
 """What the specs tell their backends: the parameters a renderer puts into a model's config, each
 built with its backend's contract (`fastpath_backends.parameters`), so that a key is named once.
 
-The spec factories (`models.pipelines`, `models.renderings`) merge these into `ModelSpec.parameters`:
+The spec factories (`models.parts`, `models.renderings`) merge these into `ModelSpec.parameters`:
 the tokenizer a Python step reads, the exact and semantic cache tiers, how a fused model reaches its
 encoder (`Encoder`) and its semantic embedder. The admission and queue-timeout policy stays in
-`models.pipelines`.
+`models.parts`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from triton_fastpath.config.spec import (
     validate_repository,
 )
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.models.pipelines import EMBED_DIM, EMBED_NAME, onnx_classifier_spec
+from triton_fastpath.models.parts import EMBED_DIM, EMBED_NAME, onnx_classifier_spec
 from triton_fastpath.models.renderings import embedding_specs, text_classifier_specs
 
 

@@ -6,9 +6,9 @@ repository, every recipe run on one step engine.
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
 - `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
-- `text_path`: a text model's native text path (the C++ tokenizer in fastpath_ort + the post graph),
+- `text_path_step`: a text model's native text path (the C++ tokenizer in fastpath_ort + the post graph),
   proven exact against `tokenizers`, or refused (the embedded target's graph rendering);
-- `text_graph`: a text model's tokenizer-inside-ONNX graph, built, proven against `tokenizers`, or
+- `text_graph_step`: a text model's tokenizer-inside-ONNX graph, built, proven against `tokenizers`, or
   refused (the container target's graph rendering).
 
 May import: `config`, `models`, `export`, `cache` (semantic calibration), `native` (the backend and the

@@ -32,7 +32,7 @@ from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
 from triton_fastpath.models.bundled import SENTIMENT_NAME, default_specs, model_specs
-from triton_fastpath.models.pipelines import python_hops
+from triton_fastpath.models.parts import python_hops
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY, ROOT, SDK_PACKAGE, backends_importable
 from triton_fastpath.recipes.assemble import (
     ContainerBuild,

@@ -466,14 +466,14 @@ def text_graph_files(
     """What the graph rendering serves for the served precision, built and proven as a step of
     `pipeline`, or [] when refused (the reason is printed; the Python renderings serve the model).
 
-    Both targets: the C++ text path (`triton_fastpath.recipes.text_path`): the post graph and
+    Both targets: the C++ text path (`triton_fastpath.recipes.text_path_step`): the post graph and
     tokenizer.json, the C++ tokenizer's ids proven equal to `tokenizers'` on the Unicode probe, `texts`
     and the multilingual corpus; its gate goes into `report`. The container target serves the same
     tokenizer as a step before its encoder (a TensorRT plan there), so it adds the tokens graph and,
     for a classifier, the label graph (`export.text_path.build_tokens_graph`, `build_label_graph`;
     `graph_member_files` says which model gets which)."""
     from triton_fastpath.export import text_path
-    from triton_fastpath.recipes.text_path import text_path_step
+    from triton_fastpath.recipes.text_path_step import text_path_step
 
     found = text_path_step(
         pipeline,

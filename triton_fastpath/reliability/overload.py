@@ -19,7 +19,7 @@
    (Triton 2.51's stream handling can die under them: docs/known-issues.md).
 
 What sheds the excess is admission control inside the served models (budgets from
-`models.pipelines.admission_parameters`, a share of the p99 service level per priority level). On
+`models.parts.admission_parameters`, a share of the p99 service level per priority level). On
 the native backend (the default build's `digits` and `sentiment` text graph) the model keeps its own
 queue (native/fastpath_ort/request_queue.h): a request that cannot be answered within its level's
 budget, behind the rows of its level or higher queued or computing ahead of it, is refused

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.models.pipelines import queue_timeouts_us
+from triton_fastpath.models.parts import queue_timeouts_us
 from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability import (
     cache_trust,

@@ -224,7 +224,7 @@ IDS_INPUTS = ("input_ids", "attention_mask")
 def ids_lane_of(config: model_config_pb2.ModelConfig) -> tuple[str, int] | None:
     """`(tokenizer file, max_length)` of a model served as an ids lane, or None.
 
-    An ids lane (`triton_fastpath.models.pipelines.ids_lane`) is an encoder whose inputs are
+    An ids lane (`triton_fastpath.models.parts.ids_lane`) is an encoder whose inputs are
     `input_ids` and `attention_mask` and whose parameters name its tokenizer file and the token
     length it truncates at; its client tokenizes texts itself (`fastpath_client.ids_lane`).
     """

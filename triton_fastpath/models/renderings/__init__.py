@@ -4,7 +4,7 @@
 what each refuses is `triton_fastpath.config.rendering.Rendering`. `text_classifier_specs` and
 `embedding_specs` ask `settings.rendering` for its module; nobody compares rendering names.
 
-May import: `config`, `models.pipelines`, `errors`.
+May import: `config`, `models.parts`, `errors`.
 """
 
 from __future__ import annotations

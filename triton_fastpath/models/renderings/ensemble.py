@@ -16,7 +16,7 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import EnsembleStep, ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.models.backend_parameters import cache_parameters
-from triton_fastpath.models.pipelines import (
+from triton_fastpath.models.parts import (
     EMBED_DIM,
     ClassifierTensors,
     classifier_encoder,

@@ -21,7 +21,7 @@ from triton_fastpath.models.backend_parameters import (
     semantic_embedder,
     tokenizer_parameters,
 )
-from triton_fastpath.models.pipelines import (
+from triton_fastpath.models.parts import (
     ClassifierTensors,
     classifier_encoder,
     classifier_lane,

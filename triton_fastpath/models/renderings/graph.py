@@ -29,7 +29,7 @@ from triton_fastpath.config.settings import (
 from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.export.text_path import TOKEN_OUTPUTS
-from triton_fastpath.models.pipelines import (
+from triton_fastpath.models.parts import (
     MAX_TEXT_BYTES,
     ClassifierTensors,
     admission_parameters,
@@ -173,7 +173,7 @@ def text_graph_specs(
     (`labels`) or to an embedding of `dimension` (`labels` None), no Python process on the path.
     Embedded: served by the native backend `fastpath_ort`, which reads each text, tokenizes it with
     the exact C++ WordPiece tokenizer (`text_tokenizer`: the model's tokenizer.json, the build proved
-    its ids equal `tokenizers'`, `triton_fastpath.recipes.text_path`) at its natural length and runs the
+    its ids equal `tokenizers'`, `triton_fastpath.recipes.text_path_step`) at its natural length and runs the
     post graph (the encoder and the head, ids in; `triton_fastpath.export.text_path`); it writes
     `truncated` itself. No custom-op library.
 

@@ -16,7 +16,7 @@ the graph, so a reused step still reports its gate.
 
 Run alone (the post graph of an encoder, proven on texts, one a line; nothing else written)::
 
-    python -m triton_fastpath.recipes.text_path --tokenizer build/sentiment/onnx/tokenizer.json \
+    python -m triton_fastpath.recipes.text_path_step --tokenizer build/sentiment/onnx/tokenizer.json \
         --encoder build/sentiment/onnx/model.int8.onnx --max-length 64 --labels negative,positive \
         --output /tmp/post.int8.onnx --texts held_out.txt
 """
@@ -199,7 +199,7 @@ def text_path_step(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m triton_fastpath.recipes.text_path`: write a post graph and prove the text path on texts."""
+    """`python -m triton_fastpath.recipes.text_path_step`: write a post graph and prove the text path on texts."""
     from triton_fastpath.export import text_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
