@@ -112,8 +112,8 @@ def test_where_the_cpp_tokenizer_cannot_be_built_the_text_path_is_refused_saying
 
 def test_a_refused_text_path_renders_the_bundled_pipeline_fused() -> None:
     from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.recipes.reports import ModelArtifact, ModelReport
     from triton_fastpath.recipes.repository import _served
-    from triton_fastpath.recipes.steps import ModelArtifact, ModelReport
 
     settings = RepoSettings(rendering="graph", cache=False)
     report = ModelReport("sentiment", "", 0, None)

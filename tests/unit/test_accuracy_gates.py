@@ -20,7 +20,8 @@ from triton_fastpath.imports.checks import GateCheck, ImportThresholds, Samples,
 from triton_fastpath.imports.int8_gate import Int8Gate, Int8Trial, judge
 from triton_fastpath.models.data import Dataset, Split
 from triton_fastpath.recipes.gates import AgreementGate, sample_note
-from triton_fastpath.recipes.steps import ModelReport, Thresholds, VariantReport, _int8_refusals, format_report
+from triton_fastpath.recipes.reports import ModelReport, VariantReport, format_report
+from triton_fastpath.recipes.steps import Thresholds, _int8_refusals
 
 
 def scores_with(flipped: int, n: int, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

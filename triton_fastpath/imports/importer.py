@@ -37,7 +37,8 @@ from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.assemble import assemble_step
 from triton_fastpath.recipes.engine import Pipeline, Progress
 from triton_fastpath.recipes.gates import texts_needed
-from triton_fastpath.recipes.steps import ModelReport, Thresholds, export_text_classifier, write_report
+from triton_fastpath.recipes.reports import ModelReport, write_report
+from triton_fastpath.recipes.steps import Thresholds, export_text_classifier
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
 

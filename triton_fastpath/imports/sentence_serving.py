@@ -19,7 +19,7 @@ from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, SERVED_ROWS, c
 from triton_fastpath.imports.setfit_head import LinearHead
 from triton_fastpath.recipes.engine import Pipeline
 from triton_fastpath.recipes.gates import texts_needed
-from triton_fastpath.recipes.steps import ModelReport
+from triton_fastpath.recipes.reports import ModelReport
 
 
 def text_graph_files(

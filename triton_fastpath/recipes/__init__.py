@@ -4,6 +4,8 @@ repository, every recipe run on one step engine.
 - `engine`: the step engine (`Pipeline`: a recipe's declared steps, `Declared`, run in order by
   `Pipeline.run`, each with its status; a file-making step skipped when up to date, `freshness`);
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
+- `reports`: what a model's build reports (variants, gates, checks, step statuses) and returns
+  (`ModelArtifact`);
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
 - `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
 - `text_path_step`: a text model's native text path (the C++ tokenizer in fastpath_ort + the post graph),

@@ -46,18 +46,15 @@ from triton_fastpath.recipes.assemble import (
 )
 from triton_fastpath.recipes.engine import Pipeline, Progress
 from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport, write_report
 from triton_fastpath.recipes.steps import (
-    ModelArtifact,
-    ModelReport,
     Thresholds,
-    VariantReport,
     check_accuracy,
     export_and_verify,
     export_text_classifier,
     text_pipeline_files,
     time_batch32,
     write_cache_identity,
-    write_report,
 )
 
 LOGGER = logging.getLogger(__name__)
