@@ -112,12 +112,12 @@ def test_where_the_cpp_tokenizer_cannot_be_built_the_text_path_is_refused_saying
 
 def test_a_refused_text_path_renders_the_bundled_pipeline_fused() -> None:
     from triton_fastpath.config.settings import RepoSettings
+    from triton_fastpath.recipes.bundled_recipes import served_settings
     from triton_fastpath.recipes.reports import ModelArtifact, ModelReport
-    from triton_fastpath.recipes.repository import _served
 
     settings = RepoSettings(rendering="graph", cache=False)
     report = ModelReport("sentiment", "", 0, None)
     refused = ModelArtifact("sentiment", report, [], {"sentiment_encoder": []}, {}, precision="int8")
     kept = ModelArtifact("sentiment", report, [], {"sentiment_graph": [Path("post.int8.onnx")]}, {}, precision="int8")
-    assert _served(settings, refused).rendering == "fused"
-    assert _served(settings, kept).rendering == "graph"
+    assert served_settings(settings, refused).rendering == "fused"
+    assert served_settings(settings, kept).rendering == "graph"

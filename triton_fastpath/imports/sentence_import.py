@@ -41,7 +41,7 @@ from triton_fastpath.paths import BUILD_DIR, backends_importable
 from triton_fastpath.recipes.assemble import assemble_step
 from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
-from triton_fastpath.recipes.steps import text_pipeline_files
+from triton_fastpath.recipes.served_files import text_pipeline_files
 
 if TYPE_CHECKING:
     from triton_fastpath.config.spec import ModelSpec

@@ -6,6 +6,8 @@ repository, every recipe run on one step engine.
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
 - `reports`: what a model's build reports (variants, gates, checks, step statuses) and returns
   (`ModelArtifact`);
+- `served_files`: the files and warmup samples each Triton model of a text pipeline gets;
+- `bundled_recipes`: the bundled models' recipes (`sentiment`, `digits`, `embed`);
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
 - `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
 - `text_path_step`: a text model's native text path (the C++ tokenizer in fastpath_ort + the post graph),

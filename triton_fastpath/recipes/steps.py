@@ -15,7 +15,6 @@ and the report says which, with n and the bound. A model's build returns a `Mode
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -26,25 +25,21 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.config.plan import fallback_when_no_graph
-from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import (
     ENCODER_OUTPUTS,
-    LABEL_GRAPH_FILE,
     PRECISIONS,
-    SAMPLE_TEXT,
-    TOKENIZER_FILE,
-    TOKENS_GRAPH_FILE,
     RepoSettings,
 )
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import DataError, ExportError, VerificationError
-from triton_fastpath.models import data as datasets
 from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 from triton_fastpath.recipes.engine import Declared, Pipeline, Step
 from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport
+from triton_fastpath.recipes.served_files import graph_member_files, text_graph_files, text_pipeline_files
 
 LOGGER = logging.getLogger(__name__)
 
@@ -388,96 +383,3 @@ def export_text_classifier(
             pipeline.say(note)
     specs = text_classifier_specs(name, labels, settings, target)
     return ModelArtifact(name, report, specs, files, warmups, precision=settings.precision)
-
-
-def text_graph_files(
-    pipeline: Pipeline,
-    out_dir: Path,
-    settings: RepoSettings,
-    texts: Sequence[str],
-    labels: Sequence[str] | None,
-    *,
-    target: Target | str = Target.EMBEDDED,
-    report: ModelReport | None = None,
-) -> list[Path]:
-    """What the graph rendering serves for the served precision, built and proven as a step of
-    `pipeline`, or [] when refused (the reason is printed; the Python renderings serve the model).
-
-    Both targets: the C++ text path (`triton_fastpath.recipes.text_path_step`): the post graph and
-    tokenizer.json, the C++ tokenizer's ids proven equal to `tokenizers'` on the Unicode probe, `texts`
-    and the multilingual corpus; its gate goes into `report`. The container target serves the same
-    tokenizer as a step before its encoder (a TensorRT plan there), so it adds the tokens graph and,
-    for a classifier, the label graph (`export.text_path.build_tokens_graph`, `build_label_graph`;
-    `graph_member_files` says which model gets which)."""
-    from triton_fastpath.export import text_path
-    from triton_fastpath.recipes.text_path_step import text_path_step
-
-    found = text_path_step(
-        pipeline,
-        out_dir=out_dir,
-        encoder_file=PRECISIONS[settings.precision],
-        precision=settings.precision,
-        max_length=settings.max_length,
-        texts=texts,
-        labels=labels,
-    )
-    if report is not None and found.gate is not None:
-        report.add_gate(found.gate)
-    if not found.files or as_target(target) is Target.EMBEDDED:
-        return found.files
-    # the container's steps around its encoder: tokenize (ids out) and, for a classifier, the label
-    steps = [text_path.build_tokens_graph(out_dir / TOKENS_GRAPH_FILE)]
-    if labels:
-        steps.append(text_path.build_label_graph(out_dir / LABEL_GRAPH_FILE, labels))
-    return [*found.files, *steps]
-
-
-def graph_member_files(name: str, graph: Sequence[Path]) -> dict[str, list[Path]]:
-    """Who gets the files of the graph rendering (`text_graph_files`): the embedded graph model
-    (post graph, tokenizer), and on the container target its tokenize step (tokenizer, tokens
-    graph) and label step (label graph)."""
-    members = PipelineMembers(name)
-    found = {path.name: path for path in graph}
-    files = {members.graph: [p for p in graph if p.name not in (TOKENS_GRAPH_FILE, LABEL_GRAPH_FILE)]}
-    if TOKENS_GRAPH_FILE in found:
-        files[members.tokenizer] = [found[name] for name in (TOKENIZER_FILE, TOKENS_GRAPH_FILE) if name in found]
-    if LABEL_GRAPH_FILE in found:
-        files[members.postprocess] = [found[LABEL_GRAPH_FILE]]
-    return files
-
-
-def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:
-    """The files and warmup samples of every model a text pipeline may render as (both renderings)."""
-    tokenizer = out_dir / "tokenizer.json"
-    weights = [out_dir / file for file in PRECISIONS.values() if (out_dir / file).exists()]
-    identity = [write_cache_identity(name, out_dir, precision)] if (out_dir / PRECISIONS[precision]).exists() else []
-    members = PipelineMembers(name)
-    files = {
-        members.tokenizer: [tokenizer],
-        members.encoder: [*weights, tokenizer],  # the tokenizer: the ids lane's clients tokenize with it
-        members.cache: [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
-        members.fused: [tokenizer, *weights, *identity],
-    }
-    sample = encoder.encode([SAMPLE_TEXT])
-    text = {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)}
-    warmups = {
-        members.tokenizer: text,
-        members.fused: text,
-        members.encoder: {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
-    }
-    return files, warmups
-
-
-def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
-    """What the cache keys of `name` depend on: a retrained model or tokenizer changes the namespace."""
-    identity = {
-        "encoder": PipelineMembers(name).encoder,
-        "version": "1",
-        "weights_sha256": datasets.sha256_file(out_dir / PRECISIONS[precision]),
-        "tokenizer_sha256": datasets.sha256_file(out_dir / "tokenizer.json"),
-    }
-    path = out_dir / "cache_identity.json"
-    text = json.dumps(identity, indent=2, sort_keys=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
