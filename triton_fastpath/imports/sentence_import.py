@@ -332,7 +332,7 @@ class SentenceImport:
         """The served files (in `folder`) and warmup samples of each model of the pipeline."""
         from fastpath_backends.text import TextEncoder
 
-        fixed = TextEncoder(self.tokenizer_file, self.folder.sentence.max_seq_length, padding="max_length")
+        fixed = TextEncoder(folder / "tokenizer.json", self.folder.sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(self.name, folder, fixed, self.chosen)
         add_graph(self.name, [folder / g.name for g in self.graph_files], files, warmups)
         return files, warmups
