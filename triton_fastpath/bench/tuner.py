@@ -51,11 +51,8 @@ from triton_fastpath.bench.tuning_record import (
     write_tuning,
 )
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import (
-    FACTORY_TUNABLES,
-    RepoSettings,
-    ServiceLevels,
-)
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import FACTORY_TUNABLES, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError
 

@@ -31,7 +31,8 @@ from triton_fastpath.cache.semantic_calibration import (
     measure_semantic,
 )
 from triton_fastpath.cli.measuring import cannot_publish
-from triton_fastpath.config.settings import RepoSettings, SemanticCache
+from triton_fastpath.config.caches import SemanticCache
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 
