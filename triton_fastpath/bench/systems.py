@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.bench import peers
-from triton_fastpath.config.settings import NativeBackend, RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.native.cache_build import TwoTierCacheSettings

@@ -60,7 +60,8 @@ from triton_fastpath.bench.tuning_record import (
     shortfall,
     write_tuning,
 )
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import RepoSettings
 
 __all__ = [
     "CONTAINER_CHOICE",
