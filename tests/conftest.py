@@ -43,7 +43,8 @@ TEST_SERVICE_LEVELS = "default"
 
 def served_settings(**overrides):
     """`RepoSettings` for a repository a test serves: the given settings, the default service levels."""
-    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+    from triton_fastpath.config.service_levels import ServiceLevels
+    from triton_fastpath.config.settings import RepoSettings
 
     return RepoSettings(**{"service_levels": ServiceLevels.profile(TEST_SERVICE_LEVELS), **overrides})
 
@@ -52,7 +53,8 @@ def served_settings(**overrides):
 def built_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built models as served in tests: model_repository/ built if needed (`make test` builds it
     first, with visible progress), assembled afresh with the default service levels."""
-    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+    from triton_fastpath.config.service_levels import ServiceLevels
+    from triton_fastpath.config.settings import RepoSettings
     from triton_fastpath.recipes.repository import build_repository, variant_repository
 
     # model_repository/ as committed (default service levels); skips what is up to date

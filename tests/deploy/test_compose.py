@@ -16,9 +16,10 @@ import jsonschema
 import pytest
 
 from tests.deploy.conftest import ASSETS, COMPOSE_FILE, dockerfile_stages, read_pins, third_party_imports
+from triton_fastpath.config.caches import SemanticCache
 from triton_fastpath.config.render import python_adapter
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import RepoSettings, SemanticCache
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, ROOT
 from triton_fastpath.serve.server_config import ServerConfig, ServerLayout, to_args_list

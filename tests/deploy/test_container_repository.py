@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from triton_fastpath.config.render import parse_pbtxt
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels, container_rendering
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import RepoSettings, container_rendering
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY, ROOT
 from triton_fastpath.recipes.assemble import ContainerBuild

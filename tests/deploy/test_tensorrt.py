@@ -12,7 +12,7 @@ import pytest
 
 from triton_fastpath.config.render import native_backend, parse_pbtxt, to_pbtxt
 from triton_fastpath.config.settings import Batching, RepoSettings
-from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec, validate_repository
+from triton_fastpath.config.spec import ModelKind, ModelSpec
 from triton_fastpath.config.tensorrt import (
     OptimizationProfile,
     ParityCase,
@@ -26,6 +26,8 @@ from triton_fastpath.config.tensorrt import (
     trtexec_command,
     write_engine_plan,
 )
+from triton_fastpath.config.tensors import TensorSpec
+from triton_fastpath.config.validation import validate_repository
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 from triton_fastpath.recipes.assemble import ENCODER_BACKENDS, ContainerBuild, container_specs

@@ -1,4 +1,5 @@
-"""The text graph (tokenizer inside ONNX, `export.text_graph`) and its verifier (`export.text_graph_check`).
+"""The text graph (tokenizer inside ONNX, `export.text_graph`, its tokenizer half `export.text_graph_tokenizer`)
+and its verifier (`export.text_graph_check`).
 
 A tiny WordPiece tokenizer trained here with `tokenizers` and a tiny encoder written with
 `onnx.helper` (embedding lookup, masked sum, softmax) keep each test well under a second; the last
@@ -21,7 +22,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from triton_fastpath.errors import ExportError, VerificationError  # noqa: E402
-from triton_fastpath.export import text_graph, text_graph_check  # noqa: E402
+from triton_fastpath.export import text_graph, text_graph_check, text_graph_tokenizer  # noqa: E402
 from triton_fastpath.paths import BUILD_DIR  # noqa: E402
 
 pytestmark = pytest.mark.export
@@ -137,7 +138,7 @@ def graph(files: dict[str, Path]) -> Path:
     [(True, None, (1, 1)), (True, False, (1, 0)), (False, None, (0, 0)), (False, True, (0, 1))],
 )
 def test_op_attributes_follow_the_normalizer(lowercase, strip_accents, expected) -> None:
-    facts = text_graph.bert_tokenizer_attributes(
+    facts = text_graph_tokenizer.bert_tokenizer_attributes(
         _tokenizer_json(lowercase=lowercase, strip_accents=strip_accents), max_length=64
     )
     assert (facts.attributes["do_lower_case"], facts.attributes["strip_accents"]) == expected
@@ -163,7 +164,7 @@ def test_attributes_refuse_what_the_op_cannot_reproduce(edit, named: str) -> Non
     tokenizer = _tokenizer_json()
     edit(tokenizer)
     with pytest.raises(ExportError, match=named):
-        text_graph.bert_tokenizer_attributes(tokenizer, max_length=64)
+        text_graph_tokenizer.bert_tokenizer_attributes(tokenizer, max_length=64)
 
 
 def test_graph_ids_and_outputs_equal_tokenizers_and_the_two_step_path(files, graph) -> None:
@@ -186,14 +187,14 @@ def test_a_batch_is_padded_to_its_longest_row_and_truncation_is_flagged(files, g
     names = [o.name for o in session.get_outputs()]
     texts = np.array([["ok"], ["a fresh, funny film"], [" ".join(["long"] * 40)]], dtype=object)
     got = dict(zip(names, session.run(None, {"text": texts})))
-    ids, mask = got[text_graph.IDS], got[text_graph.MASK]
+    ids, mask = got[text_graph_tokenizer.IDS], got[text_graph_tokenizer.MASK]
     assert ids.shape == (3, 12)  # the longest row, cut at max_length
     short = len(tokenizers.Tokenizer.from_file(str(files["tokenizer"])).encode("ok").ids)
     assert mask.sum(axis=1).tolist()[::2] == [short, 12]
     assert got["truncated"].tolist() == [[False], [False], [True]]
     assert (ids[0, short:] == 0).all() and ids[2, -1] == 3  # padding; [SEP] kept at the cut
     one = dict(zip(names, session.run(None, {"text": texts[:1]})))
-    assert one[text_graph.IDS].shape == (1, short)  # alone, a text keeps its natural length
+    assert one[text_graph_tokenizer.IDS].shape == (1, short)  # alone, a text keeps its natural length
 
 
 def test_the_verifier_refuses_with_the_first_differing_text_and_both_id_lists(files, graph, tmp_path) -> None:

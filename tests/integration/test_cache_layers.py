@@ -23,7 +23,8 @@ from tests.conftest import (
     served_settings,
     start_server,
 )
-from triton_fastpath.config.settings import CacheTiers, RepoSettings, SemanticCache
+from triton_fastpath.config.caches import CacheTiers, SemanticCache
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import measuring_client
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.repository import variant_repository

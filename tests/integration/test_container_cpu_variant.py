@@ -43,7 +43,8 @@ PASSWORD = "s3cret-for-the-test"
 
 @pytest.fixture(scope="module")
 def cpu_variant(tmp_path_factory: pytest.TempPathFactory, built_repository: Path) -> Path:
-    from triton_fastpath.config.settings import RepoSettings, ServiceLevels, container_rendering
+    from triton_fastpath.config.service_levels import ServiceLevels
+    from triton_fastpath.config.settings import RepoSettings, container_rendering
     from triton_fastpath.recipes.assemble import ContainerBuild
     from triton_fastpath.recipes.repository import build_repository
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import check_semantic_near_duplicate, served_settings, start_server
-from triton_fastpath.config.settings import SemanticCache
+from triton_fastpath.config.caches import SemanticCache
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
 st = pytest.importorskip("sentence_transformers")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from triton_fastpath.config.settings import CacheTiers
+from triton_fastpath.config.caches import CacheTiers
 from triton_fastpath.serve.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,8 @@ def test_warming_the_default_build_fills_the_two_tier_response_caches_redis_tier
     cache: warming sends one text per request (the cache keys whole requests, as clients send them)
     and its entries land in Redis, where a fresh server (empty L1) finds every one of them."""
     from tests.conftest import TEST_SERVICE_LEVELS
-    from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+    from triton_fastpath.config.service_levels import ServiceLevels
+    from triton_fastpath.config.settings import RepoSettings
     from triton_fastpath.recipes.repository import variant_repository
 
     shipped = RepoSettings.tuned(service_levels=ServiceLevels.profile(TEST_SERVICE_LEVELS))  # as `make build`

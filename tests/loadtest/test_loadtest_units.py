@@ -124,7 +124,7 @@ def test_alert_slas_are_twice_the_gates_p99() -> None:
 def test_served_service_levels_are_the_gates_p99() -> None:
     """The queue timeouts rendered into config.pbtxt are cut from the same p99 the default gate checks."""
     from loadtests.sla import SLA_PROFILES
-    from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES
+    from triton_fastpath.config.service_levels import SERVICE_LEVEL_PROFILES
 
     for profile, path in SLA_PROFILES.items():
         gates = {name: sla.load_gate(name, path).total.p99_ms for name in ("sentiment", "digits")}

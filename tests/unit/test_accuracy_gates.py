@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import DataError
 from triton_fastpath.export.verify import ParityResult
 from triton_fastpath.imports import eval_corpus

@@ -23,7 +23,8 @@ from fastpath_backends.pipeline import TextPipeline
 from fastpath_backends.text import TextEncoder, vocabulary_size
 from triton_fastpath.config.render import render, to_model_config
 from triton_fastpath.config.settings import SAMPLE_TEXT, Batching, RepoSettings
-from triton_fastpath.config.spec import ModelKind, ModelSpec, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.models.bundled import SENTIMENT_LABELS, default_specs
 
 MAX_LENGTH = 16

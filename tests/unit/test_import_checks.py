@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_fastpath.config.spec import TensorSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
 from triton_fastpath.imports.checks import (
     Check,

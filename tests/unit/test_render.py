@@ -26,18 +26,19 @@ from triton_fastpath.config.render import (
     to_pbtxt,
     write_config,
 )
-from triton_fastpath.config.settings import NativeBackend, RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.config.spec import (
     DynamicBatching,
     EnsembleStep,
     ModelKind,
     ModelSpec,
     QueuePolicy,
-    TensorSpec,
     Warmup,
     WarmupInput,
 )
 from triton_fastpath.config.tensorrt import as_tensorrt
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY

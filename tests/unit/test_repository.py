@@ -10,19 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from triton_fastpath.config.caches import SemanticCache
 from triton_fastpath.config.render import render
 from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.service_levels import SERVICE_LEVEL_PROFILES, ServiceLevels, service_levels
 from triton_fastpath.config.settings import (
     FACTORY_TUNABLES,
-    SERVICE_LEVEL_PROFILES,
     TUNABLE_FIELDS,
     Batching,
     NativeBackend,
     RepoSettings,
-    SemanticCache,
-    ServiceLevels,
     load_tuning,
-    service_levels,
     validate_tuning,
 )
 from triton_fastpath.config.spec import ModelKind, ModelSpec
@@ -400,7 +398,7 @@ def test_service_levels_come_from_a_named_profile_never_from_the_environment(
 def test_assemble_takes_out_the_backend_older_builds_put_into_model_folders(tmp_path: Path, monkeypatch) -> None:
     """The server installs the native backend once in its backend directory: a model folder holds
     none, and an old repository assembled again is cleaned (the kit's links only)."""
-    from triton_fastpath.config.spec import TensorSpec
+    from triton_fastpath.config.tensors import TensorSpec
     from triton_fastpath.native import build as native_build
     from triton_fastpath.recipes.assemble import assemble
 

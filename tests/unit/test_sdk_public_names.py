@@ -23,6 +23,8 @@ RUNTIME = [
     ),
     importlib.import_module("triton_fastpath.sdk.codegen"),
     importlib.import_module("triton_fastpath.sdk.render"),
+    importlib.import_module("triton_fastpath.sdk.ids_client"),
+    importlib.import_module("triton_fastpath.sdk.layout"),
 ]
 
 

@@ -7,14 +7,14 @@ import random
 import numpy as np
 import pytest
 
-from triton_fastpath.cache.semantic_calibration import (
+from triton_fastpath.cache.semantic_calibration import perturbations
+from triton_fastpath.cache.semantic_sweep import (
     Neighbours,
     Setting,
     choose,
     evaluate,
     halves,
     nearest,
-    perturbations,
     sweep,
 )
 

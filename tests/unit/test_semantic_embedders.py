@@ -16,8 +16,9 @@ from triton_fastpath.cache.embedders import (
     resolve_embedder,
     write_embedder_record,
 )
+from triton_fastpath.config.caches import EmbedderChoice, SemanticCache
 from triton_fastpath.config.render import render
-from triton_fastpath.config.settings import EmbedderChoice, RepoSettings, SemanticCache
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 

@@ -1,5 +1,6 @@
-"""Every check of `triton_fastpath.config.spec`: tensors, queue policies, batching, kinds, warmups,
-ensemble wiring and repository-wide names. Each error must name the field and what is expected.
+"""Every check of `triton_fastpath.config.spec` and beside it (`config.tensors`, `config.validation`): tensors,
+queue policies, batching, kinds, warmups, ensemble wiring and repository-wide names. Each error must name the
+field and what is expected.
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ import pytest
 
 from triton_fastpath.config.settings import Batching, RepoSettings
 from triton_fastpath.config.spec import (
-    DATA_TYPES,
     DynamicBatching,
     EnsembleStep,
     ModelKind,
     ModelSpec,
     QueuePolicy,
-    TensorSpec,
     Warmup,
     WarmupInput,
-    validate_ensemble,
-    validate_repository,
 )
+from triton_fastpath.config.tensors import DATA_TYPES, TensorSpec
+from triton_fastpath.config.validation import validate_ensemble, validate_repository
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import default_specs
 

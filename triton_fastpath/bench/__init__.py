@@ -2,9 +2,11 @@
 
 `harness.run_benchmark` starts each system in its own process (naive FastAPI + torch, FastAPI +
 onnxruntime, PyTriton, our Triton repository in both renderings), drives it with `loadgen` (a
-separate asyncio process), measures the in-process ceiling (`ceiling`, no server), and writes
-`results.json`, `table.md` and `curves.png`. `tuner` sweeps the repository's batching and
-instance settings under a p99 bound. Entry points: `fastpath bench serving`, `fastpath tune`.
+separate asyncio process), with a redis-server as the L2 of our caches (`l2_redis`), measures the
+in-process ceiling (`ceiling`, no server), and writes `results.json`, `table.md` (`report`, its
+sections `report_markdown`) and `curves.png`. `tuner` sweeps the repository's batching and
+instance settings (`tuner_space`: the knobs and their values) under a p99 bound. Entry points:
+`fastpath bench serving`, `fastpath tune`.
 
 May import: `recipes` (the repositories it serves), `models` (data sets, the torch models), `export`
 (the text graph's pieces), `native` (the cache plugin's settings, the tokenizer's driver), `serve`

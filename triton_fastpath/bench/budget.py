@@ -95,7 +95,6 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
     """Measure the budget of `model` against a running server of our repository (caches off)."""
     import tritonclient.grpc as grpcclient
     from tritonclient.grpc._utils import _get_inference_request
-    from tritonclient.utils import InferenceServerException
 
     backends_importable()
     from fastpath_backends.text import TextEncoder
@@ -131,53 +130,10 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
         "input_ids": [e.input_ids for e in rows_encoded],
         "attention_mask": [e.attention_mask for e in rows_encoded],
     }
-
-    def build(plan: list[tuple[str, str, list[int]]], row: int) -> list:
-        tensors = []
-        for name, source, shape in plan:
-            if source == "text":
-                array = np.array([texts[row].encode()], dtype=object).reshape(shape)
-            elif source == "tokens":
-                array = tokens[name][row]
-            else:
-                array = np.zeros(shape, dtype=NUMPY_TYPES[source])
-            tensor = grpcclient.InferInput(name, list(array.shape), "BYTES" if source == "text" else _dtype(array))
-            tensor.set_data_from_numpy(array)
-            tensors.append(tensor)
-        return tensors
-
-    alone: dict[str, list[float]] = {}
-    skipped: list[str] = []
     candidates = [*steps, *([ENCODER] if ENCODER not in steps else [])]
-    for step in candidates:
-        try:
-            plan = input_plan(client.get_model_config(step, as_json=True), list(tokens))
-        except InferenceServerException:  # e.g. no separate encoder model in the fused rendering
-            continue
-        if plan is None:
-            skipped.append(step)
-            continue
-        rows = iter(range(len(texts)))
-        alone[step] = _timed(
-            lambda step=step, plan=plan, rows=rows: client.infer(step, build(plan, next(rows))), len(texts)
-        )
+    alone, skipped = _steps_alone(client, candidates, texts, tokens)
     if ENCODER in alone:
-        # The ids lane (`fastpath_client.ids_lane`): the client tokenizes, then calls the encoder
-        # (native backend, no Python process); timed together, tokenizing included.
-        plan = input_plan(client.get_model_config(ENCODER, as_json=True), list(tokens))
-        local = iter(texts)
-
-        def ids_lane_call() -> None:
-            found = encoder.encode([next(local)])
-            row = {"input_ids": found.input_ids, "attention_mask": found.attention_mask}
-            tensors = []
-            for name, _, _ in plan:
-                tensor = grpcclient.InferInput(name, list(row[name].shape), "INT64")
-                tensor.set_data_from_numpy(row[name])
-                tensors.append(tensor)
-            client.infer(ENCODER, tensors)
-
-        alone["ids_lane"] = _timed(ids_lane_call, len(texts))
+        alone["ids_lane"] = _ids_lane(client, encoder, texts, list(tokens))
     client.close()
 
     p50 = {
@@ -197,6 +153,66 @@ def measure(grpc_url: str, metrics_url: str, requests: int = 300, model: str = M
         "server": server,
         "rows": budget_rows(p50, server, steps, model),
     }
+
+
+def _steps_alone(
+    client: Any, candidates: Sequence[str], texts: Sequence[str], tokens: dict[str, list]
+) -> tuple[dict[str, list[float]], list[str]]:
+    """Each candidate step model timed alone on every text (`tokens`: the texts' token ids, by tensor
+    name); returns the seconds per step, and the steps whose inputs cannot be built (`input_plan`)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    def build(plan: list[tuple[str, str, list[int]]], row: int) -> list:
+        tensors = []
+        for name, source, shape in plan:
+            if source == "text":
+                array = np.array([texts[row].encode()], dtype=object).reshape(shape)
+            elif source == "tokens":
+                array = tokens[name][row]
+            else:
+                array = np.zeros(shape, dtype=NUMPY_TYPES[source])
+            tensor = grpcclient.InferInput(name, list(array.shape), "BYTES" if source == "text" else _dtype(array))
+            tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        return tensors
+
+    alone: dict[str, list[float]] = {}
+    skipped: list[str] = []
+    for step in candidates:
+        try:
+            plan = input_plan(client.get_model_config(step, as_json=True), list(tokens))
+        except InferenceServerException:  # e.g. no separate encoder model in the fused rendering
+            continue
+        if plan is None:
+            skipped.append(step)
+            continue
+        rows = iter(range(len(texts)))
+        alone[step] = _timed(
+            lambda step=step, plan=plan, rows=rows: client.infer(step, build(plan, next(rows))), len(texts)
+        )
+    return alone, skipped
+
+
+def _ids_lane(client: Any, encoder: Any, texts: Sequence[str], token_names: Sequence[str]) -> list[float]:
+    """Seconds per text through the ids lane (`fastpath_client.ids_lane`): the client tokenizes, then calls
+    the encoder (native backend, no Python process); timed together, tokenizing included."""
+    import tritonclient.grpc as grpcclient
+
+    plan = input_plan(client.get_model_config(ENCODER, as_json=True), token_names)
+    local = iter(texts)
+
+    def ids_lane_call() -> None:
+        found = encoder.encode([next(local)])
+        row = {"input_ids": found.input_ids, "attention_mask": found.attention_mask}
+        tensors = []
+        for name, _, _ in plan:
+            tensor = grpcclient.InferInput(name, list(row[name].shape), "INT64")
+            tensor.set_data_from_numpy(row[name])
+            tensors.append(tensor)
+        client.infer(ENCODER, tensors)
+
+    return _timed(ids_lane_call, len(texts))
 
 
 def _dtype(array: np.ndarray) -> str:

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from fastpath_models import SentimentClient
+from triton_fastpath.config.caches import CacheTiers, SemanticCache
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import CacheTiers, RepoSettings, SemanticCache, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.load import (
     LoadResult,

@@ -11,11 +11,9 @@ through `report`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -36,6 +34,7 @@ from triton_fastpath.bench.generation import (
     view_label,
     views,
 )
+from triton_fastpath.bench.l2_redis import L2Redis, l2_redis, uses_redis
 from triton_fastpath.bench.loadgen import PROGRESS
 from triton_fastpath.bench.senders import Generator, client_for
 from triton_fastpath.bench.systems import (  # the systems under test (re-exported: tests, cli)
@@ -52,7 +51,7 @@ from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, ROOT
 
 if TYPE_CHECKING:
-    pass
+    from triton_fastpath.reliability.generator import CoreSplit
 
 Progress = Callable[[str], None]
 PREDICT_ITEMS = 32
@@ -201,96 +200,46 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     Keys of the returned dict: meta, systems, runs, agreement, budget ({rendering: ...}),
     ceiling, flops, headline.
     """
-    from triton_fastpath.bench import budget, ceiling, flops, report
+    from triton_fastpath.bench import ceiling, flops, report
 
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs_file = out_dir / "inputs.json"
     inputs = write_inputs(inputs_file)
-    # smoke mode lists the peers too when --only names them
-    listed = default_systems(config.smoke and not set(config.only) & set(PEER_KINDS), config.service_levels)
-    systems = [s for s in listed if not config.only or s.key in config.only]
-    if not systems:
-        raise FastpathError(
-            f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
-        )
-    systems = _peers_ready(systems, named=bool(config.only), progress=progress)
+    systems = _chosen_systems(config, progress)
     cores = core_split(config.pin)
     results: dict[str, Any] = {
         "meta": {**report.machine_meta(config), "cores": describe_cores(cores)},
-        "systems": {
-            key: {
-                "label": view_label(s.label, s.protocol, generator, first=key == s.key),
-                "kind": s.kind,
-                "protocol": s.protocol,
-                "generator": generator.value,
-                "client": client_for(s.protocol, generator),
-            }
-            for s in systems
-            for key, generator in views(s, config.generators)
-        },
+        "systems": _system_views(systems, config.generators),
         "runs": [],
         "agreement": {},
     }
     progress(f"cores: {results['meta']['cores']['mode']}")
     predictions: dict[str, dict[str, list]] = {}
-    groups: list[list[System]] = []
-    for system in systems:
-        if groups and deployment_key(groups[-1][0]) == deployment_key(system):
-            groups[-1].append(system)
-        else:
-            groups.append([system])
+    groups = _deployments(systems)
     # Rounds alternate the order (round 2 runs the systems in reverse), so no system always runs
     # first or last on a shared, drifting machine; the headline takes each system's best round.
-    with _l2_redis(systems, progress) as redis:  # the L2 of our caches, as they ship
+    with l2_redis(systems, progress) as redis:  # the L2 of our caches, as they ship
         if redis is not None and cores is not None:
             pin_server(redis.pid, cores.server, "redis-server", progress)  # server-side work: the server's cores
         for number in range(config.rounds):
             if config.rounds > 1:
                 progress(f"round {number + 1}/{config.rounds} ({'in order' if number % 2 == 0 else 'reversed'})")
             for group in groups if number % 2 == 0 else groups[::-1]:
-                head = group[0]
-                keys = ", ".join(s.key for s in group)
-                progress(f"starting {head.kind} for {keys} ({time.monotonic() - started:.0f}s)")
-                if redis is not None and head.kind == "ours":
-                    redis.flush()  # every server of ours starts with an empty L2: unique texts stay misses
-                with start_system(head, out_dir, redis_url=redis.url if redis is not None else None) as running_head:
-                    if cores is not None:
-                        pin_server(running_head.pid, cores.server, head.key, progress)
-                    for system in group:
-                        running = running_head
-                        if system.protocol != head.protocol:  # another view of the same server
-                            running = _other_protocol(system, running_head)
-                        # each view of the system (its clients), the order reversed with the rounds'
-                        found_views = views(system, config.generators)
-                        for model in system.models:
-                            for key, generator in found_views if number % 2 == 0 else found_views[::-1]:
-                                args = load_args(
-                                    system,
-                                    running,
-                                    model,
-                                    inputs_file,
-                                    generator=generator,
-                                    server_pids=(redis.pid,) if redis is not None and _uses_redis(system) else (),
-                                    cores=cores.load if cores is not None else (),
-                                )
-                                for run, found in _sweeps(
-                                    system, key, args, model, config=config, number=number, progress=progress
-                                ):
-                                    results["runs"].append(run)
-                                    if found is not None:
-                                        predictions.setdefault(model, {})[key] = found
-                        if system.key in BUDGET_SYSTEMS and number == 0:
-                            rendering = BUDGET_SYSTEMS[system.key]
-                            progress(f"latency budget ({rendering}): one request at a time, the model and its steps")
-                            results.setdefault("budget", {})[rendering] = budget.measure(
-                                running.grpc_url, running.metrics_url, config.budget_requests
-                            )
-    reference_key = "naive"
-    for model, found in predictions.items():
-        labels = inputs[f"{model}_labels"]
-        reference = found.get(reference_key) or next(iter(found.values()))
-        results["agreement"][model] = {key: agreement(reference, probs, labels) for key, probs in found.items()}
+                _run_deployment(
+                    group,
+                    number,
+                    config=config,
+                    out_dir=out_dir,
+                    inputs_file=inputs_file,
+                    cores=cores,
+                    redis=redis,
+                    results=results,
+                    predictions=predictions,
+                    started=started,
+                    progress=progress,
+                )
+    results["agreement"] = _agreements(predictions, inputs)
     progress("in-process ceiling: tokenize + ORT INT8 encode, no server, 1 and 2 processes")
     results["ceiling"] = ceiling.measure(
         inputs["sentiment"], max_items=ceiling.SMOKE_ITEMS if config.smoke else ceiling.DEFAULT_ITEMS
@@ -303,6 +252,117 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     report.write_outputs(results, out_dir)
     progress(f"done in {time.monotonic() - started:.0f}s: {out_dir}")
     return results
+
+
+def _chosen_systems(config: BenchConfig, progress: Progress) -> list[System]:
+    """The systems to run: every one (in smoke mode fewer) or those named with --only, the peers checked.
+
+    Raises:
+        FastpathError: --only names no system.
+    """
+    # smoke mode lists the peers too when --only names them
+    listed = default_systems(config.smoke and not set(config.only) & set(PEER_KINDS), config.service_levels)
+    systems = [s for s in listed if not config.only or s.key in config.only]
+    if not systems:
+        raise FastpathError(
+            f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
+        )
+    return _peers_ready(systems, named=bool(config.only), progress=progress)
+
+
+def _system_views(systems: Sequence[System], generators: Sequence[Generator]) -> dict[str, dict[str, Any]]:
+    """What the results say of each view of each system (`generation.views`): its label, kind, protocol and client."""
+    return {
+        key: {
+            "label": view_label(s.label, s.protocol, generator, first=key == s.key),
+            "kind": s.kind,
+            "protocol": s.protocol,
+            "generator": generator.value,
+            "client": client_for(s.protocol, generator),
+        }
+        for s in systems
+        for key, generator in views(s, generators)
+    }
+
+
+def _deployments(systems: Sequence[System]) -> list[list[System]]:
+    """`systems` grouped by deployment, in order: neighbours with equal `deployment_key`s share one process."""
+    groups: list[list[System]] = []
+    for system in systems:
+        if groups and deployment_key(groups[-1][0]) == deployment_key(system):
+            groups[-1].append(system)
+        else:
+            groups.append([system])
+    return groups
+
+
+def _run_deployment(
+    group: list[System],
+    number: int,
+    *,
+    config: BenchConfig,
+    out_dir: Path,
+    inputs_file: Path,
+    cores: CoreSplit | None,
+    redis: L2Redis | None,
+    results: dict[str, Any],
+    predictions: dict[str, dict[str, list]],
+    started: float,
+    progress: Progress,
+) -> None:
+    """Round `number` (0-based) of one deployment: start its server, sweep every system, view and model
+    on it (runs appended to `results`, round 1's probabilities to `predictions`), measure the latency
+    budget of ours in round 1, stop it."""
+    from triton_fastpath.bench import budget
+
+    head = group[0]
+    keys = ", ".join(s.key for s in group)
+    progress(f"starting {head.kind} for {keys} ({time.monotonic() - started:.0f}s)")
+    if redis is not None and head.kind == "ours":
+        redis.flush()  # every server of ours starts with an empty L2: unique texts stay misses
+    with start_system(head, out_dir, redis_url=redis.url if redis is not None else None) as running_head:
+        if cores is not None:
+            pin_server(running_head.pid, cores.server, head.key, progress)
+        for system in group:
+            running = running_head
+            if system.protocol != head.protocol:  # another view of the same server
+                running = _other_protocol(system, running_head)
+            # each view of the system (its clients), the order reversed with the rounds'
+            found_views = views(system, config.generators)
+            for model in system.models:
+                for key, generator in found_views if number % 2 == 0 else found_views[::-1]:
+                    args = load_args(
+                        system,
+                        running,
+                        model,
+                        inputs_file,
+                        generator=generator,
+                        server_pids=(redis.pid,) if redis is not None and uses_redis(system) else (),
+                        cores=cores.load if cores is not None else (),
+                    )
+                    for run, found in _sweeps(
+                        system, key, args, model, config=config, number=number, progress=progress
+                    ):
+                        results["runs"].append(run)
+                        if found is not None:
+                            predictions.setdefault(model, {})[key] = found
+            if system.key in BUDGET_SYSTEMS and number == 0:
+                rendering = BUDGET_SYSTEMS[system.key]
+                progress(f"latency budget ({rendering}): one request at a time, the model and its steps")
+                results.setdefault("budget", {})[rendering] = budget.measure(
+                    running.grpc_url, running.metrics_url, config.budget_requests
+                )
+
+
+def _agreements(predictions: dict[str, dict[str, list]], inputs: dict[str, list]) -> dict[str, dict[str, Any]]:
+    """Per model, each view's probabilities against the naive server's (the first view's where it did not run)."""
+    reference_key = "naive"
+    by_model: dict[str, dict[str, Any]] = {}
+    for model, found in predictions.items():
+        labels = inputs[f"{model}_labels"]
+        reference = found.get(reference_key) or next(iter(found.values()))
+        by_model[model] = {key: agreement(reference, probs, labels) for key, probs in found.items()}
+    return by_model
 
 
 def _sweeps(
@@ -349,48 +409,6 @@ def sweep_tag(scenario: str, view: str = "") -> str:
     repeats, and a further view's initial in front of both (`s`, `smix` for `@sdk`: a token or so,
     about what the round number costs), so no sweep on a server repeats another's inputs."""
     return (view[:1] + ("mix" if scenario == "mix" else "")) or ""
-
-
-class _Redis:
-    """A redis-server for the benchmark's run: its URL, its pid, and `flush()` between servers of ours."""
-
-    def __init__(self, server) -> None:
-        self.server = server
-        self.url = server.url
-        self.pid = server.pid
-
-    def flush(self) -> None:
-        import redis
-
-        redis.Redis.from_url(self.url).flushall()
-
-
-@contextlib.contextmanager
-def _l2_redis(systems: Sequence[System], progress: Progress) -> Iterator[_Redis | None]:
-    """A redis-server as the L2 of our caches where a system of ours has caches on (stopped at the
-    end), else None; None too, said so, where redis-server is not installed."""
-    cached = [s for s in systems if _uses_redis(s)]
-    if not cached:
-        yield None
-        return
-    if shutil.which("redis-server") is None:
-        progress(f"redis-server is not installed: {', '.join(s.key for s in cached)} run without their Redis L2")
-        yield None
-        return
-    from triton_fastpath.serve.redis_server import RedisServer
-
-    server = RedisServer().start()
-    progress(f"redis-server for the L2 of {', '.join(s.key for s in cached)}: {server.url}")
-    try:
-        yield _Redis(server)
-    finally:
-        server.stop()
-
-
-def _uses_redis(system: System) -> bool:
-    """Whether `system` has a cache with a Redis L2 (ours, caches on)."""
-    settings = system.settings
-    return system.kind == "ours" and settings is not None and bool(settings.cache or settings.response_cache)
 
 
 def _peers_ready(systems: list[System], *, named: bool, progress: Progress) -> list[System]:

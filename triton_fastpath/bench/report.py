@@ -1,7 +1,8 @@
 """Benchmark outputs: the headline (best throughput under the p99 bound), Markdown tables, the plot, JSON.
 
-`headline` and `markdown` are pure functions of the results dict (unit tested); `write_outputs`
-writes `results.json`, `table.md` and `curves.png` into the run's folder. The headline gives, per
+`headline` and `markdown` (its sections: `report_markdown`) are pure functions of the results dict
+(unit tested); `write_outputs` writes `results.json`, `table.md` and `curves.png` into the run's
+folder. The headline gives, per
 model and system, the best req/s under the bound, the p50 at concurrency 1, the server CPU per
 answered request at concurrency 8 and (sentiment) the share of the in-process ceiling; and every
 `ours-*` system over every baseline, on unique inputs and (where swept) on the mix with repeats.
@@ -22,6 +23,18 @@ from typing import Any
 
 from triton_fastpath.bench import provenance
 from triton_fastpath.bench.ceiling import ceiling_rate
+from triton_fastpath.bench.report_markdown import (
+    agreement_lines,
+    budget_lines,
+    cached_lines,
+    ceiling_lines,
+    flops_lines,
+    headline_lines,
+    level_lines,
+    method_lines,
+    mix_lines,
+    ratio_lines,
+)
 
 OURS = "ours-default"  # the headline system: the default build as it ships
 OURS_PREFIX = "ours-"
@@ -173,62 +186,13 @@ def headline(results: dict[str, Any], sla_p99_ms: float) -> dict[str, Any]:
     return found
 
 
-def _by_ours(ratios: dict[str, float | None]) -> dict[str, dict[str, float | None]]:
-    """{'ours-a / naive': r} -> {'ours-a': {'ours-a / naive': r}}, keeping the order."""
-    grouped: dict[str, dict[str, float | None]] = {}
-    for name, value in ratios.items():
-        grouped.setdefault(name.split(" / ")[0], {})[name] = value
-    return grouped
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.{digits}f}"
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
-def _cpu(entry: dict[str, Any], who: str = "") -> str:
-    """CPU ms per request of the server (`who` "") or the load generator (`who` "generator_"): one
-    round's figure, or the range over the rounds that measured it."""
-    rounds = entry.get(f"{who}cpu_rounds", [entry.get(f"{who}cpu_ms_per_request", math.nan)])
-    measured = [v for v in rounds if not math.isnan(v)]
-    if len(measured) > 1 and max(measured) - min(measured) >= 0.005:
-        return f"{min(measured):.2f}-{max(measured):.2f}"
-    return _fmt(measured[0] if measured else None, 2)
-
-
 def markdown(results: dict[str, Any]) -> str:
     """The headline table, the ratios and the full sweep, as Markdown."""
     head = results["headline"]
     labels = {key: value["label"] for key, value in results["systems"].items()}
-    bound = head["sla_p99_ms"]
-    lines = [f"### Best throughput with client p99 <= {bound:g} ms (no caching)", ""]
     cpu_level = head.get("cpu_concurrency", CPU_CONCURRENCY)
-    lines += [
-        "| model | system | req/s | at concurrency | p50 ms | p99 ms | p50 ms at concurrency 1 "
-        f"| server CPU ms / request at concurrency {cpu_level} | load generator CPU ms / request at concurrency "
-        f"{cpu_level} | share of the in-process ceiling | stable | failed requests |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
-    ]
-    rounds = max((e.get("rounds", 1) for systems in head["uncached"].values() for e in systems.values()), default=1)
-    for model, systems in head["uncached"].items():
-        for key, e in systems.items():
-            lines.append(
-                f"| {model} | {labels.get(key, key)} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
-                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | {_cpu(e)} | "
-                f"{_cpu(e, 'generator_')} | {_share(e.get('ceiling_share'))} | {'yes' if e['stable'] else 'no'} | "
-                f"{e.get('failed', 0):,} |"
-            )
-    if rounds > 1:
-        lines += [
-            "",
-            f"{rounds} rounds, the systems' order reversed every other round: each row is the system's best "
-            "round (req/s; the lower p50 at concurrency 1; CPU per request as the rounds' range), "
-            "failed requests summed over all rounds and levels.",
-        ]
-    lines += _method_lines(results)
+    lines = headline_lines(head, labels, cpu_level)
+    lines += method_lines(results)
     ceiling = head.get("ceiling_texts_per_s")
     if ceiling:
         lines += [
@@ -236,119 +200,14 @@ def markdown(results: dict[str, Any]) -> str:
             f"In-process ceiling: {ceiling:,.0f} texts/s ({CEILING_MODEL}: tokenize + ORT INT8 encode in 2 processes, "
             "batch 1, no server, no JSON); the share is req/s over it.",
         ]
-    if any(head["ratios"].values()):
-        lines += [
-            "",
-            "**Throughput ratios**, best req/s under the bound (same run, same inputs; higher: ours serves more):",
-            "",
-        ]
-    for model, ratios in head["ratios"].items():
-        for ours, group in _by_ours(ratios).items():
-            shown = [
-                f"{name} = **{value:.1f}x**" if value is not None else f"{name}: n/a" for name, value in group.items()
-            ]
-            lines += [f"- {model}, {ours}: " + ", ".join(shown)]
-    p50_ratios = head.get("p50_c1_ratios", {})
-    if any(value is not None for ratios in p50_ratios.values() for value in ratios.values()):
-        lines += ["", "**p50 at concurrency 1**, ours / baseline (below 1: ours answers one request faster):", ""]
-        for model, ratios in p50_ratios.items():
-            for ours, group in _by_ours(ratios).items():
-                shown = [
-                    f"{name} = {value:.2f}" if value is not None else f"{name}: n/a" for name, value in group.items()
-                ]
-                lines += [f"- {model}, {ours}: " + ", ".join(shown)]
-    cpu_ratios = head.get("cpu_ratios", {})
-    if any(value is not None for ratios in cpu_ratios.values() for value in ratios.values()):
-        lines += [
-            "",
-            f"**Server CPU per request at concurrency {cpu_level}**, ours / baseline (below 1: ours spends less):",
-            "",
-        ]
-        for model, ratios in cpu_ratios.items():
-            for ours, group in _by_ours(ratios).items():
-                shown = [
-                    f"{name} = {value:.2f}" if value is not None else f"{name}: n/a" for name, value in group.items()
-                ]
-                lines += [f"- {model}, {ours}: " + ", ".join(shown)]
-    lines += _mix_lines(head, labels)
-    if head["cached"]:
-        lines += [
-            "",
-            f"### Cached scenarios (reported apart; MLPerf forbids caching in scored runs), p99 <= {bound:g} ms",
-            "",
-        ]
-        lines += [
-            "| model | system @ duplicate ratio | req/s | at concurrency | p50 ms | p99 ms |",
-            "| --- | --- | ---: | ---: | ---: | ---: |",
-        ]
-        for model, systems in head["cached"].items():
-            for key, e in systems.items():
-                lines.append(
-                    f"| {model} | {key} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
-                    f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} |"
-                )
-    lines += ["", "### Every load level", ""]
-    lines += [
-        "| system | model | dup | conc. | req/s | p50 ms | p95 ms | p99 ms | server CPU ms / request "
-        "| load generator CPU ms / request | errors | stable | server queue / compute us (per step) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
-    ]
-    for run in results["runs"]:
-        for r in run["rows"]:
-            server = "; ".join(
-                f"{m}: {s['queue_us']:.0f}/{s['compute_us']:.0f} (batch {s['avg_batch']:.1f})"
-                for m, s in r.get("server", {}).items()
-            )
-            lines.append(
-                f"| {run['system']} | {run['model']} | {run['duplicate_ratio']:.0%} | {r['concurrency']} | "
-                f"{_fmt(r['throughput_rps'], 0)} | {_fmt(r['p50_ms'])} | {_fmt(r['p95_ms'])} | {_fmt(r['p99_ms'])} | "
-                f"{_fmt(r.get('server_cpu_ms_per_request'), 2)} | {_fmt(r.get('generator_cpu_ms_per_request'), 2)} | "
-                f"{r['errors']} | "
-                f"{'yes' if r['stable'] else 'no'} | {server or '-'} |"
-            )
-    for rendering, budget in budgets(results).items():
-        lines += [
-            "",
-            f"### Latency budget of one request ({rendering} rendering, INT8, gRPC, caches off, one request at a time)",
-            "",
-        ]
-        lines += ["| part | ms | how |", "| --- | ---: | --- |"]
-        lines += [f"| {row['part']} | {_fmt(row['ms'], 3)} | {row['how']} |" for row in budget["rows"]]
-    if results.get("ceiling"):
-        c = results["ceiling"]
-        lines += ["", f"### In-process ceiling: no server ({c['items']:,} distinct held-out texts, {c['note']})", ""]
-        lines += ["| processes | batch | texts | seconds | texts/s |", "| ---: | ---: | ---: | ---: | ---: |"]
-        lines += [
-            f"| {r['processes']} | {r['batch']} | {r['texts']:,} | {r['seconds']:.2f} | {_fmt(r['texts_per_s'], 0)} |"
-            for r in c["rows"]
-        ]
-    if "flops" in results:
-        f = results["flops"]
-        lines += [
-            "",
-            f"### Compute limit of the encoder ({f['flops_per_sequence'] / 1e6:.1f} MFLOP "
-            f"per {f['sequence']}-token text)",
-            "",
-        ]
-        lines += [f"Peak: {f['peak']['assumptions']}.", ""]
-        lines += [
-            "| precision | batch | ms | GFLOP/batch | achieved GFLOP/s | share of 1-core peak |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for row in f["rows"]:
-            lines.append(
-                f"| {row['precision']} | {row['batch']} | {row['ms']:.2f} | {row['gflop_per_batch']:.3f} | "
-                f"{row['achieved_gflops']:.0f} | {row['fraction_of_peak']:.0%} |"
-            )
-    agreement = results.get("agreement", {})
-    if agreement:
-        lines += ["", "### Same model everywhere: probabilities vs the naive (torch eager) server", ""]
-        lines += ["| model | system | items | max abs diff | label agreement |", "| --- | --- | ---: | ---: | ---: |"]
-        for model, systems in agreement.items():
-            for key, a in systems.items():
-                lines.append(
-                    f"| {model} | {key} | {a['items']} | {a['max_abs_diff']:.2e} | {a['label_agreement']:.0%} |"
-                )
+    lines += ratio_lines(head, cpu_level)
+    lines += mix_lines(head, labels)
+    lines += cached_lines(head)
+    lines += level_lines(results["runs"])
+    lines += budget_lines(budgets(results))
+    lines += ceiling_lines(results)
+    lines += flops_lines(results)
+    lines += agreement_lines(results)
     meta = results["meta"]
     lines += [
         "",
@@ -356,63 +215,6 @@ def markdown(results: dict[str, Any]) -> str:
         f"(after {meta.get('loadavg_after', [math.nan])[0]:.2f}), {meta.get('elapsed_s', math.nan):.0f} s.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _method_lines(results: dict[str, Any]) -> list[str]:
-    """How the table was measured (pure): the cores (shared or pinned), each load generator client,
-    and what the two CPU columns count."""
-    meta, systems = results["meta"], results["systems"]
-    cores = meta.get("cores") or {"mode": "not recorded"}
-    lines = ["", f"Cores: {cores['mode']}."]
-    if cores.get("pinned"):
-        lines[-1] += " A server's workers or instances all run on its cores: pinned rows compare 1-worker servers."
-    clients: dict[str, list[str]] = {}
-    for key, system in systems.items():
-        if "client" in system:
-            clients.setdefault(system["client"], []).append(key)
-    if clients:
-        shown = "; ".join(f"{client} for {', '.join(keys)}" for client, keys in clients.items())
-        lines += ["", f"Load generator: one asyncio process, closed loop; its client: {shown}."]
-    lines += [
-        "",
-        "CPU per request, over the measured windows, divided by the requests answered in them: the server's is "
-        "the CPU seconds of the serving process tree (every worker, tritonserver and its Python stubs, and the "
-        "redis-server of ours where it is the L2); the load generator's is its own process's (every thread). "
-        "Sharing the cores, a request's generator CPU is CPU the server could not use: on C cores neither can "
-        "exceed C / (server + generator CPU per request) requests a second.",
-    ]
-    return lines
-
-
-def _mix_lines(head: dict[str, Any], labels: dict[str, str]) -> list[str]:
-    """The table of the mix with repeats (every system swept on it) and ours over each baseline."""
-    mix = head.get("mix") or {}
-    if not mix:
-        return []
-    ratio = next(e["duplicate_ratio"] for systems in mix.values() for e in systems.values())
-    lines = [
-        "",
-        f"### With {ratio:.0%} repeats: best throughput with client p99 <= {head['sla_p99_ms']:g} ms "
-        "(every system on the same mix; ours answers a repeat from its response cache, the baselines compute "
-        "it again)",
-        "",
-        "| model | system | req/s | at concurrency | p50 ms | p99 ms | p50 ms at concurrency 1 | failed requests |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for model, systems in mix.items():
-        for key, e in systems.items():
-            lines.append(
-                f"| {model} | {labels.get(key, key)} | {_fmt(e['throughput_rps'], 0)} | {e['concurrency'] or '-'} | "
-                f"{_fmt(e['p50_ms'])} | {_fmt(e['p99_ms'])} | {_fmt(e.get('p50_c1_ms'), 2)} | {e.get('failed', 0):,} |"
-            )
-    ratios = head.get("mix_ratios", {})
-    if any(value is not None for found in ratios.values() for value in found.values()):
-        lines += ["", f"**Throughput ratios with {ratio:.0%} repeats** (higher: ours serves more):", ""]
-        for model, found in ratios.items():
-            for ours, group in _by_ours(found).items():
-                shown = [f"{n} = **{v:.1f}x**" if v is not None else f"{n}: n/a" for n, v in group.items()]
-                lines += [f"- {model}, {ours}: " + ", ".join(shown)]
-    return lines
 
 
 def budgets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_fastpath.bench import peers
-from triton_fastpath.config.settings import NativeBackend, RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.native.cache_build import TwoTierCacheSettings
@@ -99,15 +100,19 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     PyTriton baselines is enough; the FastAPI + onnxruntime baseline keeps both rows (1 and 2 workers).
     """
     levels = {"service_levels": ServiceLevels.profile(service_levels_profile)}
-    uncached = {"cache": False, "response_cache": False, **levels}
-    fused = RepoSettings(precision="int8", rendering="fused", **uncached)
-    ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
-    fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
-    graph = RepoSettings(precision="int8", rendering="graph", **uncached)
-    python_digits = RepoSettings(precision="int8", rendering="fused", native=NativeBackend(enabled=False), **uncached)
-    shipped = RepoSettings.tuned(precision="int8", **levels)  # `fastpath build`'s repository, caches on
+    systems = [*_baseline_systems(), *_our_systems(levels)]
+    if smoke:
+        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
+        # the peers (their own venv) only when named with --only
+        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
+        systems = [s for s in systems if s.key not in leave_out]
+    return systems
+
+
+def _baseline_systems() -> list[System]:
+    """The baselines, in run order: naive torch, FastAPI + onnxruntime, the peers mosec and LitServe, PyTriton."""
     ort_label = "FastAPI + tokenizers + onnxruntime INT8"
-    systems = [
+    return [
         System("naive", "naive: FastAPI + torch eager FP32 + JSON (torch default threads)", "naive", "naive"),
         System("naive-1t", "naive, torch 1 thread (its best setting)", "naive", "naive", torch_threads=1),
         System("fastapi-ort", f"{ort_label}, 1 uvicorn worker, 1 ORT thread (as commonly run)", "fastapi-ort", "naive"),
@@ -138,6 +143,19 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
         ),
         System("pytriton", "PyTriton + torch eager FP32, dynamic batching (gRPC)", "pytriton", "grpc"),
         System("pytriton-1t", "PyTriton, torch 1 thread", "pytriton", "grpc", torch_threads=1),
+    ]
+
+
+def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
+    """Our systems, in run order: the default build as it ships, each rendering with its caches off, the cached row."""
+    uncached = {"cache": False, "response_cache": False, **levels}
+    fused = RepoSettings(precision="int8", rendering="fused", **uncached)
+    ensemble = RepoSettings(precision="int8", rendering="ensemble", **uncached)
+    fp32 = RepoSettings(precision="fp32", rendering="fused", **uncached)
+    graph = RepoSettings(precision="int8", rendering="graph", **uncached)
+    python_digits = RepoSettings(precision="int8", rendering="fused", native=NativeBackend(enabled=False), **uncached)
+    shipped = RepoSettings.tuned(precision="int8", **levels)  # `fastpath build`'s repository, caches on
+    return [
         System(
             "ours-default",
             f"ours: the default build as it ships ({shipped.rendering}, ONNX INT8, caches on: "
@@ -192,12 +210,6 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
             cached=True,
         ),
     ]
-    if smoke:
-        # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
-        # the peers (their own venv) only when named with --only
-        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
-        systems = [s for s in systems if s.key not in leave_out]
-    return systems
 
 
 def _caches_label(settings: RepoSettings) -> str:

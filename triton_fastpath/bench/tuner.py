@@ -27,7 +27,7 @@ import dataclasses
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,16 @@ from typing import Any
 from triton_fastpath.bench.harness import run_loadgen, write_inputs
 from triton_fastpath.bench.report import best_under
 from triton_fastpath.bench.systems import System, start_system
+from triton_fastpath.bench.tuner_space import (
+    MODEL_KNOBS,
+    PIPELINE,
+    SEARCH_SPACE,
+    as_shipped,
+    build_refusal,
+    restrict_space,
+    served_as,
+    tunables,
+)
 from triton_fastpath.bench.tuning_record import (
     CONTAINER_CHOICE,
     beats,
@@ -50,14 +60,8 @@ from triton_fastpath.bench.tuning_record import (
     shortfall,
     write_tuning,
 )
-from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import (
-    FACTORY_TUNABLES,
-    RepoSettings,
-    ServiceLevels,
-)
-from triton_fastpath.config.spec import ResponseCacheKind
-from triton_fastpath.errors import ConfigError
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import RepoSettings
 
 __all__ = [
     "CONTAINER_CHOICE",
@@ -82,20 +86,6 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
-# Candidate values per knob, in search order.
-SEARCH_SPACE: dict[str, tuple] = {
-    "rendering": tuple(Rendering),
-    "native": (True, False),
-    "max_queue_delay_us": (0, 250, 1000, 2000),
-    "encoder_instances": (1, 2, 3),
-    "onnx_threads": (1, 2),
-    "tokenizer_instances": (1, 2),
-    "preferred_batch_sizes": ((), (4, 8, 16, 32)),
-}
-# The pipeline the settings are tuned on; every knob not in MODEL_KNOBS is measured on it.
-PIPELINE = "sentiment"
-# The knobs chosen per model (the tuning file's `models` section), and the model each is measured on.
-MODEL_KNOBS = {"rendering": PIPELINE, "native": "digits"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,56 +135,6 @@ class TuneConfig:
             confirm=False,
             space={"max_queue_delay_us": (250,)},  # one candidate beside the starting settings
         )
-
-
-def tunables(settings: RepoSettings) -> dict[str, Any]:
-    """The tuned fields of `settings`."""
-    return {name: settings.tunable(name) for name in FACTORY_TUNABLES}
-
-
-def restrict_space(knobs: Sequence[str], space: dict[str, tuple] | None = None) -> dict[str, tuple]:
-    """The knobs of `space` (default `SEARCH_SPACE`) named in `knobs`, in the search order (pure).
-
-    Raises:
-        ConfigError: a name that is not a knob of `space`, naming the valid knobs.
-    """
-    space = dict(SEARCH_SPACE if space is None else space)
-    unknown = [name for name in knobs if name not in space]
-    if unknown:
-        raise ConfigError(f"unknown knob(s) {unknown}; the tuner searches {list(space)}")
-    return {knob: values for knob, values in space.items() if knob in knobs}
-
-
-def as_shipped(settings: RepoSettings) -> RepoSettings:
-    """`settings` with the caches the build ships for their rendering (pure): the response cache on,
-    and the Python L1/L2 lookup in the Python renderings (the graph has none: its caches are the
-    response cache's)."""
-    return dataclasses.replace(settings, response_cache=True, cache=settings.rendering.has_lookup_step)
-
-
-def served_as(settings: RepoSettings, redis: bool, model: str = PIPELINE) -> str:
-    """How `model` is served with `settings`, in words, for the tuning file (pure)."""
-    l2 = " + Redis L2" if redis else ", no L2 (no redis-server)"
-    two_tier = settings.response_cache_kind is ResponseCacheKind.FASTPATH
-    if not settings.response_cache:
-        cache = "no response cache"
-    elif two_tier:
-        cache = f"the kit's two-tier response cache (L1 in process{l2})"
-    else:
-        cache = "Triton's local response cache"
-    if model != PIPELINE:  # an ONNX model served alone (digits): cached itself, where the cache refuses errors
-        backend = "native backend" if settings.native.enabled else "Python model (onnx_runner)"
-        return f"{backend}: {cache if two_tier or not settings.response_cache else 'uncached'}"
-    if settings.response_cache:
-        cache += settings.rendering.response_cache_place(two_tier=two_tier)
-    lookup = f"; Python L1/L2 lookup (L1{' + Redis L2' if redis else ''})" if settings.cache else ""
-    return f"{settings.rendering}: {cache}{lookup}"
-
-
-def _refusal(settings: RepoSettings) -> str | None:
-    """Why `settings` cannot be built (what its rendering refuses), or None."""
-    reason = settings.rendering.refusal(lookup=settings.cache, native=settings.native.enabled)
-    return f"not buildable with rendering '{settings.rendering}': {reason}" if reason else None
 
 
 @contextmanager
@@ -338,84 +278,18 @@ def _search(
         if model not in best:
             best[model] = measured(best_settings, model)
         start = best_settings.tunable(knob)
-        trials = {label(knob, start): {"result": best[model], "verdict": ""}}
-        for value in values:
-            candidate = as_shipped(best_settings.with_tunables({knob: value}))
-            if candidate == best_settings:
-                continue
-            refusal = _refusal(candidate)
-            if refusal:
-                progress(f"{knob}={label(knob, value)}: {refusal}; not measured")
-                trials[label(knob, value)] = {
-                    "result": None,
-                    "verdict": f"not measured ({refusal})",
-                    "refusal": refusal,
-                }
-                continue
-            result = measured(candidate, model)
-            reason = shortfall(result, best[model], config)
-            current = label(knob, best_settings.tunable(knob))
-            trials[label(knob, value)] = {
-                "result": result,
-                "verdict": "" if reason is None else f"(vs {current}): {reason}",
-            }
-            if reason is None:
-                if current != label(knob, start):  # an earlier winner of this knob, beaten in turn
-                    trials[current]["verdict"] = f"then beaten by {label(knob, value)}"
-                best_settings, best[model] = candidate, result
+        best_settings, trials = _try_knob(
+            knob, values, model, best_settings, best, measured=measured, config=config, progress=progress
+        )
         chosen = best_settings.tunable(knob)
         progress(f"{knob}: keeping {label(knob, chosen)} ({model}: {best[model]['throughput_rps']:.0f} req/s)")
         if knob in MODEL_KNOBS:
-            models[model] = {
-                "knob": knob,
-                "chosen": label(knob, chosen),
-                "candidates": {name: figures(trial["result"]) for name, trial in trials.items()},
-                "why": explain(knob, start, chosen, trials),
-            }
-            for name, trial in trials.items():
-                if trial["result"] is None:
-                    models[model]["candidates"][name]["not_measured"] = trial["refusal"]
+            models[model] = _model_choice(knob, start, chosen, trials)
     confirmation = None
     if config.confirm:
-        # On a shared host one lucky window can crown a candidate: per model, measure the winner and
-        # the starting point once more, back to back, and keep the winner only if it still wins.
-        for model in list(best):
-            knobs = [k for k in config.space if MODEL_KNOBS.get(k, PIPELINE) == model]
-            start_settings = as_shipped(best_settings.with_tunables({k: base.tunable(k) for k in knobs}))
-            if start_settings == best_settings:
-                continue
-            progress(f"confirming ({model}): the winner and the starting settings again, back to back")
-            again, start_again = run(best_settings, model), run(start_settings, model)
-            pair = {
-                "winner_rps": round(again["throughput_rps"], 1),
-                "start_rps": round(start_again["throughput_rps"], 1),
-            }
-            mixes = (again.get("repeats") or {}, start_again.get("repeats") or {})
-            if all(mixes):
-                pair["winner_repeats_rps"] = round(mixes[0]["throughput_rps"], 1)
-                pair["start_repeats_rps"] = round(mixes[1]["throughput_rps"], 1)
-            kept = beats(again, start_again, config)
-            if model == PIPELINE:
-                confirmation = pair
-            # the per-model knob's record, where this confirmation is about its choice
-            per_model = models.get(model)
-            start_label = label(per_model["knob"], start_settings.tunable(per_model["knob"])) if per_model else None
-            if per_model is not None and per_model["chosen"] != start_label:
-                per_model["confirmation"] = {**pair, "confirmed": kept}
-            else:
-                per_model = None
-            if kept:
-                progress(f"confirmed: {describe(again, start_again)}")
-                continue
-            progress(f"not confirmed ({describe(again, start_again)}): keeping the starting settings of {model}")
-            best_settings = start_settings
-            best[model] = seen.get((model, settings_key(tunables(start_settings))), start_again)
-            if per_model is not None:
-                per_model["chosen"] = start_label
-                per_model["why"] += (
-                    f"; not confirmed when measured again back to back ({describe(again, start_again)}): "
-                    f"kept {per_model['chosen']}"
-                )
+        best_settings, confirmation = _confirm(
+            config, base, best_settings, best, models, seen=seen, run=run, progress=progress
+        )
     candidates = [c for (model, _), c in seen.items() if model == PIPELINE]
     return {
         "sla_p99_ms": config.sla_p99_ms,
@@ -430,3 +304,116 @@ def _search(
         "low_load_tolerance": config.low_load_tolerance,
         "repeat_ratio": config.repeat_ratio,
     }
+
+
+def _try_knob(
+    knob: str,
+    values: tuple,
+    model: str,
+    best_settings: RepoSettings,
+    best: dict[str, dict[str, Any]],
+    *,
+    measured: Callable[[RepoSettings, str], dict[str, Any]],
+    config: TuneConfig,
+    progress: Progress,
+) -> tuple[RepoSettings, dict[str, dict[str, Any]]]:
+    """One knob's step of the search: each of its `values` measured on `model` from `best_settings`; returns
+    the settings kept (a winner also replaces `best[model]`) and every value's trial (result, verdict)."""
+    start = best_settings.tunable(knob)
+    trials = {label(knob, start): {"result": best[model], "verdict": ""}}
+    for value in values:
+        candidate = as_shipped(best_settings.with_tunables({knob: value}))
+        if candidate == best_settings:
+            continue
+        refusal = build_refusal(candidate)
+        if refusal:
+            progress(f"{knob}={label(knob, value)}: {refusal}; not measured")
+            trials[label(knob, value)] = {
+                "result": None,
+                "verdict": f"not measured ({refusal})",
+                "refusal": refusal,
+            }
+            continue
+        result = measured(candidate, model)
+        reason = shortfall(result, best[model], config)
+        current = label(knob, best_settings.tunable(knob))
+        trials[label(knob, value)] = {
+            "result": result,
+            "verdict": "" if reason is None else f"(vs {current}): {reason}",
+        }
+        if reason is None:
+            if current != label(knob, start):  # an earlier winner of this knob, beaten in turn
+                trials[current]["verdict"] = f"then beaten by {label(knob, value)}"
+            best_settings, best[model] = candidate, result
+    return best_settings, trials
+
+
+def _model_choice(knob: str, start: Any, chosen: Any, trials: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A per-model knob's record for the tuning file: the value chosen, every candidate's figures and why."""
+    choice = {
+        "knob": knob,
+        "chosen": label(knob, chosen),
+        "candidates": {name: figures(trial["result"]) for name, trial in trials.items()},
+        "why": explain(knob, start, chosen, trials),
+    }
+    for name, trial in trials.items():
+        if trial["result"] is None:
+            choice["candidates"][name]["not_measured"] = trial["refusal"]
+    return choice
+
+
+def _confirm(
+    config: TuneConfig,
+    base: RepoSettings,
+    best_settings: RepoSettings,
+    best: dict[str, dict[str, Any]],
+    models: dict[str, dict[str, Any]],
+    *,
+    seen: dict[tuple[str, str], dict[str, Any]],
+    run: Callable[[RepoSettings, str], dict[str, Any]],
+    progress: Progress,
+) -> tuple[RepoSettings, dict[str, Any] | None]:
+    """The search's confirmation: per model, the winner against its starting settings once more; returns
+    the settings kept (`best` and the `models` records updated where a winner is not confirmed) and
+    the pipeline's pair of figures (None when it had nothing to confirm)."""
+    confirmation = None
+    # On a shared host one lucky window can crown a candidate: per model, measure the winner and
+    # the starting point once more, back to back, and keep the winner only if it still wins.
+    for model in list(best):
+        knobs = [k for k in config.space if MODEL_KNOBS.get(k, PIPELINE) == model]
+        start_settings = as_shipped(best_settings.with_tunables({k: base.tunable(k) for k in knobs}))
+        if start_settings == best_settings:
+            continue
+        progress(f"confirming ({model}): the winner and the starting settings again, back to back")
+        again, start_again = run(best_settings, model), run(start_settings, model)
+        pair = {
+            "winner_rps": round(again["throughput_rps"], 1),
+            "start_rps": round(start_again["throughput_rps"], 1),
+        }
+        mixes = (again.get("repeats") or {}, start_again.get("repeats") or {})
+        if all(mixes):
+            pair["winner_repeats_rps"] = round(mixes[0]["throughput_rps"], 1)
+            pair["start_repeats_rps"] = round(mixes[1]["throughput_rps"], 1)
+        kept = beats(again, start_again, config)
+        if model == PIPELINE:
+            confirmation = pair
+        # the per-model knob's record, where this confirmation is about its choice
+        per_model = models.get(model)
+        start_label = label(per_model["knob"], start_settings.tunable(per_model["knob"])) if per_model else None
+        if per_model is not None and per_model["chosen"] != start_label:
+            per_model["confirmation"] = {**pair, "confirmed": kept}
+        else:
+            per_model = None
+        if kept:
+            progress(f"confirmed: {describe(again, start_again)}")
+            continue
+        progress(f"not confirmed ({describe(again, start_again)}): keeping the starting settings of {model}")
+        best_settings = start_settings
+        best[model] = seen.get((model, settings_key(tunables(start_settings))), start_again)
+        if per_model is not None:
+            per_model["chosen"] = start_label
+            per_model["why"] += (
+                f"; not confirmed when measured again back to back ({describe(again, start_again)}): "
+                f"kept {per_model['chosen']}"
+            )
+    return best_settings, confirmation

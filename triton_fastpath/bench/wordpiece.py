@@ -3,7 +3,7 @@
 On the same texts, texts per second of:
 - the C++ tokenizer (native/fastpath_ort/wordpiece.cc), in-process loop in its driver, one thread;
 - onnxruntime-extensions' `BertTokenizer` op alone, one session run per text (batch 1);
-- the text graph's tokenizer half (`export.text_graph.tokenizer_graph`: the op in a `Loop`, rows
+- the text graph's tokenizer half (`export.text_graph_tokenizer.tokenizer_graph`: the op in a `Loop`, rows
   cut and padded), one run per 32 texts, one onnxruntime thread;
 - `tokenizers` (`encode_batch` of 32, truncating at max_length), as the Python path calls it.
 Each figure is the best of three windows of `min_seconds / 3`; nothing is asserted (a
@@ -60,14 +60,15 @@ def throughput(
 
     Raises:
         NativeBuildError: the C++ driver cannot be built or run.
-        ExportError: the op cannot reproduce `tokenizer_json` (see `text_graph.bert_tokenizer_attributes`).
+        ExportError: the op cannot reproduce `tokenizer_json` (see `text_graph_tokenizer.bert_tokenizer_attributes`).
     """
     import numpy as np
     import onnx
     from onnx import TensorProto, helper
     from tokenizers import Tokenizer
 
-    from triton_fastpath.export.text_graph import CONTRIB_DOMAIN, bert_tokenizer_attributes, session, tokenizer_graph
+    from triton_fastpath.export.text_graph import session
+    from triton_fastpath.export.text_graph_tokenizer import CONTRIB_DOMAIN, bert_tokenizer_attributes, tokenizer_graph
     from triton_fastpath.native.tokenizer_build import bench_driver
 
     texts = list(texts)

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_fastpath.config.settings import BUNDLED_EMBEDDER, EmbedderChoice
+from triton_fastpath.config.caches import BUNDLED_EMBEDDER, EmbedderChoice
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import BUILD_DIR, SEMANTIC_ONNX, SEMANTIC_TOKENIZER
 

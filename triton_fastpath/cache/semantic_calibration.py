@@ -13,7 +13,8 @@ text are exact-cache hits and are left out. Every (threshold, margin, guard) set
 its wrong-hit rate (wrong hits / hits) and its hit rate per query kind, on a random half of the
 queries; the chosen setting is the one with the most near-duplicate hits whose wrong-hit rate
 there stays under half the bound (`CHOICE_SAFETY`), and it ships only if the other half confirms
-it under the full bound. No such setting: no semantic layer, said plainly.
+it under the full bound. No such setting: no semantic layer, said plainly. The sweep itself (pure:
+the settings, the rates, the choice) is `semantic_sweep`.
 """
 
 from __future__ import annotations
@@ -24,30 +25,35 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from triton_fastpath.cache.embedders import SemanticEmbedder, resolve_embedder
+from triton_fastpath.cache.semantic_sweep import (
+    KINDS,
+    MAX_WRONG_RATE,
+    MIN_HITS,
+    Neighbours,
+    Setting,
+    choose,
+    evaluate,
+    halves,
+    nearest,
+    served,
+    sweep,
+)
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, backends_importable
 
-# A transformer embedder (MiniLM) puts near-duplicates lower than static embeddings do: the grid starts at 0.85.
-THRESHOLDS = (0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
-MARGINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
-MAX_WRONG_RATE = 0.005
 # The choice is made on half of the queries at this share of the bound, and must keep the full
 # bound on the other half: picking the loosest setting that just passes on one sample overfits
 # (seen: 0.49% on the choice half, 1.04% on the other).
 CHOICE_SAFETY = 0.5
-MIN_HITS = 50
-NEAR_DUPLICATES = ("punct", "drop_word")
-KINDS = ("heldout", "case", "punct", "drop_word", "negate")
-EXACT = 0.99999
 COST_SAMPLE = 256  # held-out texts the per-text costs are timed on
 
 
@@ -65,93 +71,6 @@ def perturbations(texts: Sequence[str], rng: random.Random) -> list[tuple[str, s
             at = rng.randrange(1, len(words))
             out.append(("negate", " ".join([*words[:at], "not", *words[at:]])))
     return out
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One point of the sweep."""
-
-    threshold: float
-    min_margin: float
-    guarded: bool
-
-
-@dataclass
-class Neighbours:
-    """Each query's nearest cached text, and what a hit on it would need (pure data)."""
-
-    score: np.ndarray  # [Q] cosine similarity to the nearest cached text
-    wrong: np.ndarray  # [Q] the nearest text's label differs from the query's own label
-    margin: np.ndarray  # [Q] confidence margin of the nearest text's answer
-    same_guard: np.ndarray  # [Q] query and nearest text hold the same guard words
-    kinds: np.ndarray  # [Q] query kind (KINDS)
-
-    @property
-    def exact(self) -> np.ndarray:
-        """Queries whose embedding equals a cached one: exact-cache hits, left out."""
-        return self.score >= EXACT
-
-
-def nearest(cache_vectors: np.ndarray, query_vectors: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """Index and cosine of each query's nearest cached vector (unit vectors; chunked matmul)."""
-    index = np.zeros(len(query_vectors), dtype=np.int64)
-    score = np.zeros(len(query_vectors), dtype=np.float32)
-    for start in range(0, len(query_vectors), chunk):
-        similarity = query_vectors[start : start + chunk] @ cache_vectors.T
-        index[start : start + chunk] = similarity.argmax(axis=1)
-        score[start : start + chunk] = similarity.max(axis=1)
-    return index, score
-
-
-def served(found: Neighbours, setting: Setting) -> np.ndarray:
-    """Which queries the setting answers from a neighbour (exact-cache hits left out)."""
-    hit = (found.score >= setting.threshold) & (found.margin >= setting.min_margin) & ~found.exact
-    return hit & found.same_guard if setting.guarded else hit
-
-
-def evaluate(found: Neighbours, setting: Setting, part: np.ndarray | None = None) -> dict[str, Any]:
-    """Hits, wrong hits and per-kind rates of one setting, over the queries in `part` (all if None; pure)."""
-    part = np.ones(len(found.score), dtype=bool) if part is None else part
-    hit = served(found, setting) & part
-    wrong = hit & found.wrong
-    row: dict[str, Any] = {**asdict(setting), "hits": int(hit.sum()), "wrong": int(wrong.sum())}
-    row["wrong_rate"] = row["wrong"] / row["hits"] if row["hits"] else 0.0
-    judged = ~found.exact & part
-    for kind in KINDS:
-        sel = (found.kinds == kind) & judged
-        row[f"{kind}_queries"] = int(sel.sum())
-        row[f"{kind}_hit_rate"] = float(hit[sel].mean()) if sel.any() else 0.0
-        row[f"{kind}_wrong"] = int(wrong[sel].sum())
-    return row
-
-
-def sweep(
-    found: Neighbours, part: np.ndarray | None = None, thresholds=THRESHOLDS, margins=MARGINS
-) -> list[dict[str, Any]]:
-    """Every (threshold, margin, guard) setting, evaluated over `part`."""
-    return [evaluate(found, Setting(t, m, g), part) for g in (False, True) for m in margins for t in thresholds]
-
-
-def halves(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A random half of `count` queries to choose on, and the other half to check the choice on."""
-    choose_on = np.zeros(count, dtype=bool)
-    choose_on[np.random.default_rng(seed).permutation(count)[: count // 2]] = True
-    return choose_on, ~choose_on
-
-
-def choose(rows: Sequence[dict[str, Any]], max_wrong_rate: float = MAX_WRONG_RATE, min_hits: int = MIN_HITS):
-    """The setting with the most near-duplicate hits whose wrong-hit rate is under the bound, or None.
-
-    Ties go to the stricter setting (higher threshold, then higher margin, then guarded).
-    """
-    safe = [r for r in rows if r["hits"] >= min_hits and r["wrong_rate"] < max_wrong_rate]
-    if not safe:
-        return None
-
-    def score(r: dict[str, Any]) -> tuple:
-        return (sum(r[f"{k}_hit_rate"] for k in NEAR_DUPLICATES), r["threshold"], r["min_margin"], r["guarded"])
-
-    return max(safe, key=score)
 
 
 @dataclass
@@ -266,6 +185,74 @@ def us_per_text(
     return best / max(len(texts), 1) * 1e6
 
 
+def _queries(
+    cache_texts: Sequence[str], heldout_texts: Sequence[str], perturbed: int, seed: int
+) -> tuple[list[str], list[str]]:
+    """The queries and their kinds: the held-out texts, then perturbed variants of a sample of the cached texts."""
+    rng = random.Random(seed)
+    varied = perturbations(rng.sample(cache_texts, min(perturbed, len(cache_texts))), rng)
+    queries = list(heldout_texts) + [t for _, t in varied]
+    kinds = ["heldout"] * len(heldout_texts) + [k for k, _ in varied]
+    return queries, kinds
+
+
+def _costs(
+    embedder: SemanticEmbedder, heldout_texts: Sequence[str], bucket_rows: int, *, embed_tokenizer, model, tokenizer
+) -> tuple[float, float]:
+    """Microseconds a text of the embedder (on one thread) and of the classifier, on `COST_SAMPLE` held-out texts."""
+    from fastpath_backends.onnx_model import OnnxModel
+
+    sample = list(heldout_texts[:COST_SAMPLE])
+    one_thread = OnnxModel(embedder.onnx_file)
+    embed_cost = us_per_text(
+        lambda i, m: one_thread.run({"input_ids": i, "attention_mask": m}, ["embedding"])["embedding"],
+        embed_tokenizer,
+        sample,
+        bucket_rows,
+    )
+    classify_cost = us_per_text(
+        lambda i, m: model.run({"input_ids": i, "attention_mask": m}, ["probabilities"])["probabilities"],
+        tokenizer,
+        sample,
+        bucket_rows,
+    )
+    return embed_cost, classify_cost
+
+
+def _check_choice(
+    found: Neighbours,
+    index: np.ndarray,
+    chosen: dict[str, Any],
+    check_on: np.ndarray,
+    max_wrong_rate: float,
+    *,
+    cache_texts: Sequence[str],
+    queries: Sequence[str],
+    kinds: Sequence[str],
+) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """The chosen setting measured on the other half, why it is refused ("" when it kept the bound),
+    and up to 12 of its wrong hits (query, kind, the cached text that answered it)."""
+    examples = []
+    rejected = ""
+    setting = Setting(chosen["threshold"], chosen["min_margin"], chosen["guarded"])
+    checked = evaluate(found, setting, check_on)
+    if checked["wrong_rate"] >= max_wrong_rate:
+        rejected = (
+            f"not confirmed: {checked['wrong_rate']:.2%} wrong on the other half, over the "
+            f"{max_wrong_rate:.2%} bound: the semantic layer stays off"
+        )
+    for q in np.flatnonzero(served(found, setting) & found.wrong)[:12]:
+        examples.append(
+            {
+                "kind": kinds[q],
+                "query": queries[q],
+                "cached": cache_texts[index[q]],
+                "cosine": float(found.score[q]),
+            }
+        )
+    return checked, rejected, examples
+
+
 def calibrate(
     *,
     sentiment_dir: Path,
@@ -317,28 +304,14 @@ def calibrate(
             found += guard_signatures(e.input_ids, e.attention_mask, guard_ids)
         return found
 
-    rng = random.Random(seed)
     cache_texts = list(train_texts)
-    varied = perturbations(rng.sample(cache_texts, min(perturbed, len(cache_texts))), rng)
-    queries = list(heldout_texts) + [t for _, t in varied]
-    kinds = ["heldout"] * len(heldout_texts) + [k for k, _ in varied]
+    queries, kinds = _queries(cache_texts, heldout_texts, perturbed, seed)
     found, index = neighbours(
         cache_texts=cache_texts, queries=queries, kinds=kinds, classify=classify, embed=embed, guards=guards
     )
     # What each costs a text as served: one thread each, batches of 32 held-out texts in length buckets.
-    sample = list(heldout_texts[:COST_SAMPLE])
-    one_thread = OnnxModel(embedder.onnx_file)
-    embed_cost = us_per_text(
-        lambda i, m: one_thread.run({"input_ids": i, "attention_mask": m}, ["embedding"])["embedding"],
-        embed_tokenizer,
-        sample,
-        bucket_rows,
-    )
-    classify_cost = us_per_text(
-        lambda i, m: model.run({"input_ids": i, "attention_mask": m}, ["probabilities"])["probabilities"],
-        tokenizer,
-        sample,
-        bucket_rows,
+    embed_cost, classify_cost = _costs(
+        embedder, heldout_texts, bucket_rows, embed_tokenizer=embed_tokenizer, model=model, tokenizer=tokenizer
     )
     choose_on, check_on = halves(len(queries), seed)
     rows = sweep(found, choose_on)
@@ -346,22 +319,9 @@ def calibrate(
     chosen = choose(rows, max_wrong_rate * CHOICE_SAFETY)
     examples, checked, rejected = [], None, ""
     if chosen is not None:  # the wrong hits that remain, to say which queries still go wrong
-        setting = Setting(chosen["threshold"], chosen["min_margin"], chosen["guarded"])
-        checked = evaluate(found, setting, check_on)
-        if checked["wrong_rate"] >= max_wrong_rate:
-            rejected = (
-                f"not confirmed: {checked['wrong_rate']:.2%} wrong on the other half, over the "
-                f"{max_wrong_rate:.2%} bound: the semantic layer stays off"
-            )
-        for q in np.flatnonzero(served(found, setting) & found.wrong)[:12]:
-            examples.append(
-                {
-                    "kind": kinds[q],
-                    "query": queries[q],
-                    "cached": cache_texts[index[q]],
-                    "cosine": float(found.score[q]),
-                }
-            )
+        checked, rejected, examples = _check_choice(
+            found, index, chosen, check_on, max_wrong_rate, cache_texts=cache_texts, queries=queries, kinds=kinds
+        )
     return Calibration(
         max_wrong_rate=max_wrong_rate,
         cache_texts=len(cache_texts),

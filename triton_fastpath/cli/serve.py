@@ -39,9 +39,8 @@ EXIT_GAVE_UP = 3
 EXIT_INTERRUPTED = 130
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the command-line parser; every option's default is stated in ``--help``."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """The repository served, the endpoints' ports and the address they bind to."""
     add = parser.add_argument
     add(
         "--model-repository",
@@ -63,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="IPv4 address all endpoints bind to; 0.0.0.0 exposes them to the network "
         "(default: %(default)s, this machine only)",
     )
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """The response cache: its size, which cache, and the fastpath cache's Redis L2."""
+    add = parser.add_argument
     add(
         "--cache-size-mb",
         type=float,
@@ -125,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         "L1 misses asks it, so unique requests stop paying a Redis round trip; a hit resumes every lookup "
         "(answers never change: a skipped lookup is a miss). off: every L1 miss asks Redis (default: %(default)s)",
     )
+
+
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """tritonserver's logs, model control, and its start and stop deadlines."""
+    add = parser.add_argument
     add(
         "--log-file",
         type=Path,
@@ -160,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds to wait for the server and its models to become ready (default: %(default)s)",
     )
+
+
+def _add_watchdog_arguments(parser: argparse.ArgumentParser) -> None:
+    """The watchdog: on or off, its metrics port, and when it gives up."""
+    add = parser.add_argument
     add(
         "--no-watchdog",
         action="store_true",
@@ -178,6 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=5,
         help="restarts (or reloads of one model) within 10 minutes before the watchdog gives up (default: %(default)s)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser; every option's default is stated in ``--help``."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_endpoint_arguments(parser)
+    _add_cache_arguments(parser)
+    _add_server_arguments(parser)
+    _add_watchdog_arguments(parser)
     return parser
 
 

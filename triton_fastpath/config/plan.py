@@ -22,14 +22,8 @@ from typing import Any
 
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import (
-    TUNING_FILE,
-    Precision,
-    RepoSettings,
-    ServiceLevels,
-    container_rendering,
-    tuning_reasons,
-)
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import TUNING_FILE, Precision, RepoSettings, container_rendering, tuning_reasons
 from triton_fastpath.config.spec import ResponseCacheKind
 
 # What makes the settings servable on this machine (`recipes.assemble.with_response_cache_here`: the

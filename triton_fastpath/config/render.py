@@ -28,8 +28,9 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from fastpath_backends.parameters import FastpathOrtParameters, OnnxRunnerParameters
-from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, ResponseCacheKind, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec, QueuePolicy, ResponseCacheKind
 from triton_fastpath.config.tensorrt import TensorRTSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import CUSTOM_OPS_FILE  # noqa: F401 (the text graph names it: models.renderings)
 

@@ -1,7 +1,9 @@
-"""The repository's settings: every knob the specs read (`RepoSettings`), the tuned defaults that
+"""The repository's settings: every knob the specs read (`RepoSettings`) and the tuned defaults that
 `fastpath tune` measured (`RepoSettings.tuned()`; what a build or an import serves, with the notes that
-explain it, is the serving plan's, `triton_fastpath.config.plan`), and the service levels that queue
-timeouts are cut from. What the settings become, Triton model by Triton model, is `triton_fastpath.models.parts`.
+explain it, is the serving plan's, `triton_fastpath.config.plan`). Two of its groups live beside it:
+the service levels that queue timeouts are cut from (`triton_fastpath.config.service_levels`) and the
+cache-lookup step's tiers and semantic layer (`triton_fastpath.config.caches`). What the settings
+become, Triton model by Triton model, is `triton_fastpath.models.parts`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from triton_fastpath.config.caches import CacheTiers, SemanticCache
 from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.service_levels import ServiceLevels
 from triton_fastpath.config.spec import DynamicBatching, ResponseCacheKind
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import ROOT
@@ -84,25 +88,6 @@ TUNABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "rendering": ("rendering",),
     "native": ("native", "enabled"),
 }
-# The p99 (ms) each bundled pipeline promises: the profiles of `loadtests/sla.toml` (default) and
-# `loadtests/sla-relaxed.toml` (a test keeps them in step). Each model's queue timeouts are cut from
-# it (`models.parts.queue_timeouts_us`). A shared CI machine (server, load generator and other jobs
-# on 2 cores) cannot hold the default: there, as for the load-test gates, choose the relaxed
-# profile, by `--service-levels relaxed` (the commands that build or start servers take it).
-SERVICE_LEVELS_MS: tuple[tuple[str, float], ...] = (("sentiment", 50.0), ("digits", 20.0))
-SERVICE_LEVEL_PROFILES: dict[str, tuple[tuple[str, float], ...]] = {
-    "default": SERVICE_LEVELS_MS,
-    "relaxed": (("sentiment", 500.0), ("digits", 250.0)),
-    # No service level: no admission budget, nothing is ever shed (overload queues without bound).
-    "none": (),
-}
-# Share of that p99 a request may wait behind in one batch, per priority (the admission budgets of
-# the Python models, `models.parts.admission_parameters`): the lowest (default) level is shed beyond half of it,
-# so what it gets answered still arrives within the service level; priority 1 gets more (it is the
-# traffic to keep), and is computed first anyway.
-QUEUE_SHARE_LOWEST, QUEUE_SHARE_HIGHER = 0.5, 0.8
-# A model with no service level (embed, imported models) keeps this queue timeout.
-FALLBACK_QUEUE_TIMEOUT_US = 5_000_000
 
 
 def load_tuning(path: Path = TUNING_FILE) -> dict[str, Any]:
@@ -149,17 +134,6 @@ def validate_tuning(found: Mapping[str, Any], *, where: str = "tuning") -> dict[
     return settings
 
 
-def service_levels(profile: str = "default") -> tuple[tuple[str, float], ...]:
-    """The `(model, p99 ms)` pairs of the named profile (`SERVICE_LEVEL_PROFILES`).
-
-    Raises:
-        ConfigError: an unknown profile, naming the choices.
-    """
-    if profile not in SERVICE_LEVEL_PROFILES:
-        raise ConfigError(f"service levels {profile!r}: expected one of {sorted(SERVICE_LEVEL_PROFILES)}")
-    return SERVICE_LEVEL_PROFILES[profile]
-
-
 def container_rendering(path: Path = TUNING_FILE) -> Rendering:
     """The rendering of the container target in `path` (`other_targets.container`, chosen by hop count:
     it cannot be measured here), or 'fused' without one."""
@@ -185,124 +159,6 @@ def tuning_reasons(path: Path = TUNING_FILE) -> list[str]:
         for model, choice in models.items()
         if isinstance(choice, dict)
     ]
-
-
-BUNDLED_EMBEDDER = "embed"
-BUNDLED_EMBEDDER_DIM = 256  # wordllama l2_supercat_256 (`models.parts.EMBED_DIM`)
-
-
-@dataclass(frozen=True)
-class EmbedderChoice:
-    """The embedding model a fused classifier's semantic layer runs (`--semantic-embedder`).
-
-    Attributes:
-        name: 'embed' (the bundled static-embedding model, the default) or an imported
-            sentence-transformers encoder in `build/imported/<name>` (`fastpath import hf`), e.g. 'minilm'.
-        dimension: its embedding width.
-        max_length: its token limit (0: the classifier's own `max_length`, as for 'embed').
-        normalize: L2-normalise its output in the fused model (an encoder without a Normalize module).
-    """
-
-    name: str = BUNDLED_EMBEDDER
-    dimension: int = BUNDLED_EMBEDDER_DIM
-    max_length: int = 0
-    normalize: bool = False
-
-    @property
-    def bundled(self) -> bool:
-        return self.name == BUNDLED_EMBEDDER
-
-    def refusal(self, rendering: Rendering, container: bool = False) -> str:
-        """Why this embedder cannot serve the semantic layer of `rendering` (on the container target
-        with `container`), or "": an imported one runs only inside the embedded fused model."""
-        if self.bundled:
-            return ""
-        if container:
-            return (
-                f"semantic embedder {self.name!r}: the container target's fused model embeds by BLS on the "
-                "bundled embed_encoder; an imported embedder serves on the embedded target only"
-            )
-        return Rendering.parse(rendering).embedder_refusal(self.name)
-
-    def __post_init__(self) -> None:
-        if self.dimension < 1 or self.max_length < 0:
-            raise ConfigError(
-                f"semantic embedder {self.name!r}: dimension={self.dimension}, "
-                f"max_length={self.max_length}; expected >= 1 and >= 0"
-            )
-        if self.bundled and self.dimension != BUNDLED_EMBEDDER_DIM:
-            raise ConfigError(f"semantic embedder 'embed' has {BUNDLED_EMBEDDER_DIM} dims, not {self.dimension}")
-
-
-@dataclass(frozen=True)
-class ServiceLevels:
-    """What each model promises, and how long its requests may wait for it.
-
-    Attributes:
-        p99_ms: the p99 each model promises, `(model, ms)` pairs; default: the default profile
-            (`SERVICE_LEVEL_PROFILES`; `ServiceLevels.profile(name)` gives another). Each model's queue
-            timeouts and admission budgets are cut from it (`models.parts.queue_timeouts_us`).
-        priority_levels: request priorities accepted (1 = highest); the default is the lowest.
-        queue_timeout_us: a request still queued after this long is rejected before it is computed
-            (0 = no limit). None (default): cut from the model's service level per priority; an
-            explicit value applies to every model and priority.
-    """
-
-    p99_ms: tuple[tuple[str, float], ...] = SERVICE_LEVELS_MS
-    priority_levels: int = 2
-    queue_timeout_us: int | None = None
-
-    @classmethod
-    def profile(cls, name: str = "default") -> ServiceLevels:
-        """The named profile (`SERVICE_LEVEL_PROFILES`: default, relaxed, none).
-
-        Raises:
-            ConfigError: an unknown profile, naming the choices.
-        """
-        return cls(p99_ms=service_levels(name))
-
-    def p99_of(self, model: str | None) -> float | None:
-        """The p99 (ms) `model` promises, or None without one."""
-        return dict(self.p99_ms).get(model or "")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "p99_ms", tuple((str(m), float(ms)) for m, ms in self.p99_ms))
-        late = [model for model, ms in self.p99_ms if ms <= 0]
-        if late:
-            raise ConfigError(f"service_levels.p99_ms: {late} promise a p99 <= 0 ms; expected > 0")
-        if self.priority_levels < 0:
-            raise ConfigError(f"service_levels.priority_levels={self.priority_levels}; expected >= 0 (0: none)")
-        if self.queue_timeout_us is not None and self.queue_timeout_us < 0:
-            raise ConfigError(f"service_levels.queue_timeout_us={self.queue_timeout_us}; expected >= 0 or None")
-
-
-@dataclass(frozen=True)
-class CacheTiers:
-    """The tiers of the Python cache-lookup step (the fused model's and the ensemble's cache model).
-
-    Attributes:
-        l1_max_entries / l1_ttl_s: per-instance LRU bound and time-to-live (0 entries disables L1).
-        l2_ttl_s: Redis entry time-to-live. Redis itself is named by FASTPATH_REDIS_URL at serve time.
-        redis_key_prefix: prefix of every Redis key (share one Redis between deployments safely).
-        redis_timeout_ms: Redis socket and connect timeout; a lookup or store slower than this
-            counts as an L2 failure (the row is computed, L2 bypassed for 1 s), never a failed
-            request. 50 ms suits a Redis beside the server; raise it for a remote one.
-    """
-
-    l1_max_entries: int = 10_000
-    l1_ttl_s: int = 300
-    l2_ttl_s: int = 86_400
-    redis_key_prefix: str = "fastpath:"
-    redis_timeout_ms: int = 50
-
-    def __post_init__(self) -> None:
-        for name in ("l1_max_entries", "l1_ttl_s", "l2_ttl_s"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"cache_tiers.{name}={getattr(self, name)}; expected >= 0")
-        if self.redis_timeout_ms < 1:
-            raise ConfigError(f"redis_timeout_ms={self.redis_timeout_ms}; expected >= 1 ms")
-        if not self.redis_key_prefix:
-            raise ConfigError("cache_tiers.redis_key_prefix is empty; expected a prefix such as 'fastpath:'")
 
 
 @dataclass(frozen=True)
@@ -350,52 +206,6 @@ class Batching:
                 f"batching.preferred_batch_sizes={list(self.preferred_batch_sizes)}: {too_big} outside "
                 f"1..max_batch_size ({self.max_batch_size})"
             )
-
-
-@dataclass(frozen=True)
-class SemanticCache:
-    """The semantic layer of the cache model: a text that missed the exact caches gets the answer
-    remembered for a close enough neighbour. Chosen by `make build ARGS="--semantic"`, calibrated on
-    the model just built (`triton_fastpath.cache.semantic_calibration`); setting it by hand skips that
-    measurement.
-
-    Attributes:
-        threshold: cosine similarity at which the cache reuses a remembered answer for a text that
-            missed the exact caches (0 = off, the default). The safe value depends on the model
-            (training is not bit-reproducible), so it is measured on every build.
-        min_margin: a semantic hit is served only when the remembered answer's probability margin
-            (top-1 minus top-2) reaches this (0 = no gate).
-        guard: refuse a semantic hit when the query and the neighbour differ in a negation or
-            intensifier word (`fastpath_backends.semantic.GUARD_WORDS`).
-        capacity: remembered embeddings per cache instance.
-        measured: what the build's calibration measured for the chosen setting (wrong-hit and hit
-            rates), written into the config for operators to read.
-        embedder: which embedding model the semantic layer runs (`EmbedderChoice`): the bundled
-            static `embed` (default: microseconds a text) or an imported sentence-transformers
-            encoder such as the public MiniLM (`fastpath build --semantic --semantic-embedder minilm`:
-            a transformer pass per missed text, for neighbours that are found by meaning). A
-            non-bundled embedder serves in the fused rendering on the embedded target, where the
-            fused model runs it in process.
-    """
-
-    threshold: float = 0.0
-    min_margin: float = 0.0
-    guard: bool = False
-    capacity: int = 10_000
-    measured: tuple[tuple[str, str], ...] = ()
-    embedder: EmbedderChoice = EmbedderChoice()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether the semantic layer runs: a threshold above 0 (it lives in the cache model, so
-        `RepoSettings` with it on also has `cache` on)."""
-        return self.threshold > 0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.min_margin <= 1.0:
-            raise ConfigError(f"semantic.min_margin={self.min_margin}; expected a probability margin in [0, 1]")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ConfigError(f"semantic.threshold={self.threshold}; expected 0 (off) or a cosine in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -489,13 +299,13 @@ class RepoSettings:
     postprocess_instances: int = 1
     digits_instances: int = 2
     onnx_threads: int = FACTORY_TUNABLES["onnx_threads"]
-    service_levels: ServiceLevels = ServiceLevels()
+    service_levels: ServiceLevels = ServiceLevels()  # noqa: RUF009 (a frozen dataclass: immutable)
     response_cache: bool = True
     response_cache_kind: ResponseCacheKind = ResponseCacheKind.FASTPATH
     cache: bool = True
     cache_instances: int = 2
-    cache_tiers: CacheTiers = CacheTiers()
-    semantic: SemanticCache = SemanticCache()
+    cache_tiers: CacheTiers = CacheTiers()  # noqa: RUF009 (a frozen dataclass: immutable)
+    semantic: SemanticCache = SemanticCache()  # noqa: RUF009 (a frozen dataclass: immutable)
     native: NativeBackend = NativeBackend()
 
     def with_rendering(self, rendering: Rendering | str) -> RepoSettings:

@@ -2,33 +2,19 @@
 
 A `ModelSpec` is target-neutral: the renderer (`triton_fastpath.config.render`) turns it into a
 `config.pbtxt` for the embedded server or for the NGC container. Every check that can be made
-without a server lives in `__post_init__` or in `validate_ensemble`, and every error names the
-field that is wrong and what would be right.
+without a server lives in `__post_init__` or, across specs, in `triton_fastpath.config.validation`,
+and every error names the field that is wrong and what would be right. The tensors a spec declares
+are `triton_fastpath.config.tensors.TensorSpec`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from triton_fastpath.config.tensors import TensorSpec, check_name, dims_agree
 from triton_fastpath.errors import ConfigError
-
-# Triton data types we support, with the numpy dtype names they carry on the wire.
-DATA_TYPES: dict[str, str] = {
-    "TYPE_BOOL": "bool",
-    "TYPE_UINT8": "uint8",
-    "TYPE_INT8": "int8",
-    "TYPE_INT32": "int32",
-    "TYPE_INT64": "int64",
-    "TYPE_FP16": "float16",
-    "TYPE_FP32": "float32",
-    "TYPE_FP64": "float64",
-    "TYPE_STRING": "object",
-}
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 class TimeoutAction(StrEnum):
@@ -62,68 +48,6 @@ class ResponseCacheKind(StrEnum):
 
     LOCAL = "local"
     FASTPATH = "fastpath"
-
-
-def _check_name(what: str, name: str) -> None:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ConfigError(
-            f"{what}={name!r} is not a valid name: use letters, digits, '_', '.', '-' and do not start with '.' or '-'"
-        )
-
-
-def _check_dims(what: str, dims: Sequence[int]) -> None:
-    if any(not isinstance(d, int) or (d < 1 and d != -1) for d in dims):
-        raise ConfigError(f"{what}={tuple(dims)!r}: each dimension must be -1 (variable) or >= 1")
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output tensor, dims without the batch dimension.
-
-    `ragged`: an input whose variable dims differ between the requests of one batch (token rows
-    at each text's natural length). Where a Python model or the kit's native backend serves the
-    input, it is rendered `allow_ragged_batch` and the model pads the rows of a batch to its
-    longest; Triton's own backends (container target) batch only requests of equal shape, as
-    Triton does for any -1 dim.
-    """
-
-    name: str
-    data_type: str
-    dims: tuple[int, ...]
-    optional: bool = False
-    reshape: tuple[int, ...] | None = None
-    label_filename: str | None = None
-    ragged: bool = False
-
-    def __post_init__(self) -> None:
-        _check_name("tensor name", self.name)
-        if self.label_filename is not None:
-            _check_name(f"tensor {self.name!r}: label_filename", self.label_filename)
-        if self.data_type not in DATA_TYPES:
-            raise ConfigError(
-                f"tensor {self.name!r}: data_type={self.data_type!r}; expected one of {', '.join(DATA_TYPES)}"
-            )
-        object.__setattr__(self, "dims", tuple(self.dims))
-        if not self.dims:
-            raise ConfigError(
-                f"tensor {self.name!r}: dims=() ; give at least one dimension (use (1,) for a "
-                "scalar per batch row, with reshape=() if the model wants a scalar)"
-            )
-        _check_dims(f"tensor {self.name!r}: dims", self.dims)
-        if self.ragged and -1 not in self.dims:
-            raise ConfigError(f"tensor {self.name!r}: ragged=True needs a variable (-1) dim; dims={self.dims!r}")
-        if self.reshape is not None:
-            object.__setattr__(self, "reshape", tuple(self.reshape))
-            if -1 not in self.dims and -1 not in self.reshape and math.prod(self.dims) != math.prod(self.reshape):
-                raise ConfigError(
-                    f"tensor {self.name!r}: reshape={self.reshape!r} has {math.prod(self.reshape)} elements but "
-                    f"dims={self.dims!r} has {math.prod(self.dims)}; they must hold the same number"
-                )
-
-    @property
-    def numpy_dtype(self) -> str:
-        """The numpy dtype name of this tensor ('object' for TYPE_STRING)."""
-        return DATA_TYPES[self.data_type]
 
 
 @dataclass(frozen=True)
@@ -274,7 +198,7 @@ class ModelSpec:
     artifacts: str = ""
 
     def __post_init__(self) -> None:
-        _check_name("model name", self.name)
+        check_name("model name", self.name)
         try:
             object.__setattr__(self, "kind", ModelKind(self.kind))
         except ValueError:
@@ -367,7 +291,7 @@ class ModelSpec:
                 raise ConfigError(f"{at}: required inputs {missing} have no warmup data")
             for w in warmup.inputs:
                 dims = w.dims if w.dims is not None else declared[w.name].dims
-                if not _dims_agree(dims, declared[w.name].dims):
+                if not dims_agree(dims, declared[w.name].dims):
                     raise ConfigError(
                         f"{at}: input {w.name!r} warmup dims {tuple(dims)} do not match the declared dims "
                         f"{declared[w.name].dims} (leave out the batch dimension)"
@@ -399,81 +323,6 @@ def _find(spec: ModelSpec, tensors: Sequence[TensorSpec], name: str, what: str) 
     raise ConfigError(f"model {spec.name!r} has no {what} {name!r}; its {what}s: {[t.name for t in tensors]}")
 
 
-def _dims_agree(a: Sequence[int], b: Sequence[int]) -> bool:
-    return len(a) == len(b) and all(x == y or -1 in (x, y) for x, y in zip(a, b))
-
-
-def _check_same(where: str, expected: TensorSpec, got: TensorSpec) -> None:
-    if expected.data_type != got.data_type or not _dims_agree(expected.dims, got.dims):
-        raise ConfigError(
-            f"{where}: {got.name!r} is {got.data_type}{list(got.dims)} but "
-            f"{expected.name!r} expects {expected.data_type}{list(expected.dims)}"
-        )
-
-
-def validate_ensemble(ensemble: ModelSpec, models: Mapping[str, ModelSpec]) -> None:
-    """Check an ensemble's wiring against the specs of its steps, before any server starts.
-
-    Checks: every step model exists; every step input is mapped from an ensemble input or an
-    earlier step's output with the same dtype and dims; every mapped name is declared; every
-    ensemble output is produced exactly once; the ensemble's max_batch_size fits every step.
-
-    Raises:
-        ConfigError: naming the step, the tensor and what was expected.
-    """
-    if ensemble.kind is not ModelKind.ENSEMBLE:
-        raise ConfigError(f"model {ensemble.name!r} is not an ensemble (kind={ensemble.kind.value})")
-    available: dict[str, TensorSpec] = {t.name: t for t in ensemble.inputs}
-    consumed: set[str] = set()
-    for index, step in enumerate(ensemble.ensemble_steps):
-        at = f"ensemble {ensemble.name!r} step {index} ({step.model_name})"
-        model = models.get(step.model_name)
-        if model is None:
-            raise ConfigError(f"{at}: model {step.model_name!r} is not in the repository; known: {sorted(models)}")
-        if ensemble.max_batch_size > model.max_batch_size:
-            raise ConfigError(
-                f"{at}: ensemble max_batch_size={ensemble.max_batch_size} exceeds the step's "
-                f"max_batch_size={model.max_batch_size}"
-            )
-        for step_input, source in step.input_map.items():
-            target = model.input(step_input)
-            if source not in available:
-                raise ConfigError(
-                    f"{at}: input {step_input!r} is mapped from {source!r}, which is neither an "
-                    f"ensemble input nor an earlier step's output; available: {sorted(available)}"
-                )
-            _check_same(at, target, available[source])
-            consumed.add(source)
-        unmapped = sorted(t.name for t in model.inputs if not t.optional and t.name not in step.input_map)
-        if unmapped:
-            raise ConfigError(f"{at}: required inputs {unmapped} are not mapped")
-        for step_output, target_name in step.output_map.items():
-            produced = model.output(step_output)
-            if target_name in available:
-                raise ConfigError(f"{at}: {target_name!r} is produced twice; ensemble tensor names must be unique")
-            available[target_name] = TensorSpec(target_name, produced.data_type, produced.dims)
-    for out in ensemble.outputs:
-        if out.name not in available or out.name in {t.name for t in ensemble.inputs}:
-            raise ConfigError(f"ensemble {ensemble.name!r}: output {out.name!r} is not produced by any step")
-        _check_same(f"ensemble {ensemble.name!r} output", out, available[out.name])
-    unused = sorted(t.name for t in ensemble.inputs if t.name not in consumed)
-    if unused:
-        raise ConfigError(f"ensemble {ensemble.name!r}: inputs {unused} are not used by any step")
-
-
-def validate_repository(specs: Sequence[ModelSpec]) -> dict[str, ModelSpec]:
-    """Check a whole repository: unique names and every ensemble's wiring. Returns specs by name."""
-    by_name: dict[str, ModelSpec] = {}
-    for spec in specs:
-        if spec.name in by_name:
-            raise ConfigError(f"model name {spec.name!r} is used twice in the repository")
-        by_name[spec.name] = spec
-    for spec in specs:
-        if spec.kind is ModelKind.ENSEMBLE:
-            validate_ensemble(spec, by_name)
-    return by_name
-
-
 @dataclass(frozen=True)
 class PipelineMembers:
     """The Triton models of one text pipeline, named here once; every other module finds them by role.
@@ -497,10 +346,10 @@ class PipelineMembers:
     ROLES = ("tokenizer", "encoder", "cache", "postprocess", "fused", "graph")
 
     def __post_init__(self) -> None:
-        _check_name("pipeline", self.pipeline)
+        check_name("pipeline", self.pipeline)
         for role in self.ROLES:
             object.__setattr__(self, role, getattr(self, role) or f"{self.pipeline}_{role}")
-            _check_name(f"pipeline {self.pipeline!r}: {role}", getattr(self, role))
+            check_name(f"pipeline {self.pipeline!r}: {role}", getattr(self, role))
 
     def role_of(self, model: str) -> str | None:
         """The role `model` plays in this pipeline (`"encoder"`...), or None when it is not a member."""

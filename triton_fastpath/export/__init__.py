@@ -4,6 +4,7 @@
 - `onnx_run` / `inputs`: running ONNX models and generating their inputs; `heads`: classifier heads;
 - `text_graph` / `text_graph_check`: tokenizer.json + encoder -> one text-in graph (onnxruntime-extensions
   `BertTokenizer` op), and its proof against `tokenizers` + the encoder (docs/text-graph.md);
+  `text_graph_tokenizer`: its tokenizer half (the op's attributes from tokenizer.json, text -> ids);
 - `text_path`: the post graph (encoder + head, ids in) the native backend runs after its C++
   tokenizer, and the proof that the C++ ids equal `tokenizers'` (the C++ tokenizer passed in);
 - `multilingual_corpus`: the seeded 30-locale test corpus, hostile texts and invalid UTF-8.

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.errors import ExportError, VerificationError
-from triton_fastpath.export.text_graph import IDS, MASK, TEXT_INPUT, TRUNCATED_OUTPUT, session, with_head
+from triton_fastpath.export.text_graph import session, with_head
+from triton_fastpath.export.text_graph_tokenizer import IDS, MASK, TEXT_INPUT, TRUNCATED_OUTPUT
 
 LOGGER = logging.getLogger(__name__)
 
@@ -81,6 +82,12 @@ def probe_characters() -> list[str]:
     return [*chars, "\u3000", "\u4e00", "\uff01", "\uff41", "\U0001f600", "\U00020000"]
 
 
+def _run_graph(graph, texts: Sequence[str], rank: int) -> dict[str, np.ndarray]:
+    """The outputs of a text-graph session on `texts`, by name (`rank`: the rank of its `text` input)."""
+    feed = np.array(texts, dtype=object).reshape((-1, 1) if rank == 2 else (-1,))
+    return dict(zip([o.name for o in graph.get_outputs()], graph.run(None, {TEXT_INPUT: feed})))
+
+
 def unicode_probe(graph, reference, rank: int, batch_size: int = 256) -> ProbeResult:
     """Run `probe_characters` through a session returning the graph's padded ids and mask."""
     chars = probe_characters()
@@ -90,8 +97,7 @@ def unicode_probe(graph, reference, rank: int, batch_size: int = 256) -> ProbeRe
         bad = differ.setdefault(form, [])
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
-            feed = np.array(batch, dtype=object).reshape((-1, 1) if rank == 2 else (-1,))
-            got = dict(zip([o.name for o in graph.get_outputs()], graph.run(None, {TEXT_INPUT: feed})))
+            got = _run_graph(graph, batch, rank)
             for row, encoding in enumerate(reference.encode_batch(batch)):
                 if got[IDS][row][got[MASK][row] == 1].tolist() != encoding.ids:
                     bad.append(chars[start + row])
@@ -162,6 +168,73 @@ def _encoder_session(encoder_path: Path, logits_output: str | None, labels: Sequ
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
+def _check_ids(graph_path: Path, start: int, batch: Sequence[str], encodings, got: dict) -> int:
+    """Rows of the batch `tokenizers` truncated; raise on the first row whose ids or flag differ from the graph's."""
+    truncated = 0
+    for row, (text, encoding) in enumerate(zip(batch, encodings)):
+        graph_ids = got[IDS][row][got[MASK][row] == 1].tolist()
+        cut, graph_cut = bool(encoding.overflowing), bool(got[TRUNCATED_OUTPUT][row, 0])
+        if graph_ids != encoding.ids or graph_cut != cut:
+            raise VerificationError(
+                f"text graph {graph_path}: text {start + row} differs from tokenizers: {text!r}\n"
+                f"  graph ids      ({len(graph_ids)}, truncated={graph_cut}): {graph_ids}\n"
+                f"  tokenizers ids ({len(encoding.ids)}, truncated={cut}): {encoding.ids}\n"
+                "The build keeps the Python tokenizer for this model."
+            )
+        truncated += cut
+    return truncated
+
+
+def _two_step_outputs(encoder, names: list[str], encodings, pad_id: int) -> dict[str, np.ndarray]:
+    """The encoder's outputs on `tokenizers`' ids, padded to the batch's longest row (the two-step path)."""
+    longest = max(len(e.ids) for e in encodings)
+    ids = np.full((len(encodings), longest), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), longest), dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        ids[row, : len(encoding.ids)] = encoding.ids
+        mask[row, : len(encoding.ids)] = 1
+    feed = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in {i.name for i in encoder.get_inputs()}:
+        feed["token_type_ids"] = np.zeros_like(ids)
+    return dict(zip(names, encoder.run(None, feed)))
+
+
+def _check_outputs(
+    expected: dict,
+    got: dict,
+    *,
+    graph_path: Path,
+    start: int,
+    batch: Sequence[str],
+    encodings,
+    atol: float,
+    max_diff: float,
+) -> float:
+    """`max_diff` updated with the batch's float outputs; raise on the first output row beyond `atol`
+    (integer outputs: any difference)."""
+    for name, want in expected.items():
+        have = got[name]
+        if want.shape != have.shape:
+            raise VerificationError(
+                f"text graph {graph_path}: output {name!r} has shape {have.shape}, two-step {want.shape}"
+            )
+        if np.issubdtype(want.dtype, np.floating):
+            diff = np.abs(want.astype(np.float64) - have.astype(np.float64)).reshape(len(batch), -1).max(axis=1)
+            bad = np.flatnonzero(~(diff <= atol))
+            max_diff = max(max_diff, float(np.nanmax(diff)) if not np.isnan(diff).any() else float("nan"))
+        else:
+            bad = np.flatnonzero((want != have).reshape(len(batch), -1).any(axis=1))
+        if bad.size:
+            row = int(bad[0])
+            raise VerificationError(
+                f"text graph {graph_path}: output {name!r} of text {start + row} differs from the two-step path "
+                f"(allowed |diff| <= {atol:g}): {batch[row]!r}\n  graph:    {have[row].tolist()}\n"
+                f"  two-step: {want[row].tolist()}\n  ids: {encodings[row].ids}\n"
+                "The build keeps the Python tokenizer for this model."
+            )
+    return max_diff
+
+
 def verify_text_graph(
     *,
     graph_path: Path,
@@ -203,62 +276,31 @@ def verify_text_graph(
     reference = _reference_tokenizer(Path(tokenizer_path), max_length)
     pad_id = reference.token_to_id("[PAD]") or 0
     rank = len(graph.get_inputs()[0].shape)
-    enc_inputs = {i.name for i in encoder.get_inputs()}
     names = [o.name for o in encoder.get_outputs()]
     ids_equal = truncated = 0
     max_diff = 0.0
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
-        feed = np.array(batch, dtype=object).reshape((-1, 1) if rank == 2 else (-1,))
         try:
-            got = dict(zip([o.name for o in graph.get_outputs()], graph.run(None, {TEXT_INPUT: feed})))
+            got = _run_graph(graph, batch, rank)
         except Exception as error:
             raise ExportError(
                 f"text graph {graph_path} failed on texts {start}..{start + len(batch) - 1}: {error}"
             ) from error
         encodings = reference.encode_batch(batch)
-        for row, (text, encoding) in enumerate(zip(batch, encodings)):
-            graph_ids = got[IDS][row][got[MASK][row] == 1].tolist()
-            cut, graph_cut = bool(encoding.overflowing), bool(got[TRUNCATED_OUTPUT][row, 0])
-            if graph_ids != encoding.ids or graph_cut != cut:
-                raise VerificationError(
-                    f"text graph {graph_path}: text {start + row} differs from tokenizers: {text!r}\n"
-                    f"  graph ids      ({len(graph_ids)}, truncated={graph_cut}): {graph_ids}\n"
-                    f"  tokenizers ids ({len(encoding.ids)}, truncated={cut}): {encoding.ids}\n"
-                    "The build keeps the Python tokenizer for this model."
-                )
-            ids_equal += 1
-            truncated += cut
-        longest = max(len(e.ids) for e in encodings)
-        ids = np.full((len(batch), longest), pad_id, dtype=np.int64)
-        mask = np.zeros((len(batch), longest), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
-        feed2 = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in enc_inputs:
-            feed2["token_type_ids"] = np.zeros_like(ids)
-        expected = dict(zip(names, encoder.run(None, feed2)))
-        for name in names:
-            want, have = expected[name], got[name]
-            if want.shape != have.shape:
-                raise VerificationError(
-                    f"text graph {graph_path}: output {name!r} has shape {have.shape}, two-step {want.shape}"
-                )
-            if np.issubdtype(want.dtype, np.floating):
-                diff = np.abs(want.astype(np.float64) - have.astype(np.float64)).reshape(len(batch), -1).max(axis=1)
-                bad = np.flatnonzero(~(diff <= atol))
-                max_diff = max(max_diff, float(np.nanmax(diff)) if not np.isnan(diff).any() else float("nan"))
-            else:
-                bad = np.flatnonzero((want != have).reshape(len(batch), -1).any(axis=1))
-            if bad.size:
-                row = int(bad[0])
-                raise VerificationError(
-                    f"text graph {graph_path}: output {name!r} of text {start + row} differs from the two-step path "
-                    f"(allowed |diff| <= {atol:g}): {batch[row]!r}\n  graph:    {have[row].tolist()}\n"
-                    f"  two-step: {want[row].tolist()}\n  ids: {encodings[row].ids}\n"
-                    "The build keeps the Python tokenizer for this model."
-                )
+        truncated += _check_ids(graph_path, start, batch, encodings, got)
+        ids_equal += len(batch)
+        expected = _two_step_outputs(encoder, names, encodings, pad_id)
+        max_diff = _check_outputs(
+            expected,
+            got,
+            graph_path=graph_path,
+            start=start,
+            batch=batch,
+            encodings=encodings,
+            atol=atol,
+            max_diff=max_diff,
+        )
     probed = unicode_probe(session(_tokenizer_half(Path(graph_path))), reference, rank) if probe else None
     report = TextGraphReport(len(texts), ids_equal, truncated, max_diff, tuple(names), batch_size, probed)
     LOGGER.info("%s", report.describe())

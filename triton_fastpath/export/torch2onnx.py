@@ -347,6 +347,36 @@ def export(
             attempts.append(("torchscript", _export_torchscript))
 
     output_path.parent.mkdir(parents=True, exist_ok=True)
+    return _first_export_that_passes(
+        attempts,
+        model_class=model_class,
+        adapter=adapter,
+        args=args,
+        output_path=output_path,
+        input_names=input_names,
+        output_names=output_names,
+        dynamic_axes=dynamic_axes,
+        opset=opset,
+    )
+
+
+def _first_export_that_passes(
+    attempts: list[tuple[str, Any]],
+    *,
+    model_class: str,
+    adapter: torch.nn.Module,
+    args: tuple[torch.Tensor, ...],
+    output_path: Path,
+    input_names: list[str],
+    output_names: list[str],
+    dynamic_axes: dict[str, dict[int, str]],
+    opset: int,
+) -> Path:
+    """Try the exporters in order; save the first graph that passes `_check_graph` to `output_path`.
+
+    Raises:
+        ExportError: every exporter failed; the message names each one's error.
+    """
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="fastpath-export-") as tmp:
         for exporter, run in attempts:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_fastpath.config.spec import TensorSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import DataError, ExportError
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, GateResult, sample_note
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
-from triton_fastpath.config.spec import TensorSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
     Check,

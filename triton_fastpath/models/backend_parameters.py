@@ -18,8 +18,9 @@ from fastpath_backends.parameters import (
     TextPipelineParameters,
     TokenizerParameters,
 )
+from triton_fastpath.config.caches import BUNDLED_EMBEDDER
 from triton_fastpath.config.render import Target, as_target
-from triton_fastpath.config.settings import BUNDLED_EMBEDDER, TOKENIZER_FILE, RepoSettings
+from triton_fastpath.config.settings import TOKENIZER_FILE, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import SEMANTIC_ONNX, SEMANTIC_TOKENIZER

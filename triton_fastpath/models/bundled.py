@@ -9,11 +9,9 @@ from collections.abc import Sequence
 
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.config.spec import (
-    ModelSpec,
-    TensorSpec,
-    validate_repository,
-)
+from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.config.tensors import TensorSpec
+from triton_fastpath.config.validation import validate_repository
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.parts import EMBED_DIM, EMBED_NAME, onnx_classifier_spec
 from triton_fastpath.models.renderings import embedding_specs, text_classifier_specs

@@ -19,28 +19,20 @@ from fastpath_backends.parameters import (
     FastpathOrtParameters,
     OnnxRunnerParameters,
 )
+from triton_fastpath.config.caches import BUNDLED_EMBEDDER, BUNDLED_EMBEDDER_DIM
 from triton_fastpath.config.render import Target, as_target, python_adapter
-from triton_fastpath.config.settings import (
-    BUNDLED_EMBEDDER,
-    BUNDLED_EMBEDDER_DIM,
-    FALLBACK_QUEUE_TIMEOUT_US,
-    LABELS_FILE,
-    QUEUE_SHARE_HIGHER,
-    QUEUE_SHARE_LOWEST,
-    TOKENIZER_FILE,
-    Precision,
-    RepoSettings,
-)
+from triton_fastpath.config.service_levels import FALLBACK_QUEUE_TIMEOUT_US, QUEUE_SHARE_HIGHER, QUEUE_SHARE_LOWEST
+from triton_fastpath.config.settings import LABELS_FILE, TOKENIZER_FILE, Precision, RepoSettings
 from triton_fastpath.config.spec import (
     EnsembleStep,
     ModelKind,
     ModelSpec,
     PipelineMembers,
     ResponseCacheKind,
-    TensorSpec,
     Warmup,
     WarmupInput,
 )
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.models.backend_parameters import tokenizer_parameters
 
 # The largest text a request may carry: the Python steps' default (`TokenizerParameters.max_text_bytes`);

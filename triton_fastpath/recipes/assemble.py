@@ -36,7 +36,7 @@ from triton_fastpath.config.render import (
     write_config,
 )
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, ResponseCacheKind, validate_repository
+from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, ResponseCacheKind
 from triton_fastpath.config.tensorrt import (
     ParityCase,
     TensorRTSpec,
@@ -45,6 +45,7 @@ from triton_fastpath.config.tensorrt import (
     reference_outputs,
     write_engine_plan,
 )
+from triton_fastpath.config.validation import validate_repository
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.native import build as native_build

@@ -23,9 +23,10 @@ import numpy as np
 
 from triton_fastpath.cache.embedders import resolve_embedder
 from triton_fastpath.cache.semantic_calibration import calibrate_semantic
+from triton_fastpath.config.caches import BUNDLED_EMBEDDER, EmbedderChoice
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
-from triton_fastpath.config.settings import BUNDLED_EMBEDDER, PRECISIONS, EmbedderChoice, RepoSettings
+from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers, ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets

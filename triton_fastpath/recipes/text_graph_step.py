@@ -63,7 +63,7 @@ def text_graph_step(
         texts: the texts the graph must tokenize exactly like `tokenizers` (all of them are checked).
         labels: class names for the `label`/`probability` outputs; None for an embedding model.
     """
-    from triton_fastpath.export import text_graph
+    from triton_fastpath.export import text_graph, text_graph_tokenizer
     from triton_fastpath.export.text_graph_check import verify_text_graph
 
     tokenizer, encoder = out_dir / "tokenizer.json", out_dir / encoder_file
@@ -73,7 +73,7 @@ def text_graph_step(
         f"text graph {output.name}",
         out_dir / f".{output.name}.sha256",
         outputs=[output],
-        inputs=[tokenizer, encoder, Path(text_graph.__file__)],
+        inputs=[tokenizer, encoder, Path(text_graph.__file__), Path(text_graph_tokenizer.__file__)],
         params=params,
     )
     outcome = {"summary": "reused", "reason": ""}  # what build() measured or why it refused

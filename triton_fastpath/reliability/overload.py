@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triton_fastpath.config.settings import RepoSettings, ServiceLevels
+from triton_fastpath.config.service_levels import ServiceLevels
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import percentiles_ms
 from triton_fastpath.reliability.generator import (
     FLOOD_STREAMS,

@@ -10,8 +10,6 @@ written inline only when it fits the line length.
 
 from __future__ import annotations
 
-import json
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,10 +17,11 @@ from tritonclient.grpc import model_config_pb2
 
 from fastpath_client.tensors import ModelSignature, TensorField
 from triton_fastpath.sdk.codegen import ModelPlan, class_prefix, ids_lane_of, module_name, signature_of, steps_of
+from triton_fastpath.sdk.ids_client import render_ids_client, verb_of_lane
+from triton_fastpath.sdk.layout import docstring, exploded, fits, literal
 
 __all__ = ["GeneratedModule", "Naming", "render_module", "render_package", "verb_of_lane"]
 
-LINE_LENGTH = 120
 # The tokenizer file an ids-lane client reads, beside its module (`fastpath_client.ids_lane`).
 TOKENIZER_SUFFIX = ".tokenizer.json"
 SCALAR_TYPES = {"BYTES": "str", "BOOL": "bool", "FP16": "float", "FP32": "float", "FP64": "float"}
@@ -40,35 +39,20 @@ class GeneratedModule:
     exports: tuple[str, ...]
 
 
-def _exploded(head: str, items: list[str], indent: int, tail: str = "") -> str:
-    """`head(` + one item per line with a trailing comma + `)` + tail (the formatter keeps this)."""
-    pad = " " * (indent + 4)
-    return f"{head}\n" + "".join(f"{pad}{item},\n" for item in items) + " " * indent + tail
-
-
-def _literal(text: str) -> str:
-    """A double-quoted Python string literal (as the formatter writes them)."""
-    return json.dumps(text)
-
-
-def _fits(line: str, indent: int) -> bool:
-    return indent + len(line) <= LINE_LENGTH
-
-
 def _tensor_spec(spec: TensorField, indent: int) -> str:
-    args = [_literal(spec.name), _literal(spec.datatype), repr(spec.dims), f"field={_literal(spec.field)}"]
+    args = [literal(spec.name), literal(spec.datatype), repr(spec.dims), f"field={literal(spec.field)}"]
     if spec.optional:
         args.append("optional=True")
     if spec.labels:
-        names = [_literal(label) for label in spec.labels]
+        names = [literal(label) for label in spec.labels]
         inline_names = f"labels=({', '.join(names)}{',' if len(names) == 1 else ''})"
         args.append(
-            inline_names if _fits(inline_names + ",", indent + 4) else _exploded("labels=(", names, indent + 4, ")")
+            inline_names if fits(inline_names + ",", indent + 4) else exploded("labels=(", names, indent + 4, ")")
         )
     inline = f"TensorField({', '.join(args)})"
     if "\n" in inline:
-        return _exploded("TensorField(", args, indent, ")")
-    return inline if _fits(inline + ",", indent) else _exploded("TensorField(", args, indent, ")")
+        return exploded("TensorField(", args, indent, ")")
+    return inline if fits(inline + ",", indent) else exploded("TensorField(", args, indent, ")")
 
 
 def _tensor_tuple(specs: tuple[TensorField, ...], indent: int) -> str:
@@ -76,24 +60,9 @@ def _tensor_tuple(specs: tuple[TensorField, ...], indent: int) -> str:
         return "()"
     if len(specs) == 1:
         inline = f"({_tensor_spec(specs[0], indent)},)"
-        if "\n" not in inline and _fits(inline + ",", indent):
+        if "\n" not in inline and fits(inline + ",", indent):
             return inline
-    return _exploded("(", [_tensor_spec(s, indent + 4) for s in specs], indent, ")")
-
-
-def _docstring(text: str, indent: int) -> str:
-    """A docstring at `indent` whose lines fit; indented lines wrap under themselves, plus 4."""
-    pad = " " * indent
-    lines: list[str] = []
-    for line in text.strip("\n").split("\n"):
-        lead = " " * (len(line) - len(line.lstrip()))
-        width = LINE_LENGTH - indent - (3 if not lines else 0)
-        wrapped = textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    " * bool(lead))
-        lines += wrapped or [""]
-    if len(lines) == 1 and indent + len(lines[0]) + 6 <= LINE_LENGTH:
-        return f'{pad}"""{lines[0]}"""'
-    body = "\n".join(pad + line if line else "" for line in lines[1:])
-    return f'{pad}"""{lines[0]}\n{body}\n{pad}"""'
+    return exploded("(", [_tensor_spec(s, indent + 4) for s in specs], indent, ")")
 
 
 def _request_type(spec: TensorField) -> str:
@@ -117,7 +86,7 @@ def _attribute_doc(spec: TensorField, kind: str) -> str:
 def _dataclass(name: str, summary: str, fields: list[tuple[str, str, str]], has_arrays: bool) -> str:
     """A frozen dataclass; `fields` are (name, annotation, default or "")."""
     decorator = "@dataclass(frozen=True, eq=False)" if has_arrays else "@dataclass(frozen=True)"
-    lines = [decorator, f"class {name}:", _docstring(summary, 4), ""]
+    lines = [decorator, f"class {name}:", docstring(summary, 4), ""]
     lines += [f"    {f}: {annotation}{f' = {default}' if default else ''}" for f, annotation, default in fields]
     return "\n".join(lines)
 
@@ -128,7 +97,7 @@ def _label_methods(signature: ModelSignature) -> str:
     out = []
     for index, spec in labelled:
         method = "top_labels" if len(labelled) == 1 else f"top_{spec.field}"
-        doc = _docstring(
+        doc = docstring(
             f"The `k` best (label name, score) pairs of `{spec.field}`, best first (names: the model's label file).",
             8,
         )
@@ -176,8 +145,8 @@ Raises:
     call = "self._run(items, timeout_s=timeout_s, priority=priority, request_id=request_id)"
     return "\n".join(
         [
-            _exploded(head, params, 4, f") -> list[{prefix}Response]:"),
-            _docstring(doc, 8),
+            exploded(head, params, 4, f") -> list[{prefix}Response]:"),
+            docstring(doc, 8),
             f"        return {'await ' if is_async else ''}{call}",
         ]
     )
@@ -195,6 +164,129 @@ class Naming:
 
     package: str = "fastpath_models"
     runtime: str = "fastpath_client"
+
+
+def _imports(
+    naming: Naming, lane: tuple[str, int] | None, result_type: str, *, uses_numpy: bool, uses_array_like: bool
+) -> list[str]:
+    """The module's import lines, a blank line between their groups."""
+    imports = [
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Sequence",
+        "from dataclasses import dataclass",
+        *(["from pathlib import Path"] if lane else []),
+        "",
+    ]
+    if uses_numpy:
+        imports.append("import numpy as np")
+    if uses_array_like:
+        imports.append("from numpy.typing import ArrayLike")
+    if uses_numpy or uses_array_like:
+        imports.append("")
+    if lane:
+        imports.append(f"from {naming.runtime}.ids_lane import {', '.join(sorted(['IdsLaneClient', result_type]))}")
+    imports += [
+        f"from {naming.runtime}.runtime import AsyncModelClient, ModelClient",
+        f"from {naming.runtime}.tensors import ModelSignature, TensorField",
+    ]
+    return imports
+
+
+def _module_doc(
+    signature: ModelSignature, naming: Naming, *, kind: str, source: str, sync_client: str, verb: str, example: str
+) -> str:
+    """The module's docstring: which model, where its config was read, an example call."""
+    regenerate = "After the model changes, generate it again."
+    return docstring(
+        f"""Typed client of the Triton model `{signature.model_name}`{kind}.
+
+Generated by `fastpath clients generate` from `{source}`: do not edit. {regenerate}
+
+    from {naming.package}.{module_name(signature.model_name)} import {sync_client}
+
+    with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
+        results = client.{verb}([{example}])""",
+        0,
+    )
+
+
+def _signature_source(signature: ModelSignature) -> str:
+    """The module's `SIGNATURE = ModelSignature(...)`."""
+    return exploded(
+        "SIGNATURE = ModelSignature(",
+        [
+            f"model_name={literal(signature.model_name)}",
+            f"inputs={_tensor_tuple(signature.inputs, 4)}",
+            f"outputs={_tensor_tuple(signature.outputs, 4)}",
+            f"max_batch_size={signature.max_batch_size}",
+            f"priority_levels={signature.priority_levels}",
+        ],
+        0,
+        ")",
+    )
+
+
+def _row_classes(
+    signature: ModelSignature,
+    *,
+    request: str,
+    response: str,
+    inputs: list[TensorField],
+    request_fields: list[tuple[str, str, str]],
+    response_fields: list[tuple[str, str, str]],
+) -> tuple[str, str]:
+    """The request and response dataclasses (the response with its label methods)."""
+    has_request_arrays = any(t.startswith("ArrayLike") for _, t, _ in request_fields)
+    has_response_arrays = any(t == "np.ndarray" for _, t, _ in response_fields)
+    request_doc = f"One row of a request to `{signature.model_name}`.\n\nAttributes:\n" + "\n".join(
+        f"    {_attribute_doc(s, 'input')}" for s in inputs
+    )
+    response_doc = f"One row of a response from `{signature.model_name}`" + (
+        " (compared by identity: it holds numpy arrays)." if has_response_arrays else "."
+    )
+    response_doc += "\n\nAttributes:\n" + "\n".join(f"    {_attribute_doc(s, 'output')}" for s in signature.outputs)
+    return (
+        _dataclass(request, request_doc, request_fields, has_request_arrays),
+        _dataclass(response, response_doc, response_fields, has_response_arrays) + _label_methods(signature),
+    )
+
+
+def _client_class(
+    signature: ModelSignature,
+    *,
+    name: str,
+    base: str,
+    flavour: str,
+    is_async: bool,
+    request: str,
+    response: str,
+    verb: str,
+    prefix: str,
+    items_type: str,
+    source_doc: str,
+) -> str:
+    """One client class (sync or asyncio) of the model, with its one method."""
+    class_body = f"""    SIGNATURE = SIGNATURE
+    REQUEST = {request}
+    RESPONSE = {response}"""
+    return "\n".join(
+        [
+            f"class {name}({base}[{request}, {response}]):",
+            docstring(f"{flavour} client of `{signature.model_name}`; options: `ModelClient`.", 4),
+            "",
+            class_body,
+            "",
+            _method(
+                signature,
+                verb=verb,
+                prefix=prefix,
+                items_type=items_type,
+                is_async=is_async,
+                source_doc=source_doc,
+            ),
+        ]
+    )
 
 
 def render_module(
@@ -236,88 +328,37 @@ def render_module(
     uses_numpy = "np." in items_type or any("np." in t for _, t, _ in response_fields)
 
     example_value = _example(single)
-    imports = [
-        "from __future__ import annotations",
-        "",
-        "from collections.abc import Sequence",
-        "from dataclasses import dataclass",
-        *(["from pathlib import Path"] if lane else []),
-        "",
-    ]
-    if uses_numpy:
-        imports.append("import numpy as np")
-    if uses_array_like:
-        imports.append("from numpy.typing import ArrayLike")
-    if uses_numpy or uses_array_like:
-        imports.append("")
     result_type = ("LabelledText" if verb_of_lane(signature) == "classify" else "EmbeddedText") if lane else ""
-    if lane:
-        imports.append(f"from {naming.runtime}.ids_lane import {', '.join(sorted(['IdsLaneClient', result_type]))}")
-    imports += [
-        f"from {naming.runtime}.runtime import AsyncModelClient, ModelClient",
-        f"from {naming.runtime}.tensors import ModelSignature, TensorField",
-    ]
-
-    regenerate = "After the model changes, generate it again."
-    module_doc = _docstring(
-        f"""Typed client of the Triton model `{signature.model_name}`{kind}.
-
-Generated by `fastpath clients generate` from `{source}`: do not edit. {regenerate}
-
-    from {naming.package}.{module_name(signature.model_name)} import {sync_client}
-
-    with {sync_client}("127.0.0.1:8001", timeout_s=5) as client:
-        results = client.{verb}([{example_value}])""",
-        0,
+    imports = _imports(naming, lane, result_type, uses_numpy=uses_numpy, uses_array_like=uses_array_like)
+    module_doc = _module_doc(
+        signature, naming, kind=kind, source=source, sync_client=sync_client, verb=verb, example=example_value
     )
-    signature_src = _exploded(
-        "SIGNATURE = ModelSignature(",
-        [
-            f"model_name={_literal(signature.model_name)}",
-            f"inputs={_tensor_tuple(signature.inputs, 4)}",
-            f"outputs={_tensor_tuple(signature.outputs, 4)}",
-            f"max_batch_size={signature.max_batch_size}",
-            f"priority_levels={signature.priority_levels}",
-        ],
-        0,
-        ")",
-    )
-    has_request_arrays = any(t.startswith("ArrayLike") for _, t, _ in request_fields)
-    has_response_arrays = any(t == "np.ndarray" for _, t, _ in response_fields)
-    request_doc = f"One row of a request to `{signature.model_name}`.\n\nAttributes:\n" + "\n".join(
-        f"    {_attribute_doc(s, 'input')}" for s in inputs
-    )
-    response_doc = f"One row of a response from `{signature.model_name}`" + (
-        " (compared by identity: it holds numpy arrays)." if has_response_arrays else "."
-    )
-    response_doc += "\n\nAttributes:\n" + "\n".join(f"    {_attribute_doc(s, 'output')}" for s in signature.outputs)
-    class_body = f"""    SIGNATURE = SIGNATURE
-    REQUEST = {request}
-    RESPONSE = {response}"""
     parts = [
         module_doc,
         "\n".join(imports),
-        _exploded("__all__ = [", [_literal(e) for e in exports], 0, "]"),
-        signature_src,
-        _dataclass(request, request_doc, request_fields, has_request_arrays),
-        _dataclass(response, response_doc, response_fields, has_response_arrays) + _label_methods(signature),
+        exploded("__all__ = [", [literal(e) for e in exports], 0, "]"),
+        _signature_source(signature),
+        *_row_classes(
+            signature,
+            request=request,
+            response=response,
+            inputs=inputs,
+            request_fields=request_fields,
+            response_fields=response_fields,
+        ),
         *(
-            "\n".join(
-                [
-                    f"class {name}({base}[{request}, {response}]):",
-                    _docstring(f"{flavour} client of `{signature.model_name}`; options: `ModelClient`.", 4),
-                    "",
-                    class_body,
-                    "",
-                    _method(
-                        signature,
-                        verb=verb,
-                        prefix=prefix,
-                        items_type=items_type,
-                        is_async=is_async,
-                        source_doc=source_doc,
-                    ),
-                ]
+            _client_class(
+                signature,
+                name=name,
+                base=base,
+                flavour=flavour,
+                is_async=is_async,
+                request=request,
+                response=response,
+                verb=verb,
+                prefix=prefix,
+                items_type=items_type,
+                source_doc=source_doc,
             )
             for name, base, flavour, is_async in (
                 (sync_client, "ModelClient", "Synchronous", False),
@@ -326,71 +367,11 @@ Generated by `fastpath clients generate` from `{source}`: do not edit. {regenera
         ),
     ]
     if lane:
-        parts.append(_ids_client(signature, ids_client, sync_client, result_type, lane))
+        parts.append(render_ids_client(signature, ids_client, sync_client, result_type, lane))
     text = "\n\n\n".join(parts[3:])
     source_text = f"{parts[0]}\n\n{parts[1]}\n\n{parts[2]}\n\n{text}\n"
     return GeneratedModule(
         signature.model_name, module_name(signature.model_name), source_text, sync_client, async_client, exports
-    )
-
-
-def verb_of_lane(signature: ModelSignature) -> str:
-    """`classify` for a classifier's encoder (class scores and index), `embed` for an embedding model's."""
-    return "classify" if any(s.name == "label_index" for s in signature.outputs) else "embed"
-
-
-def _ids_client(signature: ModelSignature, name: str, encoder_client: str, result: str, lane: tuple[str, int]) -> str:
-    """The ids-lane client of an encoder model: texts tokenized here, ids sent (`fastpath_client.ids_lane`)."""
-    model = signature.model_name
-    max_length = lane[1]
-    verb = verb_of_lane(signature)
-    levels = signature.priority_levels
-    priority_doc = (
-        f"priority: 0 for the model's default, 1 (highest) to {levels}."
-        if levels
-        else "priority: 0 (the model has no priority levels)."
-    )
-    class_doc = (
-        f"Texts in, `{result}` out: tokenized here with the model's tokenizer, sent as ids to `{model}` (no "
-        f"Python process on the server's path). Options: `ModelClient`'s, and `tokenizer_file` (default: "
-        f"{module_name(model)}.tokenizer.json beside this module). Needs `tokenizers`."
-    )
-    method_doc = f"""{verb.capitalize()} `texts` through `{model}`: sorted by length, requests padded to their longest.
-
-Args:
-    texts: str (or UTF-8 bytes) each; checked as the server checks them, truncated at {max_length} tokens.
-    timeout_s: deadline of the whole call in seconds (retries included); default: the client's.
-    {priority_doc}
-    request_id: sent with the request ("<id>/<i>" for each of several).
-
-Returns:
-    One {result} per text, in order.
-
-Raises:
-    InvalidInput: a text is empty, not UTF-8 or too large (named, before anything is sent), or the tokenizer
-        file is not the one the server's model was built with.
-    Timeout, ModelUnavailable, ServerError: as `{encoder_client}`."""
-    params = [
-        "self",
-        "texts: Sequence[str | bytes]",
-        "*",
-        "timeout_s: float | None = None",
-        "priority: int = 0",
-        'request_id: str = ""',
-    ]
-    return "\n".join(
-        [
-            f"class {name}(IdsLaneClient[{result}]):",
-            _docstring(class_doc, 4),
-            "",
-            f"    ENCODER = {encoder_client}",
-            f"    TOKENIZER_FILE = Path(__file__).with_name({_literal(module_name(model) + '.tokenizer.json')})",
-            f"    MAX_LENGTH = {max_length}",
-            "",
-            _exploded(f"    def {verb}(", params, 4, f") -> list[{result}]:"),
-            _docstring(method_doc, 8),
-            "        return self._call(texts, timeout_s=timeout_s, priority=priority, request_id=request_id)",
-        ]
     )
 
 
@@ -448,16 +429,16 @@ def _render_init(modules: list[GeneratedModule], plan: ModelPlan, source: str) -
     doc += f"\n\nModels:\n{rows or '    (none)'}"
     if skipped:
         doc += f"\n\nNot generated:\n{skipped}"
-    lines = [_docstring(doc, 0), ""]
+    lines = [docstring(doc, 0), ""]
     exported = []
     for m in modules:
         names = sorted(m.exports[1:])
         exported += names
         inline = f"from .{m.module} import {', '.join(names)}"
-        lines.append(inline if _fits(inline, 0) else _exploded(f"from .{m.module} import (", names, 0, ")"))
+        lines.append(inline if fits(inline, 0) else exploded(f"from .{m.module} import (", names, 0, ")"))
     lines.append("")
     lines.append(
-        _exploded("__all__ = [", [_literal(n) for n in sorted(exported)], 0, "]")
+        exploded("__all__ = [", [literal(n) for n in sorted(exported)], 0, "]")
         if exported
         else "__all__: list[str] = []"
     )

@@ -14,7 +14,8 @@ from fastpath_backends.parameters import Task, TextPipelineParameters
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import RepoSettings
-from triton_fastpath.config.spec import ModelSpec, TensorSpec
+from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.models.backend_parameters import (
     cache_parameters,
     encoder_parameters,

@@ -26,7 +26,8 @@ from triton_fastpath.config.settings import (
     TOKENS_GRAPH_FILE,
     RepoSettings,
 )
-from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, TensorSpec
+from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers
+from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.export.text_path import TOKEN_OUTPUTS
 from triton_fastpath.models.parts import (
