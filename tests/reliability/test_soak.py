@@ -36,6 +36,8 @@ def test_a_short_soak_samples_every_process_and_loses_nothing(built_repository, 
         assert {"sentiment_fused_0_0", "sentiment_fused_0_1", "embed_fused_0_0"} <= set(stubs), stubs
         assert not any(name.startswith("digits") for name in stubs), stubs
         assert not math.isnan(sample.redis_mb) and sample.redis_mb > 0
+    # the L2 is written: the served response cache (two-tier, or the Python lookup's) has Redis
+    assert result.samples[-1].redis_keys > 0, [(s.t_s, s.redis_keys) for s in result.samples]
     assert set(result.checks) == set(verdicts(result))
     files = write_outputs(result, tmp_path / "out")
     assert [f.name for f in files] == ["soak.json", "soak.md", "soak.png"] and all(f.stat().st_size for f in files)

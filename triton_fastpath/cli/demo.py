@@ -37,6 +37,7 @@ from triton_fastpath.recipes.reports import format_report
 from triton_fastpath.recipes.repository import build_repository
 from triton_fastpath.serve.redis_server import RedisServer
 from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
+from triton_fastpath.serve.server_config import response_cache_for
 
 
 def run_load(url: str, client_type, items: list, concurrency: int) -> tuple[list, list[float], float]:
@@ -119,17 +120,6 @@ def built_rendering(repository: Path) -> Rendering:
         if config.is_file() and 'backend: "fastpath_ort"' in config.read_text():
             return Rendering.GRAPH
     return Rendering.FUSED if (repository / "sentiment_fused").is_dir() else Rendering.ENSEMBLE
-
-
-def response_cache_for(repository: Path, redis_url: str | None) -> dict:
-    """The ServerConfig options of the response cache `repository` was built for: the kit's two-tier
-    cache with Redis as its L2 where its models need it, else Triton's own."""
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
-    from triton_fastpath.serve.server_config import two_tier_models
-
-    if two_tier_models(ServerConfig(model_repository=repository)):
-        return {"two_tier_cache": TwoTierCacheSettings(redis_url=redis_url)}
-    return {}
 
 
 def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[str, tuple] | None:

@@ -5,6 +5,8 @@
 - `stats`: recorders, stability windows (perf_analyzer's rule), percentiles, `LoadResult`;
 - `streams`: payload streams, fresh items and a duplicate ratio (pure, gevent-safe: locust uses them);
 - `metrics` / `clients`: Triton's Prometheus text, and the SDK client that measures without retries.
+- `heap`: `frozen_heap`, which every loop runs under: the collector's full passes over the
+  generator's start-up heap held its event loop 150-200 ms (bursts the server shed) until frozen.
 
 Used by the benchmark (`bench/loadgen.py`), the cache benchmark, the reliability scenarios, the
 demo and the locustfiles (`loadtests/payloads.py`).
@@ -14,6 +16,7 @@ May import: nothing of triton_fastpath: it is below every job (the client runtim
 
 from triton_fastpath.load.clients import measuring_client
 from triton_fastpath.load.closed import ClosedLoop, closed_loop, run_closed_loop, run_items
+from triton_fastpath.load.heap import frozen_heap
 from triton_fastpath.load.metrics import parse_metric, scrape_metrics
 from triton_fastpath.load.open import Arrivals, open_loop, run_arrivals
 from triton_fastpath.load.stats import (
@@ -49,6 +52,7 @@ __all__ = [
     "closed_loop",
     "duplicate_stream",
     "fresh_items",
+    "frozen_heap",
     "measuring_client",
     "open_loop",
     "parse_metric",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
+from triton_fastpath.load.heap import frozen_heap
 from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder
 
 T = TypeVar("T")
@@ -195,18 +196,19 @@ def run_closed_loop(
     windows = StabilityWindows(
         recorder, max_windows=max_windows, stability_windows=stability_windows, tolerance=tolerance, progress=progress
     )
-    loop = ClosedLoop(send, next_item, make_client=make_client, concurrency=concurrency, recorder=recorder).start()
-    try:
-        if loop.finished.wait(warmup_s):
-            raise RuntimeError("the item source ran out during the warm-up; nothing was measured")
-        windows.start()
-        while True:
-            started = time.perf_counter()
-            loop.finished.wait(window_s)
-            if windows.cut(time.perf_counter() - started) or loop.finished.is_set():
-                break
-    finally:
-        loop.stop()  # raises when no thread could build its client
+    with frozen_heap():
+        loop = ClosedLoop(send, next_item, make_client=make_client, concurrency=concurrency, recorder=recorder).start()
+        try:
+            if loop.finished.wait(warmup_s):
+                raise RuntimeError("the item source ran out during the warm-up; nothing was measured")
+            windows.start()
+            while True:
+                started = time.perf_counter()
+                loop.finished.wait(window_s)
+                if windows.cut(time.perf_counter() - started) or loop.finished.is_set():
+                    break
+        finally:
+            loop.stop()  # raises when no thread could build its client
     return windows.result(concurrency=concurrency)
 
 
@@ -266,14 +268,15 @@ def run_items(
                 _close(client)
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    with contextlib.suppress(threading.BrokenBarrierError):
-        ready.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    wall_s = time.perf_counter() - started
+    with frozen_heap():
+        for thread in threads:
+            thread.start()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            ready.wait()
+        started = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        wall_s = time.perf_counter() - started
     if errors:
         raise errors[0]
     return results, latencies, wall_s
@@ -333,10 +336,11 @@ async def closed_loop(
             recorder.sent()
             await timed_send(lambda item=item: send(item), recorder)
 
-    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
-    try:
-        await measure_windows(windows, warmup_s=warmup_s, window_s=window_s)
-    finally:
-        stop.set()
-        await asyncio.wait(tasks, timeout=60)
+    with frozen_heap():
+        tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+        try:
+            await measure_windows(windows, warmup_s=warmup_s, window_s=window_s)
+        finally:
+            stop.set()
+            await asyncio.wait(tasks, timeout=60)
     return windows.result(concurrency=concurrency)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from triton_fastpath.load.closed import measure_windows, timed_send
+from triton_fastpath.load.heap import frozen_heap
 from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder
 
 T = TypeVar("T")
@@ -73,9 +74,10 @@ async def run_arrivals(classes: Sequence[Arrivals], *, seconds: float, drain_tim
     A request still unanswered after that stays counted as sent and not done (lost).
     """
     pending: set[asyncio.Task] = set()
-    await asyncio.gather(*(poisson(c, pending, seconds=seconds) for c in classes))
-    if pending:
-        await asyncio.wait(pending, timeout=drain_timeout_s)
+    with frozen_heap():
+        await asyncio.gather(*(poisson(c, pending, seconds=seconds) for c in classes))
+        if pending:
+            await asyncio.wait(pending, timeout=drain_timeout_s)
 
 
 async def open_loop(
@@ -118,12 +120,13 @@ async def open_loop(
     stop = asyncio.Event()
     pending: set[asyncio.Task] = set()
     arrivals = Arrivals(rate, lambda _: send(next_item()), recorder, seed)
-    source = asyncio.create_task(poisson(arrivals, pending, stop=stop))
-    try:
-        await measure_windows(windows, warmup_s=warmup_s, window_s=window_s)
-    finally:
-        stop.set()
-        source.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=60)
+    with frozen_heap():
+        source = asyncio.create_task(poisson(arrivals, pending, stop=stop))
+        try:
+            await measure_windows(windows, warmup_s=warmup_s, window_s=window_s)
+        finally:
+            stop.set()
+            source.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=60)
     return windows.result(concurrency=0)

@@ -286,6 +286,16 @@ def two_tier_models(config: ServerConfig) -> list[str]:
     ]
 
 
+def response_cache_for(repository: Path, redis_url: str | None) -> dict:
+    """The ``ServerConfig`` options of the response cache ``repository`` was built for, as ``fastpath
+    serve --redis-url`` would give them: the kit's two-tier cache with ``redis_url`` as its L2 (the
+    password from ``FASTPATH_REDIS_PASSWORD`` in tritonserver's environment) where its models need
+    it, else none (Triton's own, which has no L2)."""
+    if two_tier_models(ServerConfig(model_repository=repository)):
+        return {"two_tier_cache": TwoTierCacheSettings(redis_url=redis_url)}
+    return {}
+
+
 def resolve_response_cache(config: ServerConfig) -> ServerConfig:
     """``config`` with its response cache settled: ``response_cache`` set, and ``two_tier_cache``
     set (default settings where none were given) when it is the kit's fastpath cache.
