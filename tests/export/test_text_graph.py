@@ -306,17 +306,18 @@ def test_the_build_step_builds_reuses_and_refuses_without_failing_the_build(file
 
     from triton_fastpath.recipes.engine import Pipeline, StepState
     from triton_fastpath.recipes.text_graph_step import text_graph_step
+    from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
     shutil.copy(files["tokenizer"], tmp_path / "tokenizer.json")
     shutil.copy(files["encoder"], tmp_path / "model.int8.onnx")
     pipeline = Pipeline("tiny", lambda line: None)
     step = dict(out_dir=tmp_path, encoder_file="model.int8.onnx", precision="int8", labels=None, max_length=12)
-    built = text_graph_step(pipeline, **step, texts=TEXTS)
+    built = text_graph_step(pipeline, TextStepInputs(**step, texts=TEXTS))
     assert built.path == tmp_path / "text.int8.onnx" and built.path.is_file() and "ids equal on 12/12" in built.summary
-    again = text_graph_step(pipeline, **step, texts=TEXTS)
+    again = text_graph_step(pipeline, TextStepInputs(**step, texts=TEXTS))
     assert again.summary == "reused"
     # An unknown character inside a word: the op keeps "a" and adds [UNK]; tokenizers gives one [UNK].
-    refused = text_graph_step(pipeline, **step, texts=[*TEXTS, "a¢b word"])
+    refused = text_graph_step(pipeline, TextStepInputs(**step, texts=[*TEXTS, "a¢b word"]))
     assert refused.path is None and not (tmp_path / "text.int8.onnx").exists()
     assert "differs" in refused.reason and "a¢b word" in refused.reason
     assert [s.state for s in pipeline.statuses] == [StepState.DONE, StepState.SKIPPED, StepState.REFUSED]

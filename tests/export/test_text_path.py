@@ -22,6 +22,7 @@ pytest.importorskip("tokenizers")
 from tests.export.test_text_graph import TEXTS, _encoder, _tokenizer_json  # noqa: E402
 from triton_fastpath.recipes.engine import Pipeline, StepState  # noqa: E402
 from triton_fastpath.recipes.text_path_step import GATE_NAME, text_path_step  # noqa: E402
+from triton_fastpath.recipes.text_step_inputs import TextStepInputs  # noqa: E402
 
 pytestmark = [
     pytest.mark.export,
@@ -39,7 +40,7 @@ def folder(tmp_path: Path) -> Path:
 
 def step(pipeline: Pipeline, folder: Path, **overrides):
     args = dict(out_dir=folder, encoder_file="model.int8.onnx", precision="int8", max_length=12, texts=TEXTS)
-    return text_path_step(pipeline, **{**args, "labels": LABELS, **overrides})
+    return text_path_step(pipeline, TextStepInputs(**{**args, "labels": LABELS, **overrides}))
 
 
 def test_the_step_writes_the_post_graph_proves_it_reports_its_gate_and_is_reused(folder: Path) -> None:

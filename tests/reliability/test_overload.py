@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from triton_fastpath.processes import pin_process_tree, split_cores
 from triton_fastpath.recipes.repository import variant_repository
 from triton_fastpath.reliability import overload
-from triton_fastpath.reliability.generator import (
-    LoadProcess,
-    OpenLoopClass,
-    RawTransport,
-    pin_process_tree,
-    split_cores,
-    workload,
-)
+from triton_fastpath.reliability.generator import LoadProcess
 from triton_fastpath.reliability.servers import triton
+from triton_fastpath.reliability.workloads import OpenLoopClass, RawTransport, workload
 from triton_fastpath.serve.crash import death_lines
 
 pytestmark = pytest.mark.integration

@@ -10,6 +10,6 @@ instance settings (`tuner_space`: the knobs and their values) under a p99 bound.
 
 May import: `recipes` (the repositories it serves), `models` (data sets, the torch models), `export`
 (the text graph's pieces), `native` (the cache plugin's settings, the tokenizer's driver), `serve`
-(the servers), `load` (the load engine), `reliability` (the generator's core split and pinning),
-`config`, `processes`, `errors`, `paths`.
+(the servers), `load` (the load engine), `config`, `processes` (also the core split and pinning),
+`errors`, `paths`.
 """

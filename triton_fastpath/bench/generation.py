@@ -6,7 +6,7 @@ runs are part of the method, and the table says both. A run measures one or more
 further generator that changes the system's client (the SDK changes ours only), the same system
 again as `<key>@<generator>` (`views`). Pinned (`--pin`), each server's process tree gets the first
 half of the usable cores and the generator the rest (`core_split`, from the overload scenario's
-`reliability.generator.split_cores` / `pin_process_tree`): on 2 cores, 1 + 1.
+`processes.split_cores` / `pin_process_tree`): on 2 cores, 1 + 1.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from triton_fastpath.errors import FastpathError
 
 if TYPE_CHECKING:
     from triton_fastpath.bench.systems import Running, System
-    from triton_fastpath.reliability.generator import CoreSplit
+    from triton_fastpath.processes import CoreSplit
 
 VIEW_SEPARATOR = "@"  # `ours-default@sdk`: the system loaded through another generator's client
 
@@ -85,7 +85,7 @@ def core_split(pin: bool, cores: Iterable[int] | None = None) -> CoreSplit | Non
     """
     if not pin:
         return None
-    from triton_fastpath.reliability.generator import split_cores
+    from triton_fastpath.processes import split_cores
 
     found = split_cores(cores)
     if found is None:
@@ -112,7 +112,7 @@ def pin_server(pid: int, cores: frozenset[int], what: str, progress: Callable[[s
     Raises:
         FastpathError: no process id to pin.
     """
-    from triton_fastpath.reliability.generator import pin_process_tree
+    from triton_fastpath.processes import pin_process_tree
 
     if not pid:
         raise FastpathError(f"--pin: {what} has no process id to pin")

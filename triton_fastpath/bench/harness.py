@@ -51,7 +51,7 @@ from triton_fastpath.models import data as datasets
 from triton_fastpath.paths import BUILD_DIR, ROOT
 
 if TYPE_CHECKING:
-    from triton_fastpath.reliability.generator import CoreSplit
+    from triton_fastpath.processes import CoreSplit
 
 Progress = Callable[[str], None]
 PREDICT_ITEMS = 32

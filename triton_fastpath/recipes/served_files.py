@@ -47,16 +47,11 @@ def text_graph_files(
     `graph_member_files` says which model gets which)."""
     from triton_fastpath.export import text_path
     from triton_fastpath.recipes.text_path_step import text_path_step
+    from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
-    found = text_path_step(
-        pipeline,
-        out_dir=out_dir,
-        encoder_file=PRECISIONS[settings.precision],
-        precision=settings.precision,
-        max_length=settings.max_length,
-        texts=texts,
-        labels=labels,
-    )
+    precision = settings.precision
+    inputs = TextStepInputs(out_dir, PRECISIONS[precision], precision, settings.max_length, texts, labels)
+    found = text_path_step(pipeline, inputs)
     if report is not None and found.gate is not None:
         report.add_gate(found.gate)
     if not found.files or as_target(target) is Target.EMBEDDED:

@@ -11,7 +11,6 @@ and the tuner can say why. Skipped when up to date by content (same inputs and p
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from triton_fastpath.config.settings import TEXT_GRAPHS
 from triton_fastpath.errors import ExportError
 from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
 from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
 LOGGER = logging.getLogger(__name__)
 __all__ = ["TEXT_GRAPHS", "TextGraphResult", "text_graph_step"]  # TEXT_GRAPHS: the file per precision
@@ -40,32 +40,16 @@ class TextGraphResult:
     summary: str = ""
 
 
-def text_graph_step(
-    pipeline: Pipeline,
-    *,
-    out_dir: Path,
-    encoder_file: str,
-    precision: str,
-    max_length: int,
-    texts: Sequence[str],
-    labels: Sequence[str] | None,
-) -> TextGraphResult:
-    """Build and verify `<out_dir>/text[.int8].onnx` from `<out_dir>/tokenizer.json` and
-    `encoder_file`, as a step of `pipeline` (the model's build: its name, progress, force, and the
-    step's status).
-
-    Args:
-        pipeline: the model's build.
-        out_dir: the model's build folder (holds tokenizer.json and the encoder).
-        encoder_file: the encoder's file name in `out_dir` (e.g. `PRECISIONS[precision]`).
-        precision: `fp32` or `int8` (names the output file).
-        max_length: the model's maximum tokens per text (settings.max_length).
-        texts: the texts the graph must tokenize exactly like `tokenizers` (all of them are checked).
-        labels: class names for the `label`/`probability` outputs; None for an embedding model.
+def text_graph_step(pipeline: Pipeline, inputs: TextStepInputs) -> TextGraphResult:
+    """Build and verify `<out_dir>/text[.int8].onnx` from `<out_dir>/tokenizer.json` and the encoder,
+    as a step of `pipeline` (the model's build: its name, progress, force, and the step's status);
+    every text of `inputs.texts` is checked against `tokenizers` + the encoder.
     """
     from triton_fastpath.export import text_graph, text_graph_tokenizer
     from triton_fastpath.export.text_graph_check import verify_text_graph
 
+    out_dir, encoder_file, precision = inputs.out_dir, inputs.encoder_file, inputs.precision
+    max_length, texts, labels = inputs.max_length, inputs.texts, inputs.labels
     tokenizer, encoder = out_dir / "tokenizer.json", out_dir / encoder_file
     output = out_dir / TEXT_GRAPHS[precision]
     params = {"max_length": max_length, "labels": list(labels or []), "texts": list(texts), "encoder": encoder_file}

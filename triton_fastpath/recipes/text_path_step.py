@@ -36,6 +36,7 @@ from triton_fastpath.paths import ROOT
 from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
 from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate, GateResult
+from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
 LOGGER = logging.getLogger(__name__)
 __all__ = ["GATE_NAME", "TextPathResult", "text_path_step"]
@@ -103,33 +104,17 @@ def _gate(check) -> GateResult:
     return AgreementGate(GATE_NAME, DEFAULT_BOUND).judge(agree, n)
 
 
-def text_path_step(
-    pipeline: Pipeline,
-    *,
-    out_dir: Path,
-    encoder_file: str,
-    precision: str,
-    max_length: int,
-    texts: Sequence[str],
-    labels: Sequence[str] | None,
-) -> TextPathResult:
-    """Build `<out_dir>/post[.int8].onnx` from `encoder_file` and prove the C++ text path on
-    `<out_dir>/tokenizer.json`, as the step "C++ text path" of `pipeline`.
-
-    Args:
-        pipeline: the model's build.
-        out_dir: the model's build folder (holds tokenizer.json and the encoder).
-        encoder_file: the served encoder's file name in `out_dir`.
-        precision: `fp32` or `int8` (names the output file).
-        max_length: the model's maximum tokens per text (what the backend truncates at).
-        texts: the held-out (or evaluation) texts; the Unicode probe and the multilingual corpus
-            are added by the check.
-        labels: class names for the `label`/`probability` outputs; None for an embedding model.
+def text_path_step(pipeline: Pipeline, inputs: TextStepInputs) -> TextPathResult:
+    """Build `<out_dir>/post[.int8].onnx` from the encoder and prove the C++ text path on
+    `<out_dir>/tokenizer.json` (`inputs.texts`, the Unicode probe and the multilingual corpus), as the
+    step "C++ text path" of `pipeline` (the model's build).
     """
     import tokenizers
 
     from triton_fastpath.export import multilingual_corpus, text_graph, text_path
 
+    out_dir, encoder_file, precision = inputs.out_dir, inputs.encoder_file, inputs.precision
+    max_length, texts, labels = inputs.max_length, inputs.texts, inputs.labels
     tokenizer, encoder = out_dir / TOKENIZER_FILE, out_dir / encoder_file
     output = out_dir / POST_GRAPHS[precision]
     figures = out_dir / f".{output.name}.check.json"

@@ -1,6 +1,6 @@
 """Overload: 3x the measured capacity offered to a model served as `make build` renders it.
 
-1. The server and the load generator get cores of their own (`generator.split_cores`, `pin_process_tree`):
+1. The server and the load generator get cores of their own (`processes.split_cores`, `pin_process_tree`):
    on a shared 2-core machine a Python generator offering 3x capacity takes a core, and without
    the split it starves the server it measures (measured: goodput 0.37x unpinned, 0.90x pinned).
    The generator stands in for clients on other machines; capacity is measured in the same split.
@@ -11,7 +11,7 @@
 4. `run_overload`, per trial: capacity, a 3x flood (goodput = answers/s over capacity), then a
    priority-1 class at 0.2x capacity beside a priority-2 flood at 3x. Verdicts over all trials.
    The generator runs in a spawned process of its own (`LoadProcess`). The floods go out raw
-   (`generator.raw_flood`: pre-serialized unary gRPC calls, as the SDK sends them, with the SDK's
+   (`raw_flood.raw_flood`: pre-serialized unary gRPC calls, as the SDK sends them, with the SDK's
    adaptive throttling and no retries; the SDK's ~313 us of client CPU per request could not offer
    3x a native model from one core); the priority-1 class is the SDK's, with its retries and
    throttling on, as app teams' clients would send it.
@@ -41,16 +41,11 @@ import numpy as np
 from triton_fastpath.config.service_levels import ServiceLevels
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.load import percentiles_ms
-from triton_fastpath.reliability.generator import (
-    FLOOD_STREAMS,
-    OPEN_LOOP_DEADLINE_S,
-    CoreSplit,
-    LoadProcess,
-    OpenLoopClass,
-    RawTransport,
-    Workload,
-)
+from triton_fastpath.processes import CoreSplit
+from triton_fastpath.reliability.generator import LoadProcess
+from triton_fastpath.reliability.raw_flood import FLOOD_STREAMS
 from triton_fastpath.reliability.report import ScenarioResult, Tally
+from triton_fastpath.reliability.workloads import OPEN_LOOP_DEADLINE_S, OpenLoopClass, RawTransport, Workload
 
 __all__ = [
     "GOODPUT_SHARE",
@@ -69,7 +64,7 @@ MODELS = ("digits", "sentiment")
 GOODPUT_SHARE = 0.8  # answers/s at 3x offered load, as a share of capacity (at least)
 PRIORITY_KEPT = 0.99  # share of priority-1 requests answered beside the flood (at least)
 # A flood whose sender fell further behind its schedule than this was not the flood it claims
-# (`generator.raw_flood`): its row fails rather than judge the server on it.
+# (`raw_flood.raw_flood`): its row fails rather than judge the server on it.
 MAX_SEND_LAG_MS = 250.0
 # tritonserver's drain on stop for a flooded server. A flood's requests whose client deadline expires
 # are cancelled gRPC calls, and in Triton 2.51 a cancelled call keeps its model referenced: the

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from triton_fastpath import processes
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.models.parts import queue_timeouts_us
 from triton_fastpath.recipes.repository import variant_repository
@@ -28,12 +29,12 @@ from triton_fastpath.reliability import (
     cache_trust,
     faults,
     fuzz,
-    generator,
     healing,
     matrix,
     overload,
     security,
     stopping,
+    workloads,
 )
 from triton_fastpath.reliability.report import ScenarioResult
 from triton_fastpath.reliability.servers import triton
@@ -60,12 +61,12 @@ def _security(repository: Path, work: Path, progress: Progress, base: RepoSettin
 def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettings) -> list[ScenarioResult]:
     settings = overload.overload_settings()
     repo = variant_repository(settings, work / "overload-repo")
-    cores = generator.split_cores()
+    cores = processes.split_cores()
     progress(f"overload: {cores.describe() if cores else 'one core: server and load generator share it'}")
     with triton(repo, work / "overload-logs", exit_timeout_s=overload.FLOOD_EXIT_TIMEOUT_S) as server:
         pid = server.pid
         if cores:
-            generator.pin_process_tree(pid, cores.server)
+            processes.pin_process_tree(pid, cores.server)
         rows: list[ScenarioResult] = []
         for model in overload.MODELS:
             alive = server.is_running() and server.pid == pid
@@ -76,7 +77,7 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
             try:
                 rows += overload.run_overload(
                     server.grpc_url,
-                    generator.workload(model),
+                    workloads.workload(model),
                     queue_timeout_ms=timeouts_us[max(timeouts_us)] / 1000,
                     cores=cores,
                     server_up=lambda: server.is_running() and server.pid == pid,
@@ -89,7 +90,7 @@ def _overload(repository: Path, work: Path, progress: Progress, base: RepoSettin
                 rows.append(
                     overload.run_stream_floods(
                         server.grpc_url,
-                        generator.workload("digits"),
+                        workloads.workload("digits"),
                         cores=cores,
                         server_up=lambda: server.is_running() and server.pid == pid,
                         ended=lambda: death_lines(server.log_path, keep=16),
