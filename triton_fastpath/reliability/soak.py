@@ -6,7 +6,10 @@
 The server runs as `serve` runs it (explicit model control, the watchdog on) with Redis as the L2
 cache. The capacity of the mixed workload (3 sentiment texts : 1 digits image, 30% repeated
 payloads, so every cache layer works) is measured with the load engine's closed loop first; then
-its open loop offers `fraction` of it (Poisson arrivals, through the async SDK) for `duration_s`. Every
+its open loop offers `fraction` of it (Poisson arrivals, through the async SDK as a measuring
+client: one attempt, no client-side throttling, so each shed and each time is the server's, not a
+retry's; a 10 s deadline, as the overload scenario's, because a cancelled call can crash Triton
+2.51's gRPC front end) for `duration_s`. Every
 `window_s` it samples the RSS and open file descriptors of tritonserver and of every Python stub,
 Redis's `used_memory`, and the window's client p50/p99 and errors.
 
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath.load import Arrivals, WindowRecorder, closed_loop, percentiles_ms, run_arrivals
+from triton_fastpath.load import Arrivals, WindowRecorder, closed_loop, measuring_client, percentiles_ms, run_arrivals
 from triton_fastpath.reliability.servers import triton
 from triton_fastpath.serve.server_config import response_cache_for
 from triton_fastpath.serve.watchdog import Watchdog, stub_processes
@@ -136,7 +139,10 @@ async def _capacity(url: str, window_s: float = 3.0, concurrency: int = 16) -> f
     in another."""
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 
-    async with AsyncSentimentClient(url, timeout_s=10) as text, AsyncDigitsClient(url, timeout_s=10) as digits:
+    async with (
+        measuring_client(AsyncSentimentClient, url, timeout_s=10) as text,
+        measuring_client(AsyncDigitsClient, url, timeout_s=10) as digits,
+    ):
         result = await closed_loop(
             _sender(text, digits),
             _payloads(1).__next__,
@@ -155,8 +161,8 @@ async def _open_loop(url: str, rate: float, seconds: float, recorder: WindowReco
 
     stream = _payloads(3)
     async with (
-        AsyncSentimentClient(url, timeout_s=deadline_s) as text,
-        AsyncDigitsClient(url, timeout_s=deadline_s) as digits,
+        measuring_client(AsyncSentimentClient, url, timeout_s=deadline_s) as text,
+        measuring_client(AsyncDigitsClient, url, timeout_s=deadline_s) as digits,
     ):
         send = _sender(text, digits)
         arrivals = Arrivals(rate, lambda _: send(next(stream)), recorder, seed=2)
@@ -181,7 +187,7 @@ def run_soak(
     duration_s: float = 60.0,
     window_s: float = 10.0,
     fraction: float = 0.7,
-    deadline_s: float = 5.0,
+    deadline_s: float = 10.0,
     warmup_s: float | None = None,
     progress: Progress = print,
 ) -> SoakResult:
