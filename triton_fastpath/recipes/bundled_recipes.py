@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,20 @@ class BundledRecipe:
     def reproduce(self) -> str:
         return f"fastpath build --force --only {self.pipeline.model}"
 
+    def train_step(self, train: Callable[[Step], object], output: Path, params: dict, doing: str) -> Declared:
+        """The step "train": `train` makes `output` from the training code and `params`; skipped
+        while both are unchanged (by content, stamp `<build>/<model>/train.sha256`)."""
+        model = self.pipeline.model
+        return Declared(
+            "train",
+            train,
+            freshness=lambda: Freshness(
+                "train", BUILD_DIR / model / "train.sha256", outputs=[output], inputs=list(TRAIN_CODE), params=params
+            ),
+            doing=doing,
+            reusing=REUSING_TRAINED,
+        )
+
 
 @dataclass
 class SentimentRecipe(BundledRecipe):
@@ -81,18 +96,11 @@ class SentimentRecipe(BundledRecipe):
         """Read the data, train (skipped when up to date), export and verify, judge the accuracy."""
         return [
             Declared("data", self.say_data, recorded=False),
-            Declared(
-                "train",
+            self.train_step(
                 self.train,
-                freshness=lambda: Freshness(
-                    "train",
-                    BUILD_DIR / "sentiment" / "train.sha256",
-                    outputs=[self.hf_dir / "model.safetensors"],
-                    inputs=list(TRAIN_CODE),
-                    params=self.train_params,
-                ),
-                doing="training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)",
-                reusing=REUSING_TRAINED,
+                self.hf_dir / "model.safetensors",
+                self.train_params,
+                "training WordPiece tokenizer + 2-layer BERT (about 1.5-2 minutes on 2 cores)",
             ),
             Declared("export and verify", self.export, recorded=False),  # its steps record themselves
             Declared("accuracy", lambda _: check_accuracy(self.built.report, 0.72, self.reproduce), recorded=False),
@@ -167,18 +175,8 @@ class DigitsRecipe(BundledRecipe):
     def steps(self) -> list[Declared]:
         """Train (skipped when up to date), export and verify, judge the accuracy."""
         return [
-            Declared(
-                "train",
-                self.train,
-                freshness=lambda: Freshness(
-                    "train",
-                    BUILD_DIR / "digits" / "train.sha256",
-                    outputs=[self.weights],
-                    inputs=list(TRAIN_CODE),
-                    params=self.train_params,
-                ),
-                doing=f"training the CNN on {len(self.data.train)} images",
-                reusing=REUSING_TRAINED,
+            self.train_step(
+                self.train, self.weights, self.train_params, f"training the CNN on {len(self.data.train)} images"
             ),
             Declared("export and verify", self.export, recorded=False),  # its steps record themselves
             Declared("accuracy", lambda _: check_accuracy(self.report, 0.95, self.reproduce), recorded=False),
