@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import ClientError, InvalidInput
+from .errors import ClientError, InvalidInput, Overloaded
 
 __all__ = ["Deadline", "RetryBudget", "RetryDecision", "RetryPolicy", "decide_retry"]
 
@@ -114,13 +114,12 @@ class RetryBudget:
     Every request deposits `ratio` tokens, time deposits `min_retries_per_s` per second (so a
     quiet client can still retry through a restart), and every retry takes one whole token; the
     bucket holds at most `max_tokens` and starts full. When it is empty, a retry may wait for the
-    next token that time deposits, but only as long as the caller allows (`decide_retry`: its
-    policy's largest backoff, and never past its deadline), so retries slow down to the budget's
-    rate for a moment and are then dropped instead of queueing. (Once a wait of up to the whole
-    deadline was allowed: each waiter took its token in debt, so after a burst of sheds the later
-    ones slept tens of seconds, one more second each, and a soak at 1,600 req/s saw sentiment
-    requests answered after 30-45 s, and Timeouts, whose cancelled calls crashed Triton 2.51's gRPC
-    front end.) Over any stretch of time, retries <= `ratio` *
+    next token that time deposits, as long as the caller allows (`decide_retry`: up to its deadline
+    while the server is unreachable, so a client rides out a restart; only the policy's largest
+    backoff after an `Overloaded` answer). Each waiter takes its token in debt, so after a burst of
+    sheds, waiting up to the deadline slept each later retry a second longer: a soak at 1,600 req/s
+    saw sentiment requests answered after 30-45 s, and Timeouts, whose cancelled calls crashed
+    Triton 2.51's gRPC front end. Over any stretch of time, retries <= `ratio` *
     requests + `min_retries_per_s` * seconds + `max_tokens`. Thread-safe; share one between
     clients to budget them together.
 
@@ -226,8 +225,10 @@ def decide_retry(
     """Decide whether attempt number `attempt` (1 = the first), which failed with `error`, is retried.
 
     The budget is asked last, so a token is spent only on a retry that will happen; when it is
-    empty the retry waits for the budget's next token if that comes within the policy's largest
-    backoff and before the deadline (the delay is the longer of the two), else it is not made.
+    empty the retry waits for the budget's next token (the delay is the longer of the two) if that
+    comes before the deadline and, after an `Overloaded` answer, within the policy's largest backoff:
+    a server that sheds load is not helped by retries queued behind each other for the budget,
+    while one that is restarting is ridden out up to the deadline.
 
     Args:
         error: the mapped error of the failed attempt.
@@ -252,12 +253,15 @@ def decide_retry(
             f"gave up after {attempt} attempts: the next one would start after the {deadline.timeout_s} s deadline",
         )
     if budget is not None:
-        wait_s = budget.reserve(max_wait_s=min(remaining_s, policy.max_backoff_s))
+        shed = isinstance(error, Overloaded)
+        max_wait_s = min(remaining_s, policy.max_backoff_s) if shed else remaining_s
+        wait_s = budget.reserve(max_wait_s=max_wait_s)
         if wait_s is None:
+            within = f"within {max_wait_s:.2f} s (the largest backoff: the server is shedding load)"
             return RetryDecision(
                 None,
-                f"gave up after {attempt} attempts: the retry budget has no token within "
-                f"{min(remaining_s, policy.max_backoff_s):.2f} s (the largest backoff, or the deadline)",
+                f"gave up after {attempt} attempts: the retry budget has no token "
+                + (within if shed else "before the deadline"),
             )
         delay_s = max(delay_s, wait_s)
     return RetryDecision(delay_s)

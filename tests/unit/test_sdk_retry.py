@@ -159,7 +159,7 @@ def test_a_spent_budget_stops_retries_and_says_so() -> None:
     assert decide(unavailable(), budget=budget).retry
     decision = decide(unavailable(), budget=budget)
     assert not decision.retry
-    assert "retry budget has no token within" in decision.reason
+    assert "retry budget has no token before the deadline" in decision.reason
 
 
 def test_an_empty_budget_makes_retries_wait_for_the_next_token_within_the_deadline() -> None:
@@ -188,19 +188,23 @@ def test_no_token_is_spent_on_a_retry_refused_for_the_deadline() -> None:
     assert budget.tokens == 1
 
 
-def test_after_a_burst_of_failures_no_retry_queues_for_the_budget_longer_than_the_largest_backoff() -> None:
-    """Forty requests shed together with an empty budget: each retry waits at most the policy's
-    largest backoff for a token, then gives up; the debt never grows past one token. (Waiting up
-    to the deadline put each later retry a second further back: 30-45 s answers in a soak.)"""
+def test_after_a_burst_of_sheds_no_retry_queues_for_the_budget_longer_than_the_largest_backoff() -> None:
+    """Forty requests shed together (Overloaded) with an empty budget: each retry waits at most the
+    policy's largest backoff for a token, then gives up; the debt never grows past one token.
+    (Waiting up to the deadline put each later retry a second further back: 30-45 s answers in a
+    soak.) An unreachable server's retries still wait up to the deadline: a restart is ridden out."""
     clock = FakeClock()
     budget = RetryBudget(ratio=0.0, min_retries_per_s=1.0, max_tokens=1, clock=clock)
     budget.try_spend()
     policy = RetryPolicy(initial_backoff_s=0.05, max_backoff_s=1.0)
+    shed = Overloaded("overloaded: more work is queued ahead", status="StatusCode.UNAVAILABLE", retryable=True)
     decisions = [
-        decide_retry(unavailable(), 1, Deadline.after(60.0, clock), policy, budget=budget, uniform=lambda: 0.5)
+        decide_retry(shed, 1, Deadline.after(60.0, clock), policy, budget=budget, uniform=lambda: 0.5)
         for _ in range(40)
     ]
     made = [d for d in decisions if d.retry]
     assert len(made) == 1 and made[0].delay_s == pytest.approx(1.0)
     assert all("no token within 1.00 s" in d.reason for d in decisions if not d.retry)
     assert budget.tokens >= -1.0
+    down = decide_retry(unavailable(), 1, Deadline.after(60.0, clock), policy, budget=budget, uniform=lambda: 0.5)
+    assert down.retry and down.delay_s == pytest.approx(2.0)  # the next token after the one in debt

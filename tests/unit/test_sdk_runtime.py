@@ -330,7 +330,7 @@ def test_a_shared_budget_stops_retries_across_clients() -> None:
     assert first.classify(["good"])[0].label == "positive"  # two retries: the whole budget
     with pytest.raises(ModelUnavailable) as caught:
         second.classify(np.zeros((1, 8, 8)))
-    assert any("retry budget has no token within" in note for note in caught.value.__notes__)
+    assert any("retry budget has no token before the deadline" in note for note in caught.value.__notes__)
 
 
 def test_a_deadline_that_passed_during_a_backoff_is_a_timeout() -> None:
