@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -54,6 +54,17 @@ class BundledRecipe:
     pipeline: Pipeline
     target: Target | str
 
+    MODEL: ClassVar[str] = ""  # the model's name: its build folder and progress lines
+
+    @classmethod
+    def build(
+        cls, settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
+    ) -> ModelArtifact:
+        """Run the recipe's steps (`Pipeline.run`: skipped where up to date) and return its artifact."""
+        recipe = cls(settings, thresholds, Pipeline(cls.MODEL, progress, force), target)
+        recipe.pipeline.run(recipe.steps())
+        return recipe.artifact()
+
     @property
     def reproduce(self) -> str:
         return f"fastpath build --force --only {self.pipeline.model}"
@@ -77,6 +88,8 @@ class BundledRecipe:
 class SentimentRecipe(BundledRecipe):
     """The bundled sentiment classifier: train a WordPiece tokenizer and a 2-layer BERT on Rotten
     Tomatoes, then the HF classifier's export steps (`steps.export_text_classifier`)."""
+
+    MODEL: ClassVar[str] = "sentiment"
 
     built: ModelArtifact | None = None
 
@@ -135,13 +148,7 @@ class SentimentRecipe(BundledRecipe):
         return dataclasses.replace(self.built, specs=model_specs(["sentiment"], served, self.target))
 
 
-def build_sentiment(
-    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
-) -> ModelArtifact:
-    """Train (if needed), export and verify the bundled sentiment model."""
-    recipe = SentimentRecipe(settings, thresholds, Pipeline("sentiment", progress, force), target)
-    recipe.pipeline.run(recipe.steps())
-    return recipe.artifact()
+build_sentiment = SentimentRecipe.build
 
 
 def served_settings(settings: RepoSettings, artifact: ModelArtifact) -> RepoSettings:
@@ -160,6 +167,8 @@ def served_settings(settings: RepoSettings, artifact: ModelArtifact) -> RepoSett
 @dataclass
 class DigitsRecipe(BundledRecipe):
     """The digits CNN: trained on scikit-learn's 8x8 digits, exported, verified, served in FP32."""
+
+    MODEL: ClassVar[str] = "digits"
 
     report: ModelReport | None = None
     train_params: dict = field(default_factory=lambda: {"epochs": 30, "seed": 0})
@@ -217,19 +226,15 @@ class DigitsRecipe(BundledRecipe):
         return ModelArtifact("digits", self.report, model_specs(["digits"], self.settings, self.target), files, {})
 
 
-def build_digits(
-    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
-) -> ModelArtifact:
-    """Train (if needed), export and verify the digits CNN."""
-    recipe = DigitsRecipe(settings, thresholds, Pipeline("digits", progress, force), target)
-    recipe.pipeline.run(recipe.steps())
-    return recipe.artifact()
+build_digits = DigitsRecipe.build
 
 
 @dataclass
 class EmbedRecipe(BundledRecipe):
     """wordllama's static embeddings (mean-pooled) as the `embed` graph, verified against torch and
     the semantic cache's own numpy pooling."""
+
+    MODEL: ClassVar[str] = "embed"
 
     started: float = field(default_factory=time.monotonic)
     parts: dict = field(default_factory=dict)  # what `prepare` read: wheel, table, encoder, model, inputs
@@ -351,10 +356,4 @@ class EmbedRecipe(BundledRecipe):
         return ModelArtifact("embed", report, model_specs(["embed"], self.settings, self.target), files, warmups)
 
 
-def build_embed(
-    settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
-) -> ModelArtifact:
-    """Export wordllama's static embeddings as the `embed` graph; verify it against the serving code."""
-    recipe = EmbedRecipe(settings, thresholds, Pipeline("embed", progress, force), target)
-    recipe.pipeline.run(recipe.steps())
-    return recipe.artifact()
+build_embed = EmbedRecipe.build
