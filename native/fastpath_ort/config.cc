@@ -109,12 +109,13 @@ std::string ApplyParameter(const std::string& key, const std::string& value, Mod
     else if (value == "all" || value == "99") s->graph_optimization_level = ORT_ENABLE_ALL;
     else return bad + "expected disable, basic, extended or all";
   } else if (key == "reject_non_finite" || key == "validate_utf8" || key == "reject_blank_strings" ||
-             key == "ragged_lengths_agree") {
+             key == "ragged_lengths_agree" || key == "inline_when_idle") {
     bool flag = false;
     if (!ParseBool(value, &flag)) return bad + "expected true or false";
     (key == "reject_non_finite"      ? s->reject_non_finite
      : key == "validate_utf8"        ? s->validate_utf8
      : key == "reject_blank_strings" ? s->reject_blank_strings
+     : key == "inline_when_idle"     ? s->inline_when_idle
                                      : s->ragged_lengths_agree) = flag;
   } else if (key == "max_string_bytes" || key == "cut_string_chars") {
     if (!ParseInt(value, 0, INT32_MAX, &number)) return bad + "expected an integer >= 0 (0: no limit)";
@@ -273,7 +274,7 @@ const char* const kBackendParameters[] = {
     "python_library",     "validate_utf8",      "reject_blank_strings", "max_string_bytes",
     "cut_string_chars",   "cut_flag_output",    "admission_budget_ms_", "admission_min_rows",
     "ragged_lengths_agree", "length_bucket_rows", "max_padded_bytes",   "ragged_outputs",
-    "value_bounds",       "text_tokenizer",     "max_length"};
+    "value_bounds",       "text_tokenizer",     "max_length",           "inline_when_idle"};
 const size_t kBackendParameterCount = sizeof(kBackendParameters) / sizeof(kBackendParameters[0]);
 
 namespace {
@@ -331,6 +332,7 @@ std::vector<std::pair<std::string, std::string>> ParameterValues(const ModelSett
       {"value_bounds", Joined(bounds)},
       {"text_tokenizer", s.text_tokenizer},
       {"max_length", number(s.max_length)},
+      {"inline_when_idle", flag(s.inline_when_idle)},
   };
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t i = 0; i < kBackendParameterCount; ++i) {

@@ -26,6 +26,10 @@
 //   admission_budget_ms_<N>   admission control (admission.h): the compute a request of priority
 //                             level N may wait behind in one batch; none given: nothing is shed
 //   admission_min_rows        rows of a batch always computed, whatever the estimate (default 1)
+//   inline_when_idle          with admission budgets: an Execute call that finds the model idle
+//                             (nothing queued, nothing computing) computes its batch on Triton's
+//                             thread instead of handing it to a worker, saving the worker's wake-up
+//                             (dispatcher.h); false: every batch goes through the queue (default true)
 //   ragged_lengths_agree      true: every ragged input of a request must have the same length
 //                             along its -1 axes (token ids and their mask), or the request fails
 //                             alone; padding in a batch would otherwise hide the mismatch (default false)
@@ -114,6 +118,7 @@ struct ModelSettings {
   std::string cut_flag_output;
   std::map<int, double> admission_budgets_s;  // priority level (1 = highest) -> seconds
   int64_t admission_min_rows = 1;
+  bool inline_when_idle = true;
   int64_t length_bucket_rows = 0;
   bool ragged_lengths_agree = false;
   int64_t max_padded_bytes = int64_t{64} << 20;

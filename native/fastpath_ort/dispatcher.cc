@@ -163,12 +163,115 @@ void FailTaken(std::vector<Entry>* taken, const char* what) noexcept {
   for (Entry& entry : *taken) entry.item->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, kBatchFailed));
 }
 
+// Each request's priority (0 for one already failed), read before the dispatcher's lock is taken.
+std::vector<int64_t> Priorities(const std::vector<std::unique_ptr<Pending>>& requests) {
+  std::vector<int64_t> priorities(requests.size(), 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Pending& p = *requests[i];
+    if (p.good()) priorities[i] = RequestPriority(p.request);
+  }
+  return priorities;
+}
+
+// Under the dispatcher's lock: queues each good request of `requests` that admission accepts on
+// arrival, failing the others (overloaded, or unloading with no worker); every one queued is left
+// null in `requests` and counted in `*queued`. When it throws (std::bad_alloc), what was queued
+// stays queued and the entries still there are the caller's.
+void AdmitArrivals(Dispatcher* d, std::vector<std::unique_ptr<Pending>>* requests,
+                   const std::vector<int64_t>& priorities, uint64_t arrival_ns, size_t* queued) {
+  for (size_t i = 0; i < requests->size(); ++i) {
+    std::unique_ptr<Pending>& p = (*requests)[i];
+    if (p->good() && d->workers == 0) p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kUnloading));
+    if (!p->good()) continue;  // answered by the caller
+    const int level = d->admission.Level(priorities[i]);
+    if (!d->admission.AdmitArrival(d->queue.RowsAhead(level), p->rows, priorities[i], d->workers, d->refusing)) {
+      p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kOverloaded));
+      ++d->shed;
+      d->refusing = true;
+      continue;
+    }
+    const int64_t rows = p->rows;
+    Entry entry{std::move(p), rows, level, priorities[i], arrival_ns};
+    try {
+      FASTPATH_FAULT_POINT("enqueue.push");  // as the queue's allocation failing
+      d->queue.Push(std::move(entry));
+    } catch (...) {  // nothing was queued: the request goes back to the caller, who answers it
+      p = std::move(entry.item);
+      throw;
+    }
+    ++*queued;
+  }
+}
+
+// Answers the requests of `requests` not queued (bad or refused ones), outside the lock.
+void AnswerLeft(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns) noexcept {
+  const uint64_t now = NowNs();
+  for (std::unique_ptr<Pending>& p : *requests) {
+    if (!p) continue;
+    Answer(s, p.get(), arrival_ns, now);
+    p.reset();
+  }
+}
+
+// Computes and answers `taken`, a batch just taken from the queue on instance `s` (by its worker,
+// or inline by Triton's thread), entered and left with `lock` held (released while computing and
+// answering). Every request in `taken` is answered, whatever throws. Each counts as computing until
+// Done (AdmitTaken marks those it sheds done at once).
+void ServeTaken(InstanceState* s, std::unique_lock<std::mutex>* lock, std::vector<Entry>* batch) {
+  std::vector<Entry>& taken = *batch;
+  Dispatcher& d = *s->model->dispatcher;
+  const uint64_t start = NowNs();
+  bool overloaded = false;
+  std::vector<RunCost> costs;
+  uint64_t shed = 0;
+  try {
+    FASTPATH_FAULT_POINT("worker.batch");
+    std::vector<bool> keep = AdmitTaken(&d, &taken, start, &overloaded);
+    lock->unlock();
+    ComputeTaken(s, &taken, std::move(keep), start, &costs, &shed);
+  } catch (const std::exception& e) {
+    FailTaken(&taken, e.what());
+  } catch (...) {
+    FailTaken(&taken, nullptr);
+  }
+  const uint64_t end = NowNs();
+  // The rows are done before their answers go out: a client that sends its next request as soon
+  // as it has an answer must not find its last request's rows still counted ahead of it (with 32
+  // clients in a closed loop, that double count passed admission_min_rows and shed 19 requests
+  // of sentiment in a benchmark run).
+  if (!lock->owns_lock()) lock->lock();
+  int64_t taken_rows = 0;
+  for (Entry& entry : taken) {
+    taken_rows += entry.rows;
+    d.queue.Done(&entry);
+  }
+  d.shed += shed;
+  for (const RunCost& cost : costs) d.admission.Observe(cost.rows, cost.seconds);
+  // The drain rate: rows taken (computed or shed) since the last batch ended, if a backlog waited
+  // all along: the pace at which the rows ahead of an arrival, shed or not, leave the queue.
+  if (d.backlogged && end > d.last_done_ns) {
+    d.admission.ObserveDrain(taken_rows, static_cast<double>(end - d.last_done_ns) / 1e9);
+  }
+  d.last_done_ns = end;
+  d.backlogged = !d.queue.empty();
+  lock->unlock();
+  for (Entry& entry : taken) Answer(s, entry.item.get(), start, end);
+  // Overloaded, the worker lets Triton's runnable threads (reading requests, refusing them,
+  // writing answers) go before its next batch where they share a core. On the digits flood (one
+  // server core): accepted p99 12-15 ms and refusals 0.4 ms, against 22 and 1.3 ms without; a
+  // static lower priority (nice 10) did as well there but cost 20-35% of digits' throughput at 8
+  // clients in the benchmark, so only overload yields.
+  if (overloaded) sched_yield();
+  lock->lock();
+}
+
 // The worker's loop, entered and left with `lock` held: takes a batch, computes it, answers it,
-// until its instance is stopped.
+// until its instance is stopped. It waits while Triton's thread computes a batch of its instance
+// inline (inline_busy): one batch at a time per instance, as its session's threads are sized.
 void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
   Dispatcher& d = *s->model->dispatcher;
   for (;;) {
-    d.wake.wait(*lock, [&] { return s->stop || !d.queue.empty(); });
+    d.wake.wait(*lock, [&] { return s->stop || (!s->inline_busy && !d.queue.empty()); });
     if (s->stop) return;
     std::vector<Entry> taken;
     try {
@@ -181,51 +284,7 @@ void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
       lock->lock();
       continue;
     }
-    // From here every request in `taken` is answered below, whatever throws. Each counts as
-    // computing until Done (AdmitTaken marks those it sheds done at once).
-    const uint64_t start = NowNs();
-    bool overloaded = false;
-    std::vector<RunCost> costs;
-    uint64_t shed = 0;
-    try {
-      FASTPATH_FAULT_POINT("worker.batch");
-      std::vector<bool> keep = AdmitTaken(&d, &taken, start, &overloaded);
-      lock->unlock();
-      ComputeTaken(s, &taken, std::move(keep), start, &costs, &shed);
-    } catch (const std::exception& e) {
-      FailTaken(&taken, e.what());
-    } catch (...) {
-      FailTaken(&taken, nullptr);
-    }
-    const uint64_t end = NowNs();
-    // The rows are done before their answers go out: a client that sends its next request as soon
-    // as it has an answer must not find its last request's rows still counted ahead of it (with 32
-    // clients in a closed loop, that double count passed admission_min_rows and shed 19 requests
-    // of sentiment in a benchmark run).
-    if (!lock->owns_lock()) lock->lock();
-    int64_t taken_rows = 0;
-    for (Entry& entry : taken) {
-      taken_rows += entry.rows;
-      d.queue.Done(&entry);
-    }
-    d.shed += shed;
-    for (const RunCost& cost : costs) d.admission.Observe(cost.rows, cost.seconds);
-    // The drain rate: rows taken (computed or shed) since the last batch ended, if a backlog waited
-    // all along: the pace at which the rows ahead of an arrival, shed or not, leave the queue.
-    if (d.backlogged && end > d.last_done_ns) {
-      d.admission.ObserveDrain(taken_rows, static_cast<double>(end - d.last_done_ns) / 1e9);
-    }
-    d.last_done_ns = end;
-    d.backlogged = !d.queue.empty();
-    lock->unlock();
-    for (Entry& entry : taken) Answer(s, entry.item.get(), start, end);
-    // Overloaded, the worker lets Triton's runnable threads (reading requests, refusing them,
-    // writing answers) go before its next batch where they share a core. On the digits flood (one
-    // server core): accepted p99 12-15 ms and refusals 0.4 ms, against 22 and 1.3 ms without; a
-    // static lower priority (nice 10) did as well there but cost 20-35% of digits' throughput at 8
-    // clients in the benchmark, so only overload yields.
-    if (overloaded) sched_yield();
-    lock->lock();
+    ServeTaken(s, lock, &taken);
   }
 }
 
@@ -290,6 +349,7 @@ void Execute(InstanceState* s, TRITONBACKEND_Request** requests, const uint32_t 
     const bool warmup = s->warmup_left > 0;
     if (warmup) --s->warmup_left;
     if (s->model->dispatcher && !warmup) {
+      if (settings.inline_when_idle && ServeInline(s, &pending, exec_start)) return;
       Enqueue(s, &pending, exec_start);
       return;
     }
@@ -347,48 +407,57 @@ void Answer(InstanceState* s, Pending* p, uint64_t exec_start_ns, uint64_t exec_
 void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns) {
   Dispatcher& d = *s->model->dispatcher;
   FASTPATH_FAULT_POINT("enqueue");
-  std::vector<int64_t> priorities(requests->size(), 0);
-  for (size_t i = 0; i < requests->size(); ++i) {
-    const Pending& p = *(*requests)[i];
-    if (p.good()) priorities[i] = RequestPriority(p.request);
-  }
+  const std::vector<int64_t> priorities = Priorities(*requests);
   size_t queued = 0;
+  bool inline_running = false;
   try {
     std::lock_guard<std::mutex> lock(d.mutex);
-    for (size_t i = 0; i < requests->size(); ++i) {
-      std::unique_ptr<Pending>& p = (*requests)[i];
-      if (p->good() && d.workers == 0) p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kUnloading));
-      if (!p->good()) continue;  // answered below
-      const int level = d.admission.Level(priorities[i]);
-      if (!d.admission.AdmitArrival(d.queue.RowsAhead(level), p->rows, priorities[i], d.workers, d.refusing)) {
-        p->Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, kOverloaded));
-        ++d.shed;
-        d.refusing = true;
-        continue;
-      }
-      const int64_t rows = p->rows;
-      Entry entry{std::move(p), rows, level, priorities[i], arrival_ns};
-      try {
-        FASTPATH_FAULT_POINT("enqueue.push");  // as the queue's allocation failing
-        d.queue.Push(std::move(entry));
-      } catch (...) {  // nothing was queued: the request goes back to the caller, who answers it
-        p = std::move(entry.item);
-        throw;
-      }
-      ++queued;
-    }
+    inline_running = d.inline_batches > 0;
+    AdmitArrivals(&d, requests, priorities, arrival_ns, &queued);
   } catch (...) {
     if (queued > 0) d.wake.notify_all();  // what was queued is served
     throw;
   }
-  if (queued == 1) d.wake.notify_one();
-  if (queued > 1) d.wake.notify_all();
-  const uint64_t now = NowNs();
-  for (std::unique_ptr<Pending>& p : *requests) {
-    if (!p) continue;
-    Answer(s, p.get(), arrival_ns, now);
-    p.reset();
+  // One request wakes one worker, unless a worker that must wait (its instance computes inline)
+  // could be the one woken.
+  if (queued == 1 && !inline_running) d.wake.notify_one();
+  if (queued > 1 || (queued == 1 && inline_running)) d.wake.notify_all();
+  AnswerLeft(s, requests, arrival_ns);
+}
+
+bool ServeInline(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns) {
+  Dispatcher& d = *s->model->dispatcher;
+  const std::vector<int64_t> priorities = Priorities(*requests);
+  std::unique_lock<std::mutex> lock(d.mutex);
+  // Idle: nothing queued, nothing computing (so no batch of this model runs anywhere), a worker left.
+  if (!d.queue.empty() || d.queue.computing_rows() > 0 || d.workers == 0 || s->inline_busy) return false;
+  FASTPATH_FAULT_POINT("execute.inline");
+  size_t queued = 0;
+  std::vector<Entry> taken;
+  try {
+    AdmitArrivals(&d, requests, priorities, arrival_ns, &queued);
+    if (queued > 0) taken = d.queue.Take(BatchRows(d, s->model->settings));
+  } catch (...) {  // what was queued (a Take that throws takes nothing) goes to the workers
+    if (queued > 0) d.wake.notify_all();
+    throw;
   }
+  if (!d.queue.empty()) d.wake.notify_all();  // rows past this batch's go to the workers
+  if (taken.empty()) {  // every request refused or bad: answered now
+    lock.unlock();
+    AnswerLeft(s, requests, arrival_ns);
+    return true;
+  }
+  // From here `taken` is this thread's: the instance's worker waits until it is answered.
+  s->inline_busy = true;
+  ++d.inline_batches;
+  lock.unlock();
+  AnswerLeft(s, requests, arrival_ns);  // the refused and bad ones first: they wait for nothing
+  lock.lock();
+  ServeTaken(s, &lock, &taken);
+  s->inline_busy = false;
+  --d.inline_batches;
+  if (!d.queue.empty()) d.wake.notify_all();  // what arrived meanwhile, this instance's worker included
+  return true;
 }
 
 TRITONSERVER_Error* StartWorker(InstanceState* s) {

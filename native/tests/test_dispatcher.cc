@@ -4,9 +4,10 @@
 // statistics) and fake collaborators (ReadRequest, RequestPriority, ExecuteGood), so that every
 // answer and release is recorded and can be checked exactly once.
 //
-// Scenarios: requests run inline and through the model's queue; producer threads (one per instance,
-// as Triton calls Execute) enqueue while workers take batches; instances finalize while other
-// instances still enqueue, and while requests are queued (the last worker answers them);
+// Scenarios: requests run inline and through the model's queue, and inline on an idle queued model;
+// producer threads (one per instance, as Triton calls Execute) enqueue while workers take batches;
+// instances finalize while other instances still enqueue, and while requests are queued (the last
+// worker answers them);
 // admission sheds under a tight budget; priority 1 is admitted beside a held lower-level flood and
 // computed in a batch of its own; std::bad_alloc is injected at every fault point of
 // dispatcher.cc (FASTPATH_FAULT_INJECTION); releases are refused once or always; outputs are
@@ -73,6 +74,7 @@ struct TRITONBACKEND_Request {
   std::atomic<int> batch_requests{0};  // the requests of the ExecuteGood call that computed it
   std::mutex mutex;
   std::string sent_message;
+  std::thread::id computed_on;  // the thread of the ExecuteGood call that computed it (under `mutex`)
 };
 
 struct TRITONBACKEND_Response {
@@ -203,6 +205,10 @@ void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*ex
   int64_t rows = 0;
   for (Pending* p : good) {
     p->request->batch_requests = static_cast<int>(good.size());
+    {
+      std::lock_guard<std::mutex> lock(p->request->mutex);
+      p->request->computed_on = std::this_thread::get_id();
+    }
     p->compute_start_ns = start;
     p->compute_end_ns = end;
     for (int output = 0; output < 2 && p->good(); ++output) {
@@ -234,7 +240,7 @@ struct FaultPointCount {
   const char* name;
   std::atomic<uint64_t> injected{0};
 };
-FaultPointCount fault_points[] = {{"execute"},      {"execute.pending"}, {"enqueue"},
+FaultPointCount fault_points[] = {{"execute"},      {"execute.pending"}, {"execute.inline"}, {"enqueue"},
                                   {"enqueue.push"}, {"worker.batch"},    {"worker.compute"}};
 std::atomic<uint64_t> unknown_points{0};
 std::atomic<unsigned> fault_per_mille{0};
@@ -267,6 +273,8 @@ struct Scenario {
   int calls = 300;          // Execute calls per producer
   unsigned faults = 0;      // per mille at each fault point
   bool unload_while_queued = true;
+  int gap_us = 40;                   // arrivals of a producer spread over [0, gap_us) apart
+  const char* injected_at = nullptr;  // the one fault point checked (nullptr: every reachable one)
 };
 
 using Requests = std::vector<std::unique_ptr<TRITONBACKEND_Request>>;
@@ -298,14 +306,14 @@ void FinalizeInstance(std::unique_ptr<InstanceState>* s) {
 }
 
 // Sends `slice` through `s` in Execute calls of 1-6 requests.
-void Produce(InstanceState* s, TRITONBACKEND_Request* const* slice, size_t count, unsigned seed) {
+void Produce(InstanceState* s, TRITONBACKEND_Request* const* slice, size_t count, unsigned seed, int gap_us = 40) {
   std::minstd_rand rng(seed);
   for (size_t at = 0; at < count;) {
     const size_t n = std::min<size_t>(count - at, 1 + rng() % 6);
     std::vector<TRITONBACKEND_Request*> batch(slice + at, slice + at + n);
     Execute(s, batch.data(), static_cast<uint32_t>(n), NowNs());
     at += n;
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40));  // arrivals spread a little
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % gap_us));  // arrivals spread a little
   }
 }
 
@@ -359,7 +367,8 @@ void Run(const Scenario& scenario) {
   std::vector<std::thread> producers;
   for (int i = 0; i < scenario.instances; ++i) {
     const size_t count = i == 0 ? per_producer / 4 : per_producer;
-    producers.emplace_back(Produce, instances[i].get(), pointers.data() + i * per_producer, count, 100u + i);
+    producers.emplace_back(Produce, instances[i].get(), pointers.data() + i * per_producer, count, 100u + i,
+                           scenario.gap_us);
   }
   producers[0].join();
   FinalizeInstance(&instances[0]);
@@ -367,7 +376,10 @@ void Run(const Scenario& scenario) {
   AwaitDrained(model.get());
 
   // The rest unload with requests queued: batches held at the gate, every worker told to stop
-  // before it opens, so the last one to stop answers the queue.
+  // before it opens, so the last one to stop answers the queue. The burst is sent from this thread
+  // to an idle model: it goes through the queue (inline, its first batch would hold this thread at
+  // the gate). No Execute runs now: the setting is read by none while it changes.
+  model->settings.inline_when_idle = false;
   const int last = scenario.instances - 1;
   if (scenario.unload_while_queued && model->dispatcher) gate.Close();
   if (last > 0) Produce(instances[last].get(), pointers.data() + scenario.instances * per_producer, burst, 99u);
@@ -444,6 +456,14 @@ void Run(const Scenario& scenario) {
   if (scenario.faults > 0) {
     Check(injected_answers > 0, "injected faults are answered as errors (" + std::to_string(injected_answers) + ")");
     for (const FaultPointCount& p : fault_points) {
+      if (scenario.injected_at != nullptr) {
+        const bool named = std::strcmp(p.name, scenario.injected_at) == 0;
+        if (named) Check(p.injected > 0, std::string("bad_alloc injected at ") + p.name);
+        continue;
+      }
+      // execute.inline: reached only where a queued model is found idle, which a busy scenario
+      // may never do; QueuedIdleBadAllocInjected names it
+      if (std::strcmp(p.name, "execute.inline") == 0) continue;
       const bool reachable = scenario.queued || std::strncmp(p.name, "execute", 7) == 0;
       if (reachable) Check(p.injected > 0, std::string("bad_alloc injected at ") + p.name);
     }
@@ -476,6 +496,18 @@ FASTPATH_TEST(QueuedBadAllocInjected) {
   Run(scenario);
 }
 
+// Arrivals far apart: most find the model idle and are computed inline, some meet another
+// instance's batch and are queued; bad_alloc at the inline path's own point is answered too.
+FASTPATH_TEST(QueuedIdleBadAllocInjected) {
+  Scenario scenario{"queued, mostly idle (inline), bad_alloc injected"};
+  scenario.instances = 2;
+  scenario.calls = 150 * scale;
+  scenario.faults = 30;
+  scenario.gap_us = 400;
+  scenario.injected_at = "execute.inline";
+  Run(scenario);
+}
+
 FASTPATH_TEST(QueuedTightBudgetSheds) {
   Scenario scenario{"queued, a tight budget sheds"};
   scenario.calls = 150 * scale;
@@ -494,6 +526,7 @@ FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
   auto model = std::make_unique<ModelState>();
   model->name = "level_one";
   model->settings.max_batch_size = 8;
+  model->settings.inline_when_idle = false;  // sent from this thread with the gate closed: queued, not inline
   model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 0.010}, {2, 0.022}}, 1);
   Dispatcher& d = *model->dispatcher;
   d.admission.Observe(8, 0.008);  // 1 ms a row; nothing else is learned while the gate is closed
@@ -552,6 +585,96 @@ FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
                                        std::to_string(high->batch_requests.load()) + " requests)");
   for (const auto& r : flood) Check(r->sends == 1 && r->releases == 1, "every flood request answered and released");
   Check(flood[0]->sent_code == -1 && flood[1]->sent_code == -1, "the batches held at the gate are answered");
+  Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
+}
+
+// A model with a queue computes a batch that finds it idle on the calling thread (Triton's), through
+// the same admission; while that batch computes, a request on another instance is queued and a
+// worker computes it, and the inline instance's own worker takes nothing (its session is busy), even
+// when the one worker a lone arrival wakes is that one. With inline_when_idle false, a lone request
+// goes to a worker. Deterministic: the inline batch is held at the gate.
+FASTPATH_TEST(QueuedInlineWhenIdle) {
+  current = "queued, inline when idle";
+  auto model = std::make_unique<ModelState>();
+  model->name = "inline";
+  model->settings.max_batch_size = 8;
+  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 10.0}}, 1);
+  Dispatcher& d = *model->dispatcher;
+  std::vector<TRITONBACKEND_ModelInstance> tritons(2);
+  std::vector<std::unique_ptr<InstanceState>> instances;
+  for (int i = 0; i < 2; ++i) {
+    auto s = std::make_unique<InstanceState>();
+    s->model = model.get();
+    s->triton = &tritons[i];
+    s->name = "inline_" + std::to_string(i);
+    TRITONSERVER_Error* err = StartWorker(s.get());
+    Check(err == nullptr, "a worker starts");
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    instances.push_back(std::move(s));
+  }
+  auto request = [](int id) {
+    auto r = std::make_unique<TRITONBACKEND_Request>();
+    r->id = id;
+    return r;
+  };
+  auto send = [](InstanceState* s, TRITONBACKEND_Request* r) {
+    TRITONBACKEND_Request* one[] = {r};
+    Execute(s, one, 1, NowNs());
+  };
+  auto computed_on = [](TRITONBACKEND_Request* r) {
+    std::lock_guard<std::mutex> lock(r->mutex);
+    return r->computed_on;
+  };
+  auto until = [&](const std::function<bool()>& done) {
+    for (int wait = 0; wait < 10000 && !done(); ++wait) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return done();
+  };
+  auto computing = [&] {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    return d.queue.computing_rows();
+  };
+  auto queued = [&] {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    return d.queue.size();
+  };
+  const std::thread::id here = std::this_thread::get_id();
+
+  auto lone = request(1);
+  send(instances[0].get(), lone.get());
+  Check(lone->sends == 1 && lone->sent_code == -1,
+        "a lone request on an idle model is answered before Execute returns");
+  Check(computed_on(lone.get()) == here, "a lone request on an idle model is computed on Triton's thread");
+
+  gate.Close();
+  auto held = request(2), beside = request(3), behind = request(4);
+  std::thread triton0([&] { send(instances[0].get(), held.get()); });
+  Check(until([&] { return computing() == 1; }), "the inline batch is held at the gate");
+  send(instances[1].get(), beside.get());  // not idle: queued, woken worker 1 takes it (worker 0 waits)
+  Check(until([&] { return computing() == 2; }), "a request beside the inline batch is taken by a worker");
+  send(instances[1].get(), behind.get());  // worker 1 is at the gate, worker 0's instance is busy inline
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Check(queued() == 1, "the inline instance's worker takes nothing while its instance computes inline");
+  gate.Open();
+  const std::thread::id triton0_id = triton0.get_id();
+  triton0.join();
+  Check(until([&] { return behind->sends == 1 && beside->sends == 1; }), "the queued requests are answered");
+  Check(held->sends == 1 && held->sent_code == -1 && computed_on(held.get()) == triton0_id,
+        "the held batch was computed inline, on its Triton thread, and answered");
+  for (TRITONBACKEND_Request* r : {beside.get(), behind.get()}) {
+    Check(r->sent_code == -1 && computed_on(r) != triton0_id && computed_on(r) != here,
+          "a request queued beside an inline batch is computed by a worker");
+  }
+
+  model->settings.inline_when_idle = false;  // no Execute runs while it changes
+  auto off = request(5);
+  send(instances[0].get(), off.get());
+  Check(until([&] { return off->sends == 1; }) && off->sent_code == -1 && computed_on(off.get()) != here,
+        "with inline_when_idle false a lone request is computed by a worker");
+  for (auto& s : instances) FinalizeInstance(&s);
+  ReleaseKept(model.get(), true);
+  for (TRITONBACKEND_Request* r : {lone.get(), held.get(), beside.get(), behind.get(), off.get()}) {
+    Check(r->releases == 1 && r->misuse == 0, "every request released once, nothing touched after");
+  }
   Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
 }
 

@@ -280,6 +280,8 @@ class FastpathOrtParameters(AdmissionParameters):
     # (tokenizer.json in the version folder) and cuts at max_length (informational without it)
     text_tokenizer: str | None = param(str, "")
     max_length: int | None = param(int, 0)
+    # with admission budgets: a batch that finds the model idle runs on Triton's thread (no worker hop)
+    inline_when_idle: bool | None = param(bool, True)
     # informational: written for people and tools, accepted and not used by the backend
     tokenizer_file: str | None = param(str, None)
     tokenizer_sha256: str | None = param(str, None)

@@ -448,9 +448,14 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-grpc-fp32"])
     assert deployment_key(systems["naive"]) != deployment_key(systems["naive-1t"])
     assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
-    uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key != "ours-default"]
+    shipped = ("ours-default", "ours-default-queued")  # the default build as it ships: caches on
+    uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-graph"])  # caches on
+    # the same build with every batch through the backend's worker: its own server, its own configs
+    queued = systems["ours-default-queued"].settings
+    assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-queued"])
+    assert queued.native.inline_when_idle is False and systems["ours-default"].settings.native.inline_when_idle
 
 
 def test_fused_and_ensemble_renderings_are_separate_deployments() -> None:

@@ -183,3 +183,25 @@ def test_the_measured_family_is_keyed_by_name():
     assert CacheLookupParameters.reads("semantic_measured_wrong_rate")
     read = CacheLookupParameters.from_parameters({**written, "encoder_model": "e"})
     assert read.semantic_measured_ == {"wrong_rate": "0.0100"}
+
+
+@pytest.mark.parametrize("options", [{}, {"rendering": "fused"}], ids=["shipped", "fused"])
+def test_inline_when_idle_is_written_only_when_off_and_only_for_native_models_with_a_queue(options):
+    shipped = RepoSettings.tuned(**options)
+    queued = dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, inline_when_idle=False))
+
+    def written(settings: RepoSettings, target: Target) -> dict[str, str]:
+        found = {}
+        for spec in default_specs(settings, target):
+            params = {k: v["string_value"] for k, v in render(spec, target).get("parameters", {}).items()}
+            if "inline_when_idle" in params:
+                assert native_backend(spec, target), f"{spec.name}: a key only fastpath_ort reads"
+                assert any(k.startswith("admission_budget_ms_") for k in params), f"{spec.name}: it has no queue"
+                found[spec.name] = params["inline_when_idle"]
+        return found
+
+    assert written(shipped, Target.EMBEDDED) == {}  # the default (on) is the backend's: configs unchanged
+    off = written(queued, Target.EMBEDDED)
+    assert off and set(off.values()) == {"false"}
+    assert "digits" in off
+    assert written(queued, Target.CONTAINER) == {}

@@ -104,7 +104,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     if smoke:
         # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
         # the peers (their own venv) only when named with --only
-        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", *PEER_KINDS)
+        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", "ours-default-queued", *PEER_KINDS)
         systems = [s for s in systems if s.key not in leave_out]
     return systems
 
@@ -163,6 +163,14 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
             "ours",
             "grpc",
             settings=shipped,
+        ),
+        # the same build with every batch handed to the backend's worker (no inline batch when idle)
+        System(
+            "ours-default-queued",
+            "ours: the default build, every batch through fastpath_ort's worker (inline_when_idle off), gRPC",
+            "ours",
+            "grpc",
+            settings=dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, inline_when_idle=False)),
         ),
         System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
         System(

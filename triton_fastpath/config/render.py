@@ -47,6 +47,7 @@ PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
 EMBEDDED_ONLY = (
     *PYTHON_RUNNER_ONLY,
     "admission_min_rows",
+    "inline_when_idle",
     "custom_op_library",
     "reject_blank_strings",
     "ragged_lengths_agree",

@@ -135,6 +135,14 @@ def admission_parameters(settings: RepoSettings, model: str, steps: int = 1) -> 
     ).to_parameters()
 
 
+def dispatch_parameters(settings: RepoSettings, native: bool) -> dict[str, str]:
+    """fastpath_ort's `inline_when_idle` for a native model whose settings turn it off (the
+    backend's default, on, is not written: the shipped configs do not change)."""
+    if not native or settings.native.inline_when_idle:
+        return {}
+    return FastpathOrtParameters(inline_when_idle=False).to_parameters()
+
+
 def fused_model(
     name: str,
     outputs: Sequence[TensorSpec],
@@ -409,6 +417,7 @@ def onnx_classifier_spec(
         parameters={
             **OnnxRunnerParameters(reject_non_finite=True).to_parameters(),
             **admission_parameters(settings, name),
+            **dispatch_parameters(settings, settings.native.enabled),
         },
         response_cache=settings.response_cache,
         response_cache_kind=settings.response_cache_kind,  # the renderer keeps it only where it is safe

@@ -38,6 +38,7 @@ from triton_fastpath.models.parts import (
     classifier_encoder,
     classifier_ensemble,
     classifier_lane,
+    dispatch_parameters,
     text_cut_chars,
     warmup_of,
     wrapper_ensemble,
@@ -240,6 +241,7 @@ def text_graph_specs(
             **own.to_parameters(),
             **text_checks(settings, tokenizes=not container),
             **admission_parameters(settings, name),
+            **dispatch_parameters(settings, not container),
         },
     )
     if labels is None:
