@@ -1,6 +1,6 @@
 """sentence-transformers folders on a tiny random BERT (seeded, built here): pooling and normalisation
 as configured, equal to the sentence-transformers library itself; the served tokenizer; and every bad
-folder refused with a clear error and nothing half-written (no repository, no build/imported/<name>).
+folder refused with a clear error and nothing half-written (no repository, no imported/<name> folder).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from triton_fastpath.errors import DataError, ExportError  # noqa: E402
 from triton_fastpath.imports.folder_kind import detect_folder  # noqa: E402
 from triton_fastpath.imports.sentence_models import load_body, sentence_graph, write_served_tokenizer  # noqa: E402
 from triton_fastpath.imports.setfit_head import save_head_npz  # noqa: E402
-from triton_fastpath.paths import BUILD_DIR, backends_importable  # noqa: E402
+from triton_fastpath.paths import backends_importable  # noqa: E402
 
 backends_importable()
 
@@ -122,13 +122,14 @@ def test_lower_casing_follows_sentence_transformers_do_lower_case(tmp_path):
 def _import(folder: Path, name: str, tmp_path: Path, **options):
     from triton_fastpath.imports.importer import import_hf
 
-    return import_hf(folder, name=name, repository=tmp_path / "repository", progress=lambda _: None, **options)
+    repository, out_dir = tmp_path / "repository", tmp_path / "imported" / name
+    return import_hf(folder, name=name, repository=repository, out_dir=out_dir, progress=lambda _: None, **options)
 
 
 def _nothing_written(name: str, tmp_path: Path) -> None:
     assert not (tmp_path / "repository").exists()
-    assert not (BUILD_DIR / "imported" / name).exists()
-    assert not list((BUILD_DIR / "imported").glob(f".{name}-*")) if (BUILD_DIR / "imported").exists() else True
+    assert not (tmp_path / "imported" / name).exists()
+    assert not list((tmp_path / "imported").glob(f".{name}-*")) if (tmp_path / "imported").exists() else True
 
 
 def test_weights_the_loader_reports_missing_are_refused(tmp_path):

@@ -46,7 +46,13 @@ def imported(tmp_path_factory):
     settings = served_settings()
     reports = {
         "minilm": import_hf(
-            minilm, name="minilm", repository=repository, settings=settings, eval_csv=eval_csv, precision="fp32"
+            minilm,
+            name="minilm",
+            repository=repository,
+            out_dir=work / "imported" / "minilm",
+            settings=settings,
+            eval_csv=eval_csv,
+            precision="fp32",
         )
     }
     setfit = prepare_minilm_setfit(BUILD_DIR / "public" / "minilm-setfit")
@@ -54,6 +60,7 @@ def imported(tmp_path_factory):
         setfit["folder"],
         name="minilm_sentiment",
         repository=repository,
+        out_dir=work / "imported" / "minilm_sentiment",
         settings=settings,
         eval_csv=setfit["eval_csv"],
         trust_pickle=True,

@@ -58,6 +58,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
         hf_dir,
         name="tiny_mood",
         repository=repository,
+        out_dir=tmp_path / "imported",
         settings=RepoSettings(max_length=16, batching=Batching(max_batch_size=8)),
         eval_csv=eval_csv,
         progress=said.append,
@@ -193,7 +194,9 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
     from triton_fastpath.imports.importer import import_hf_classifier
 
     with pytest.raises(ExportError, match="not a Hugging Face model folder"):
-        import_hf_classifier(tmp_path, name="nothing", repository=tmp_path / "repository")
+        import_hf_classifier(
+            tmp_path, name="nothing", repository=tmp_path / "repository", out_dir=tmp_path / "imported"
+        )
 
 
 def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_served(tmp_path):
@@ -206,7 +209,12 @@ def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_s
     impossible = Thresholds(int8_max_abs_diff=0.0)
     said: list[str] = []
     report = import_hf_classifier(
-        hf_dir, name="strict", repository=tmp_path / "repository", thresholds=impossible, progress=said.append
+        hf_dir,
+        name="strict",
+        repository=tmp_path / "repository",
+        out_dir=tmp_path / "imported",
+        thresholds=impossible,
+        progress=said.append,
     )
     assert report.n_eval >= 1000 and "built-in texts" in report.data and "not yours" in report.data
     assert not any("probe texts" in line for line in said)

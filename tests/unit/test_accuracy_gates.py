@@ -242,7 +242,7 @@ def reviews(monkeypatch: pytest.MonkeyPatch):
 
 def test_without_eval_csv_the_corpus_is_over_1000_english_and_multilingual_texts(reviews, tmp_path) -> None:
     said: list[str] = []
-    chosen = eval_corpus.eval_texts(None, name="m", progress=said.append, data_dir=tmp_path)
+    chosen = eval_corpus.eval_texts(None, progress=said.append, data_dir=tmp_path)
     assert chosen.builtin and not chosen.fp32_only and chosen.labels is None
     assert chosen.n >= 1000 and chosen.n == eval_corpus.ENGLISH_REVIEWS + 30 * eval_corpus.PER_LOCALE
     assert set(reviews[-eval_corpus.ENGLISH_REVIEWS :]) <= set(chosen.texts)
@@ -269,7 +269,7 @@ def test_a_corpus_that_cannot_be_made_whole_serves_fp32_and_says_why(monkeypatch
 
     monkeypatch.setattr(data, "load_sentiment", offline)
     said: list[str] = []
-    chosen = eval_corpus.eval_texts(None, name="m", progress=said.append, data_dir=tmp_path)
+    chosen = eval_corpus.eval_texts(None, progress=said.append, data_dir=tmp_path)
     assert chosen.fp32_only and "English reviews" in chosen.fp32_only and "no network" in chosen.fp32_only
     assert any("serving FP32" in line for line in said)
     assert chosen.n == 480 + 8  # the multilingual part and the probe texts: FP32 is still checked
@@ -279,7 +279,7 @@ def test_a_small_eval_csv_is_used_as_given_and_named_too_small(tmp_path: Path) -
     csv = tmp_path / "eval.csv"
     csv.write_text("text,label\n" + "".join(f"text {i},{'pos' if i % 2 else 'neg'}\n" for i in range(260)))
     said: list[str] = []
-    chosen = eval_corpus.eval_texts(csv, labels=["neg", "pos"], name="m", progress=said.append)
+    chosen = eval_corpus.eval_texts(csv, labels=["neg", "pos"], progress=said.append)
     assert not chosen.builtin and chosen.n == 260 and chosen.labels.tolist()[:3] == [0, 1, 0]
     assert any("260 texts cannot show a 99% lower bound" in line and "at least 381" in line for line in said)
     texts = eval_corpus.eval_texts(csv, with_labels=False, progress=said.append)

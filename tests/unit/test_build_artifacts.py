@@ -18,7 +18,7 @@ from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models.bundled import default_specs, model_specs
 from triton_fastpath.models.parts import python_hops
 from triton_fastpath.recipes import repository as build
-from triton_fastpath.recipes import steps
+from triton_fastpath.recipes import served_files
 
 
 def test_artifacts_round_trip_paths_names_and_warmup_samples(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def fake_build(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyP
         for weight in weights:
             (out_dir / weight).write_bytes(f"{name} {weight}".encode())
         precision = "int8" if name == "sentiment" else "fp32"
-        model_files, model_warmups = steps.text_pipeline_files(name, out_dir, encoder, precision)
+        model_files, model_warmups = served_files.text_pipeline_files(name, out_dir, encoder, precision)
         files.update(model_files)
         warmups.update(model_warmups)
     digits = root / "digits" / "onnx" / "model.onnx"

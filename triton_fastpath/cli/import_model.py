@@ -42,7 +42,7 @@ from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import Precision
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.imports.checks import parse_range
-from triton_fastpath.imports.importer import import_hf
+from triton_fastpath.imports.importer import import_hf, imported_dir
 from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.recipes.assemble import with_response_cache_here
@@ -123,16 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in plan.notes:
             print(line)
         settings = plan.settings
-        common = {
-            "name": args.name,
-            "repository": args.repository,
-            "target": args.target,
-            "labels": args.labels,
-            "work_dir": args.work_dir,
-        }
+        common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
         if args.kind == "hf":
             report = import_hf(
                 args.path,
+                out_dir=imported_dir(args.work_dir, args.name),
                 settings=settings,
                 eval_csv=args.eval_csv,
                 trust_pickle=args.trust_pickle,
@@ -149,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 label_output=args.label_output,
                 input_range=parse_range(args.input_range),
                 serve_check=not args.no_serve_check,
+                work_dir=args.work_dir,
                 **common,
             )
     except FastpathError as error:

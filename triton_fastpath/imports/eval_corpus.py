@@ -77,13 +77,13 @@ def eval_texts(
     *,
     labels: Sequence[str] | None = None,
     with_labels: bool = True,
-    name: str = "import",
     progress: Callable[[str], None] = print,
     data_dir: Path = BUILD_DIR / "data",
 ) -> EvalTexts:
     """The user's `eval_csv` (text[,label]; `labels` maps label names to indices), or the built-in corpus.
 
-    Says what the gates will run on; a user's set too small to show a 99% lower bound is named with
+    Says what the gates will run on (`progress`: the import's lines, labelled with its model's name
+    by the caller, e.g. `Pipeline.say`); a user's set too small to show a 99% lower bound is named with
     the count needed (INT8 is then refused and FP32 served).
     """
     needed = texts_needed()
@@ -92,10 +92,10 @@ def eval_texts(
             texts, ids = read_eval_csv(eval_csv, list(labels) if labels is not None else None)
         else:
             texts, ids = [row["text"] for row in read_eval_rows(eval_csv)], None
-        progress(f"{name}: checking on your {len(texts):,} texts from {eval_csv}")
+        progress(f"checking on your {len(texts):,} texts from {eval_csv}")
         if len(texts) < needed:
             progress(
-                f"{name}: NOTE: {len(texts):,} texts cannot show a 99% lower bound of agreement even if all agree: "
+                f"NOTE: {len(texts):,} texts cannot show a 99% lower bound of agreement even if all agree: "
                 f"INT8 will be refused and FP32 served; give at least {needed:,} texts to keep INT8"
             )
         return EvalTexts(list(texts), ids, f"{len(texts):,} texts from {eval_csv}", builtin=False)
@@ -107,11 +107,11 @@ def eval_texts(
         )
         texts = [*texts, *PROBE_TEXTS]
         data = f"{len(texts):,} built-in texts ({parts + ' + ' if parts else ''}{len(PROBE_TEXTS)} probe texts)"
-        progress(f"{name}: NOTE: {why}: serving FP32; pass --eval-csv with your own texts")
-        progress(f"{name}: checking FP32 on {data}")
+        progress(f"NOTE: {why}: serving FP32; pass --eval-csv with your own texts")
+        progress(f"checking FP32 on {data}")
         return EvalTexts(texts, None, data, builtin=True, fp32_only=why)
     data = f"{len(texts):,} built-in texts ({parts}), not yours"
-    progress(f"{name}: checking on {data}; pass --eval-csv to check on your own texts")
+    progress(f"checking on {data}; pass --eval-csv to check on your own texts")
     return EvalTexts(texts, None, data, builtin=True)
 
 

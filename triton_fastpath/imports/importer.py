@@ -10,7 +10,7 @@ This module takes Hugging Face folders (`import_hf`); `imports.onnx_import` take
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,11 +33,11 @@ from triton_fastpath.imports.served_check import (
     in_served_batches,
     served_step,
 )
-from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.assemble import assemble_step
 from triton_fastpath.recipes.engine import Pipeline, Progress
 from triton_fastpath.recipes.gates import texts_needed
-from triton_fastpath.recipes.reports import ModelReport, write_report
+from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
+from triton_fastpath.recipes.served_files import served_text_classifier
 from triton_fastpath.recipes.steps import Thresholds, export_text_classifier
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
@@ -48,6 +48,7 @@ def import_hf(
     *,
     name: str,
     repository: Path,
+    out_dir: Path,
     settings: RepoSettings | None = None,
     eval_csv: Path | None = None,
     target: Target | str = Target.EMBEDDED,
@@ -55,10 +56,10 @@ def import_hf(
     trust_pickle: bool = False,
     precision: str = "int8",
     force: bool = False,
-    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
-    """`fastpath import hf`: detect the folder's kind (`imports.folder_kind`), say it, and import it.
+    """`fastpath import hf`: detect the folder's kind (`imports.folder_kind`), say it, and import it
+    as `name`, keeping what it makes in `out_dir` (the CLI's `imported_dir(work_dir, name)`).
 
     A transformers sequence classifier goes through `import_hf_classifier`; a sentence-transformers
     encoder or a SetFit-style classifier through `imports.sentence_import.import_sentence_model`
@@ -73,12 +74,12 @@ def import_hf(
             hf_dir,
             name=name,
             repository=repository,
+            out_dir=out_dir,
             settings=settings,
             eval_csv=eval_csv,
             target=target,
             labels=labels,
             force=force,
-            work_dir=work_dir,
             progress=progress,
         )
     from triton_fastpath.imports.sentence_import import import_sentence_model
@@ -87,13 +88,13 @@ def import_hf(
         folder,
         name=name,
         repository=repository,
+        out_dir=out_dir,
         settings=settings,
         eval_csv=eval_csv,
         label_names=read_label_names(labels) if labels is not None else None,
         trust_pickle=trust_pickle,
         precision=precision,
         target=target,
-        work_dir=work_dir,
         progress=progress,
     )
 
@@ -108,6 +109,7 @@ def import_hf_classifier(
     *,
     name: str,
     repository: Path,
+    out_dir: Path,
     settings: RepoSettings | None = None,
     eval_csv: Path | None = None,
     target: Target | str = Target.EMBEDDED,
@@ -115,10 +117,14 @@ def import_hf_classifier(
     labels: Path | None = None,
     serve_check: bool = True,
     force: bool = False,
-    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`.
+
+    The name decides only the served models (`served_files.served_text_classifier`: their names,
+    specs and files) and labels the progress lines and the report (the import's `Pipeline`); the
+    export, its checks and its files do not need it: they work in `out_dir` (the CLI's
+    `imported_dir(work_dir, name)`).
 
     `eval_csv` (text,label rows) are its samples: parity, the INT8 gate and accuracy are measured
     on them; without it, on the built-in corpus (`imports.eval_corpus`: 1,120 English and
@@ -129,71 +135,67 @@ def import_hf_classifier(
     to show 99%), against onnxruntime on the served file and the source's labels, before the
     repository is touched. The export, INT8 quantization and text path are reused when up to date
     by content (the folder's files, the code, the texts), as `fastpath build` reuses the bundled
-    models'; `force` makes them again. Writes only `repository` and `imported_dir(work_dir, name)`.
+    models'; `force` makes them again. Writes only `repository` and `out_dir`.
     """
     from triton_fastpath.recipes.steps import hf_labels
 
     settings = settings or RepoSettings()
     hf_dir = Path(hf_dir)
-    names = read_label_names(labels) if labels is not None else None
+    pipeline = Pipeline(name, progress, force=force, reproduce=f"fastpath import hf {hf_dir} --name {name}")
+    label_names = read_label_names(labels) if labels is not None else None
     evaluation = eval_texts(
-        eval_csv, labels=(names or hf_labels(hf_dir)) if eval_csv is not None else None, name=name, progress=progress
+        eval_csv, labels=(label_names or hf_labels(hf_dir)) if eval_csv is not None else None, progress=pipeline.say
     )
-    texts, eval_labels = evaluation.texts, evaluation.labels
     if evaluation.fp32_only and settings.precision == "int8":
         settings = replace(settings, precision="fp32")
-    pipeline = Pipeline(name, progress, force=force)
-    artifact = export_text_classifier(
-        name=name,
+    exported = export_text_classifier(
         hf_dir=hf_dir,
-        eval_texts=texts,
-        eval_labels=eval_labels,
+        eval_texts=evaluation.texts,
+        eval_labels=evaluation.labels,
         settings=settings,
-        out_dir=imported_dir(work_dir, name),
+        out_dir=out_dir,
         thresholds=thresholds or Thresholds(),
         pipeline=pipeline,
-        reproduce=f"fastpath import hf {hf_dir} --name {name}",
-        label_names=names,
+        label_names=label_names,
         target=target,
     )
-    report, specs, files, warmups = artifact.report, artifact.specs, artifact.files, artifact.warmups
+    report = exported.report
     report.source = str(hf_dir)
     report.data = evaluation.data
     if evaluation.fp32_only:
         report.checks.append(f"INT8 not served: {evaluation.fp32_only}")
-    served_settings = replace(settings, precision=artifact.precision)
-
-    verdict = verdicts(name, report, progress)
-
-    served = served_step(
+    served = served_text_classifier(name, exported, target)
+    check = served_step(
         name,
         serve_check,
         lambda: _check_served_text(
-            name,
-            specs,
-            out_dir=imported_dir(work_dir, name),
-            files=files,
-            warmups=warmups,
-            texts=texts,
-            settings=served_settings,
-            target=target,
-            progress=progress,
+            served, out_dir, texts=evaluation.texts, settings=exported.settings, target=target, progress=progress
         ),
-        verdict,
+        verdicts(report, pipeline.say),
     )
-    pipeline.run([served, assemble_step(specs, repository, target, files, warmups, said=str(repository))])
-    write_report([report], imported_dir(work_dir, name) / "report.json")
-    progress(f"{name}: added {len(specs)} models to {repository}")
+    assemble = assemble_step(served.specs, repository, target, served.files, served.warmups, said=str(repository))
+    pipeline.run([check, assemble])
+    write_report([report], out_dir / "report.json")
+    pipeline.say(f"added {len(served.specs)} models to {repository}")
     return report
 
 
-def _check_served_text(name, specs, *, out_dir, files, warmups, texts, settings, target, progress) -> list[Check]:
-    """The text pipeline `name` through tritonserver vs onnxruntime on the served file (same
-    tokenization) and vs the source's labels (FP32), on `texts` topped up from the built-in corpus
-    to `SERVED_MIN_ROWS` when they are too few to show 99%."""
+def _check_served_text(
+    served: ModelArtifact,
+    out_dir: Path,
+    *,
+    texts: Sequence[str],
+    settings: RepoSettings,
+    target: Target | str,
+    progress: Progress,
+) -> list[Check]:
+    """The text pipeline `served` through tritonserver vs onnxruntime on the served file in
+    `out_dir` (same tokenization) and vs the source's labels (FP32), on `texts` topped up from the
+    built-in corpus to `SERVED_MIN_ROWS` when they are too few to show 99%."""
     from fastpath_backends.text import TextEncoder
     from triton_fastpath.imports.graph_runs import onnx_runner
 
+    name, specs = served.name, served.specs
     if len(texts) < texts_needed():
         texts, added = topped_up(texts, SERVED_MIN_ROWS)
         progress(f"{name}: the served check adds {added:,} built-in texts to yours (a 99% bound needs more)")
@@ -208,16 +210,15 @@ def _check_served_text(name, specs, *, out_dir, files, warmups, texts, settings,
     expected = outputs(settings.precision)
     source = expected if settings.precision == "fp32" else outputs("fp32")
     rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, None, "the evaluation texts")
-    names = next(s.labels for s in specs if s.name == name)
     return check_served(
         specs,
         name,
-        files=files,
-        warmups=warmups,
+        files=served.files,
+        warmups=served.warmups,
         samples=rows,
         expected=expected,
         label_output="probabilities",
-        label_names=names,
+        label_names=next(s.labels for s in specs if s.name == name),
         thresholds=ImportThresholds(),
         target=target,
         progress=progress,
@@ -225,11 +226,12 @@ def _check_served_text(name, specs, *, out_dir, files, warmups, texts, settings,
     )
 
 
-def verdicts(name: str, report: ModelReport, progress: Progress) -> Callable[[Check], Check]:
-    """A function that prints a check and keeps it in the report (and returns it)."""
+def verdicts(report: ModelReport, say: Progress) -> Callable[[Check], Check]:
+    """A function that says a check (`say`: the import's lines, labelled with its model's name) and
+    keeps it in the report (and returns it)."""
 
     def verdict(check: Check) -> Check:
-        progress(f"{name}: {check.describe()}")
+        say(check.describe())
         report.checks.append(check.describe())
         if isinstance(check, GateCheck):
             report.add_gate(check.result, check.unit, check=False)

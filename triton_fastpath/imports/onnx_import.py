@@ -174,7 +174,7 @@ class OnnxImport:
     progress: Progress
 
     def __post_init__(self) -> None:
-        self.verdict = verdicts(self.name, self.report, self.progress)
+        self.verdict = verdicts(self.report, lambda line: self.progress(f"{self.name}: {line}"))
 
     def recipe(self, serve_check: bool) -> list[Declared]:
         """The import's steps, in order (`Pipeline.run`); `serve_check`: whether the served check runs."""

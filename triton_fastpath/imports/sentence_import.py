@@ -37,7 +37,7 @@ from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
 from triton_fastpath.imports.sentence_serving import add_graph, pipeline_specs, serve_check, text_graph_files
 from triton_fastpath.imports.served_check import served_step
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
-from triton_fastpath.paths import BUILD_DIR, backends_importable
+from triton_fastpath.paths import backends_importable
 from triton_fastpath.recipes.assemble import assemble_step
 from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
@@ -55,6 +55,7 @@ def import_sentence_model(
     *,
     name: str,
     repository: Path,
+    out_dir: Path,
     settings: RepoSettings | None = None,
     eval_csv: Path | None = None,
     label_names: Sequence[str] | None = None,
@@ -63,7 +64,6 @@ def import_sentence_model(
     target: Target | str = Target.EMBEDDED,
     serve_check: bool = True,
     gate: Int8Gate | None = None,
-    work_dir: Path = BUILD_DIR,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, check and add a sentence-transformers encoder (`<name>` returns `embedding`) or a
@@ -72,7 +72,8 @@ def import_sentence_model(
     `precision="int8"` serves INT8 only when a variant passes the gate, FP32 otherwise (and says
     why); `"fp32"` skips the INT8 trials. `eval_csv` (text[,label] rows): the evaluation texts
     (the built-in corpus without it, and the output says so); with labels, held-out accuracy.
-    Writes only `repository` and `<work_dir>/imported/<name>` (its files and its report.json).
+    Writes only `repository` and `out_dir` (its files and its report.json; the CLI's
+    `<work_dir>/imported/<name>`).
 
     Raises:
         ExportError: the folder cannot be served (named: weights, modules, head, tokenizer).
@@ -89,16 +90,15 @@ def import_sentence_model(
             f"{name}: head {folder.head_file.name}: {head.n_classes} classes {list(head.labels)}, "
             f"{head.width} inputs (converted to plain arrays, folded into the graph)"
         )
+    pipeline = Pipeline(name, progress, force=True)
     evaluation = eval_texts(  # an encoder has no classes: the texts only
         eval_csv,
         labels=list(head.labels) if head is not None else None,
         with_labels=head is not None,
-        name=name,
-        progress=progress,
+        progress=pipeline.say,
     )
     if evaluation.fp32_only and precision == "int8":
         precision = "fp32"
-    pipeline = Pipeline(name, progress, force=True)
     job = SentenceImport(
         folder=folder,
         name=name,
@@ -110,7 +110,7 @@ def import_sentence_model(
         target=target,
         serve_check=serve_check,
         gate=gate,
-        out_dir=Path(work_dir) / "imported" / name,
+        out_dir=Path(out_dir),
         pipeline=pipeline,
         report=ModelReport(
             name=name,

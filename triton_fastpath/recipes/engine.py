@@ -124,12 +124,14 @@ class Pipeline:
         model: the model's name (progress lines start with it).
         progress: where progress lines go.
         force: run every file-making step even when up to date.
+        reproduce: the command that runs this build again, named where a check refuses or fails.
         statuses: every step's status so far, in the order they ran (the report's `steps`).
     """
 
     model: str
     progress: Progress = print
     force: bool = False
+    reproduce: str = "fastpath build --force"
     statuses: list[StepStatus] = field(default_factory=list)
 
     def say(self, message: str) -> None:

@@ -1,6 +1,7 @@
 """What building a model reports and returns: each served variant measured against its source
 (`VariantReport`), the model's report (`ModelReport`: variants, gates, checks, step statuses), what
-assembling a repository needs of it (`ModelArtifact`), and the report as a table and as JSON.
+assembling a repository needs of it (`ModelArtifact`), a text classifier's export before it is named
+(`ClassifierExport`), and the report as a table and as JSON.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.recipes.engine import StepStatus
 from triton_fastpath.recipes.gates import GateResult, sample_note
@@ -80,6 +82,29 @@ class ModelArtifact:
     files: dict[str, list]
     warmups: dict[str, dict[str, np.ndarray]]
     precision: str = "fp32"  # the encoder weights served: 'int8' only when INT8 passed its gate
+
+
+@dataclass
+class ClassifierExport:
+    """A text classifier exported and verified in its build folder, before it has a name in a
+    repository (`served_files.served_text_classifier` gives it one).
+
+    Attributes:
+        report: what the export measured (variants, gates, checks, step statuses).
+        out_dir: the folder its files are in.
+        labels: the class names, in score order.
+        settings: what it can be served with: the weights its INT8 gate kept, and the fused
+            rendering where the graph one was asked for and its text path was refused.
+        files: per role of its text pipeline (`PipelineMembers.ROLES`), the files that model gets.
+        warmups: per role, its warmup inputs (`{tensor: array}`).
+    """
+
+    report: ModelReport
+    out_dir: Path
+    labels: list[str]
+    settings: RepoSettings
+    files: dict[str, list[Path]]
+    warmups: dict[str, dict[str, np.ndarray]]
 
 
 def format_report(reports: Sequence[ModelReport]) -> str:

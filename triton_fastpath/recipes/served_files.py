@@ -1,6 +1,10 @@
 """The files each Triton model of a text pipeline gets, and its warmup samples: the served
 encoder, the tokenizer, the graph rendering's text path or text graph (built and proven as a step,
 `text_path_step` / `text_graph_step`), and the cache identity of the weights served.
+
+A build finds them by role (`text_role_files`, `graph_role_files`: no model name needed); the
+pipeline's name turns them into its members' (`named_files`), and, for an exported classifier,
+into its served models (`served_text_classifier`).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from triton_fastpath.config.settings import (
 )
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.models import data as datasets
+from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.recipes.engine import Pipeline
-from triton_fastpath.recipes.reports import ModelReport
+from triton_fastpath.recipes.reports import ClassifierExport, ModelArtifact, ModelReport
 
 
 def text_graph_files(
@@ -44,7 +49,7 @@ def text_graph_files(
     and the multilingual corpus; its gate goes into `report`. The container target serves the same
     tokenizer as a step before its encoder (a TensorRT plan there), so it adds the tokens graph and,
     for a classifier, the label graph (`export.text_path.build_tokens_graph`, `build_label_graph`;
-    `graph_member_files` says which model gets which)."""
+    `graph_role_files` says which role gets which)."""
     from triton_fastpath.export import text_path
     from triton_fastpath.recipes.text_path_step import text_path_step
     from triton_fastpath.recipes.text_step_inputs import TextStepInputs
@@ -63,40 +68,65 @@ def text_graph_files(
     return [*found.files, *steps]
 
 
-def graph_member_files(name: str, graph: Sequence[Path]) -> dict[str, list[Path]]:
-    """Who gets the files of the graph rendering (`text_graph_files`): the embedded graph model
-    (post graph, tokenizer), and on the container target its tokenize step (tokenizer, tokens
+def graph_role_files(graph: Sequence[Path]) -> dict[str, list[Path]]:
+    """Which role gets which file of the graph rendering (`text_graph_files`): the embedded graph
+    model (post graph, tokenizer), and on the container target its tokenize step (tokenizer, tokens
     graph) and label step (label graph)."""
-    members = PipelineMembers(name)
     found = {path.name: path for path in graph}
-    files = {members.graph: [p for p in graph if p.name not in (TOKENS_GRAPH_FILE, LABEL_GRAPH_FILE)]}
+    files = {"graph": [p for p in graph if p.name not in (TOKENS_GRAPH_FILE, LABEL_GRAPH_FILE)]}
     if TOKENS_GRAPH_FILE in found:
-        files[members.tokenizer] = [found[name] for name in (TOKENIZER_FILE, TOKENS_GRAPH_FILE) if name in found]
+        files["tokenizer"] = [found[name] for name in (TOKENIZER_FILE, TOKENS_GRAPH_FILE) if name in found]
     if LABEL_GRAPH_FILE in found:
-        files[members.postprocess] = [found[LABEL_GRAPH_FILE]]
+        files["postprocess"] = [found[LABEL_GRAPH_FILE]]
     return files
 
 
-def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:
-    """The files and warmup samples of every model a text pipeline may render as (both renderings)."""
-    tokenizer = out_dir / "tokenizer.json"
+def text_role_files(out_dir: Path, encoder) -> tuple[dict, dict]:
+    """The files and warmup samples of every role a text pipeline may render as (both renderings),
+    by role (`PipelineMembers.ROLES`); the cache identity is the named pipeline's (`named_files`)."""
+    tokenizer = out_dir / TOKENIZER_FILE
     weights = [out_dir / file for file in PRECISIONS.values() if (out_dir / file).exists()]
-    identity = [write_cache_identity(name, out_dir, precision)] if (out_dir / PRECISIONS[precision]).exists() else []
-    members = PipelineMembers(name)
     files = {
-        members.tokenizer: [tokenizer],
-        members.encoder: [*weights, tokenizer],  # the tokenizer: the ids lane's clients tokenize with it
-        members.cache: [tokenizer, *identity],  # the tokenizer: guard words' ids for the semantic layer
-        members.fused: [tokenizer, *weights, *identity],
+        "tokenizer": [tokenizer],
+        "encoder": [*weights, tokenizer],  # the tokenizer: the ids lane's clients tokenize with it
+        "cache": [tokenizer],  # the tokenizer: guard words' ids for the semantic layer
+        "fused": [tokenizer, *weights],
     }
     sample = encoder.encode([SAMPLE_TEXT])
     text = {"text": np.array([SAMPLE_TEXT.encode()], dtype=object)}
     warmups = {
-        members.tokenizer: text,
-        members.fused: text,
-        members.encoder: {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
+        "tokenizer": text,
+        "fused": text,
+        "encoder": {"input_ids": sample.input_ids[0], "attention_mask": sample.attention_mask[0]},
     }
     return files, warmups
+
+
+def named_files(name: str, out_dir: Path, precision: str, files: dict, warmups: dict) -> tuple[dict, dict]:
+    """`files` and `warmups` by role, keyed by the members of the pipeline `name`; the cache and
+    fused models also get its cache identity (`write_cache_identity`) where the weights served exist."""
+    identity = [write_cache_identity(name, out_dir, precision)] if (out_dir / PRECISIONS[precision]).exists() else []
+    members = PipelineMembers(name)
+    named = {
+        getattr(members, role): [*paths, *(identity if role in ("cache", "fused") else [])]
+        for role, paths in files.items()
+    }
+    return named, {getattr(members, role): sample for role, sample in warmups.items()}
+
+
+def text_pipeline_files(name: str, out_dir: Path, encoder, precision: str) -> tuple[dict, dict]:
+    """The files and warmup samples of every model the text pipeline `name` may render as (both renderings)."""
+    return named_files(name, out_dir, precision, *text_role_files(out_dir, encoder))
+
+
+def served_text_classifier(name: str, exported: ClassifierExport, target: Target | str) -> ModelArtifact:
+    """The exported classifier served as the pipeline `name`: its models' specs for `target`
+    (`models.renderings.text_classifier_specs`, in the settings the export can be served with) and
+    each model's files and warmups."""
+    settings = exported.settings
+    files, warmups = named_files(name, exported.out_dir, settings.precision, exported.files, exported.warmups)
+    specs = text_classifier_specs(name, exported.labels, settings, target)
+    return ModelArtifact(name, exported.report, specs, files, warmups, precision=settings.precision)
 
 
 def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:

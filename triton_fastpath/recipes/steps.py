@@ -9,7 +9,9 @@ Each export is verified against its source: FP32 must match it (max abs differen
 agreement; a miss stops the build with the figures and the command that reproduces it); INT8 is
 served only when it passes its gate (the 95% Wilson lower bound of its label agreement with the
 source at least 99%, `recipes.gates`; max abs difference; held-out accuracy drop), FP32 otherwise,
-and the report says which, with n and the bound. A model's build returns a `ModelArtifact`;
+and the report says which, with n and the bound. The export of a text classifier works in the
+folder it is given and returns a `ClassifierExport` (files by role, no model name);
+`served_files.served_text_classifier` names it into a `ModelArtifact`, and
 `triton_fastpath.recipes.repository` assembles them.
 """
 
@@ -31,15 +33,13 @@ from triton_fastpath.config.settings import (
     PRECISIONS,
     RepoSettings,
 )
-from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.errors import DataError, ExportError, VerificationError
-from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
 from triton_fastpath.recipes.engine import Declared, Pipeline, Step
 from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate
-from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport
-from triton_fastpath.recipes.served_files import graph_member_files, text_graph_files, text_pipeline_files
+from triton_fastpath.recipes.reports import ClassifierExport, ModelReport, VariantReport
+from triton_fastpath.recipes.served_files import graph_role_files, text_graph_files, text_role_files
 
 LOGGER = logging.getLogger(__name__)
 
@@ -82,7 +82,6 @@ def time_batch32(path: Path, inputs: dict[str, np.ndarray], repeats: int = 15) -
 
 def export_and_verify(
     *,
-    name: str,
     model,
     example_inputs: dict,
     eval_inputs: dict[str, np.ndarray],
@@ -94,12 +93,13 @@ def export_and_verify(
     source_files: Sequence[Path],
     thresholds: Thresholds,
     pipeline: Pipeline,
-    reproduce: str = "fastpath build --force",
 ) -> ModelReport:
     """Export `model` to FP32 and INT8 ONNX (steps of `pipeline`, skipped when up to date) and
-    verify both against torch (a step that always runs); the report holds the pipeline's statuses."""
+    verify both against torch (a step that always runs); the report, named after `pipeline.model`,
+    holds the pipeline's statuses; a failure or refusal names `pipeline.reproduce`."""
     from triton_fastpath.export import onnx2int8, torch2onnx
 
+    name, reproduce = pipeline.model, pipeline.reproduce
     started = time.monotonic()
     fp32, int8 = out_dir / PRECISIONS["fp32"], out_dir / PRECISIONS["int8"]
     samples = len(next(iter(eval_inputs.values())))
@@ -307,7 +307,6 @@ def load_hf_classifier(hf_dir: Path):
 
 def export_text_classifier(
     *,
-    name: str,
     hf_dir: Path,
     eval_texts: Sequence[str],
     eval_labels: np.ndarray | None,
@@ -315,15 +314,15 @@ def export_text_classifier(
     out_dir: Path,
     thresholds: Thresholds,
     pipeline: Pipeline,
-    reproduce: str,
     label_names: Sequence[str] | None = None,
     target: Target | str = Target.EMBEDDED,
-) -> ModelArtifact:
-    """Export and verify a local HF classifier, as steps of `pipeline`; returns its report, specs,
-    files and warmup samples.
+) -> ClassifierExport:
+    """Export and verify a local HF classifier in `out_dir`, as steps of `pipeline` (whose model
+    name labels the progress lines and the report); returns what it made, by role: the model's name
+    in a repository is given later (`served_files.served_text_classifier`).
 
     `settings.precision` INT8 is served only when it passes its gate on `eval_texts`; FP32 otherwise
-    (said, and the artifact's `precision` and specs say so; the refused file is not shipped).
+    (said, and the export's `settings` say so; the refused file is not shipped).
     `label_names` replace the config's `id2label` (same count, same order), e.g. when it says LABEL_0.
     The graph rendering is served only where its text path is proven (`text_graph_files` on `target`);
     the fused one otherwise, said.
@@ -349,7 +348,6 @@ def export_text_classifier(
     # The served head (softmax + label index) is part of the graph: a change to it re-exports.
     sources = [*(p for p in hf_dir.iterdir() if p.is_file()), ROOT / "triton_fastpath" / "export" / "heads.py"]
     report = export_and_verify(
-        name=name,
         model=ServedClassifier(model),
         example_inputs=example,
         eval_inputs=eval_inputs,
@@ -361,7 +359,6 @@ def export_text_classifier(
         source_files=sources,
         thresholds=thresholds,
         pipeline=pipeline,
-        reproduce=reproduce,
     )
     if settings.precision == "int8" and not report.int8_kept:
         pipeline.say("serving FP32: INT8 did not pass its gate (above)")
@@ -369,17 +366,16 @@ def export_text_classifier(
     report.served_precision = settings.precision
     # Kept in build/ for fastpath cache threshold (candidate embedding); never served.
     np.save(out_dir / "token_embeddings.npy", model.get_input_embeddings().weight.detach().numpy())
-    files, warmups = text_pipeline_files(name, out_dir, encoder, settings.precision)
+    files, warmups = text_role_files(out_dir, encoder)
     if not report.int8_kept:  # a refused INT8 file is not shipped
         refused = out_dir / PRECISIONS["int8"]
-        files = {member: [f for f in entries if f != refused] for member, entries in files.items()}
+        files = {role: [f for f in entries if f != refused] for role, entries in files.items()}
     graph = text_graph_files(pipeline, out_dir, settings, eval_texts, labels, target=target, report=report)
     if graph:
-        files.update(graph_member_files(name, graph))
-        warmups[PipelineMembers(name).graph] = warmups[PipelineMembers(name).fused]
+        files.update(graph_role_files(graph))
+        warmups["graph"] = warmups["fused"]
     else:
         settings, note = fallback_when_no_graph(settings)
         if note:
             pipeline.say(note)
-    specs = text_classifier_specs(name, labels, settings, target)
-    return ModelArtifact(name, report, specs, files, warmups, precision=settings.precision)
+    return ClassifierExport(report, out_dir, labels, settings, files, warmups)
