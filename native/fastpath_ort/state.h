@@ -31,7 +31,6 @@ struct Dispatcher {
   uint64_t last_done_ns = 0;  // when a worker last finished a batch
   bool backlogged = false;    // whether requests were still queued then (every worker busy since)
   bool refusing = false;      // an arrival was refused since the queue was last emptied: it is over budget
-  int inline_batches = 0;     // instances computing a batch inline (their workers wait: wake every worker)
 
   Dispatcher(std::map<int, double> budgets_s, int64_t min_rows) : admission(std::move(budgets_s), min_rows) {}
 };
@@ -80,9 +79,6 @@ struct InstanceState {
   std::thread worker;  // takes batches from the model's queue (dispatcher.h), with a dispatcher
   int64_t warmup_left = 0;  // warmup Execute calls still to come (ModelSettings::warmup_executes)
   bool stop = false;   // guarded by the dispatcher's mutex
-  // Triton's thread is computing a batch of this instance inline (dispatcher.h): its worker waits.
-  // Guarded by the dispatcher's mutex.
-  bool inline_busy = false;
 
   ~InstanceState() {
     if (session != nullptr) ort->ReleaseSession(session);

@@ -445,10 +445,11 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
 
     systems = {s.key: s for s in default_systems()}
     assert deployment_key(systems["ours-fused"]) == deployment_key(systems["ours-http-int8"])
+    assert deployment_key(systems["ours-default"]) == deployment_key(systems["ours-default-http"])
     assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-grpc-fp32"])
     assert deployment_key(systems["naive"]) != deployment_key(systems["naive-1t"])
     assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
-    shipped = ("ours-default", "ours-default-queued")  # the default build as it ships: caches on
+    shipped = ("ours-default", "ours-default-queued", "ours-default-http")  # as it ships: caches on
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-graph"])  # caches on

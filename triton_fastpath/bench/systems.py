@@ -104,7 +104,14 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
     if smoke:
         # both FastAPI + onnxruntime rows stay: every table and plot compares with 1 and 2 workers;
         # the peers (their own venv) only when named with --only
-        leave_out = ("naive-1t", "pytriton-1t", "ours-python-digits", "ours-default-queued", *PEER_KINDS)
+        leave_out = (
+            "naive-1t",
+            "pytriton-1t",
+            "ours-python-digits",
+            "ours-default-queued",
+            "ours-default-http",
+            *PEER_KINDS,
+        )
         systems = [s for s in systems if s.key not in leave_out]
     return systems
 
@@ -162,6 +169,14 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
             f"{_caches_label(shipped)}), gRPC",
             "ours",
             "grpc",
+            settings=shipped,
+        ),
+        # the same server over HTTP/JSON (Triton's HTTP front end): the protocol FastAPI's clients speak
+        System(
+            "ours-default-http",
+            f"ours: the default build as it ships ({shipped.rendering}, ONNX INT8), HTTP/JSON",
+            "ours",
+            "http",
             settings=shipped,
         ),
         # the same build with every batch handed to the backend's worker (no inline batch when idle)
