@@ -103,6 +103,25 @@ def test_each_view_and_scenario_sends_texts_of_its_own() -> None:
     assert tags == {"", "mix", "s", "smix", "t", "tmix"}
 
 
+def test_a_system_sharing_a_server_with_another_sends_texts_of_its_own(monkeypatch) -> None:
+    """ours-default-http shares ours-default's server (and its response cache): its texts are tagged."""
+    from triton_fastpath.bench import harness
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(harness, "run_loadgen", lambda args, progress, timeout_s: sent.append(list(args)) or [])
+    systems = {s.key: s for s in harness.default_systems()}
+    config = BenchConfig(concurrency=(1,), repeat_ratio=0.0)
+
+    def tag(key: str, shared: bool) -> str | None:
+        sent.clear()
+        list(harness._sweeps(systems[key], key, [], "digits", config=config, number=0, progress=print, shared=shared))
+        args = sent[0]
+        return args[args.index("--tag") + 1] if "--tag" in args else None
+
+    assert tag("ours-default", shared=False) is None
+    assert tag("ours-default-http", shared=True) == "h"
+
+
 def test_the_generated_sdk_client_is_found_by_model_and_a_model_without_one_is_named() -> None:
     from fastpath_models import AsyncDigitsClient, AsyncSentimentClient
 

@@ -341,7 +341,14 @@ def _run_deployment(
                         cores=cores.load if cores is not None else (),
                     )
                     for run, found in _sweeps(
-                        system, key, args, model, config=config, number=number, progress=progress
+                        system,
+                        key,
+                        args,
+                        model,
+                        config=config,
+                        number=number,
+                        progress=progress,
+                        shared=system is not head,
                     ):
                         results["runs"].append(run)
                         if found is not None:
@@ -374,13 +381,16 @@ def _sweeps(
     config: BenchConfig,
     number: int,
     progress: Progress,
+    shared: bool = False,
 ) -> Iterator[tuple[dict[str, Any], list | None]]:
     """Each sweep of `system` on `model` in round `number` (0-based): unique inputs, then the mix with
     repeats where asked for (its texts tagged: new to this server), or the cached row's duplicate
     ratios; yields each run's record and, from round 1's unique sweep, the first items' probabilities.
     `key`: the view's (`generation.views`); `args`: the load generator's (`load_args`). A further
-    view's texts carry its name, so a server that answered the first view has not seen them."""
-    view = key.partition(VIEW_SEPARATOR)[2]
+    view's texts carry its name, so a server that answered the first view has not seen them; so do
+    those of a system `shared` with another on one server (its protocol: `ours-default-http` after
+    `ours-default`, whose response cache would otherwise answer every request)."""
+    view = key.partition(VIEW_SEPARATOR)[2] or (system.protocol if shared else "")
     ratios = config.duplicate_ratios if system.cached else (0.0, config.repeat_ratio)
     levels = config.cached_concurrency if system.cached else config.concurrency
     limit_s = 60 + len(levels) * (config.warmup_s + config.max_windows * config.window_s + 30)
