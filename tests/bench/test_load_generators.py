@@ -220,5 +220,9 @@ def test_the_command_line_takes_several_generators_and_pin_and_a_pinned_run_publ
     config = seen["config"]
     assert config.generators == (Generator.LEAN, Generator.SDK) and config.pin
     assert cli.results_stem(False) == "benchmark" and cli.results_stem(True) == "benchmark-pinned"
+    assert cli.results_stem(False, "benchmark-inline") == "benchmark-inline"
+    with pytest.raises(FastpathError, match="plain name"):
+        cli.results_stem(False, "../README")
+    assert cli.main(["--publish-as", "benchmark-inline"]) == 2  # without --publish: refused at once
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["--generator", "requests"])

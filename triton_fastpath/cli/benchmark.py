@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import shutil
 import sys
 import time
@@ -129,6 +130,12 @@ def parser() -> argparse.ArgumentParser:
         "NAME: docs/results/benchmark-imported-NAME.md), the table headed by date, commit, machine and command",
     )
     p.add_argument(
+        "--publish-as",
+        metavar="STEM",
+        help="with --publish: write docs/results/STEM.{md,png,json} instead (a side-by-side run of one change, "
+        "e.g. benchmark-inline, beside the headline benchmark.md); letters, digits and '-'",
+    )
+    p.add_argument(
         "--imported",
         metavar="NAME",
         help="instead: the row of an imported ONNX model, ours vs FastAPI + onnxruntime on the same file",
@@ -153,9 +160,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def results_stem(pinned: bool) -> str:
-    """The name of the published files (pure): `benchmark`, or `benchmark-pinned` for a pinned run, so
-    both views stand side by side in docs/results/."""
+def results_stem(pinned: bool, publish_as: str | None = None) -> str:
+    """The name of the published files (pure): `publish_as` where given, else `benchmark`, or
+    `benchmark-pinned` for a pinned run, so both views stand side by side in docs/results/.
+
+    Raises:
+        FastpathError: `publish_as` is not a plain name (letters, digits, '-').
+    """
+    if publish_as is not None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", publish_as):
+            raise FastpathError(
+                f"--publish-as {publish_as!r}: give a plain name (letters, digits, '-'), e.g. benchmark-inline"
+            )
+        return publish_as
     return "benchmark-pinned" if pinned else "benchmark"
 
 
@@ -185,6 +202,22 @@ def second_models(names: list[str] | None, skip: bool, repository: Path, progres
     return []
 
 
+def argument_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with `args` beyond their types (pure), or None."""
+    if args.repeat_ratio is not None and not 0 <= args.repeat_ratio < 1:
+        return f"--repeat-ratio {args.repeat_ratio}: expected 0 <= ratio < 1"
+    if args.rounds is not None and args.rounds < 1:
+        return f"--rounds {args.rounds}: expected 1 or more"
+    if args.publish_as is not None:
+        try:
+            results_stem(args.pin, args.publish_as)
+        except FastpathError as error:
+            return str(error)
+        if not args.publish:
+            return f"--publish-as {args.publish_as}: add --publish (it names what --publish writes)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = BenchConfig.smoke_config() if args.smoke else BenchConfig()
@@ -199,12 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         "pin": args.pin or None,
         "repeat_ratio": args.repeat_ratio,
     }
-    if args.repeat_ratio is not None and not 0 <= args.repeat_ratio < 1:
-        print(f"--repeat-ratio {args.repeat_ratio}: expected 0 <= ratio < 1", file=sys.stderr)
-        return 2
-    if args.rounds is not None and args.rounds < 1:
-        print(f"--rounds {args.rounds}: expected 1 or more", file=sys.stderr)
-    if (args.rounds is not None and args.rounds < 1) or cannot_publish(args.publish, "fastpath bench serving"):
+    refused = argument_error(args)
+    if refused:
+        print(refused, file=sys.stderr)
+    if refused or cannot_publish(args.publish, "fastpath bench serving"):
         return 2
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
     out = args.out or BUILD_DIR / "benchmark" / time.strftime("%Y%m%d-%H%M%S")
@@ -252,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         from triton_fastpath.bench.provenance import publish
 
-        stem = results_stem(args.pin)
+        stem = results_stem(args.pin, args.publish_as)
         for suffix, name in (("png", "curves.png"), ("json", "results.json")):
             shutil.copy2(out / name, RESULTS_DIR / f"{stem}.{suffix}")
         publish(f"{stem}.md", (out / "table.md").read_text(), "fastpath bench serving " + " ".join(argv or []))
