@@ -34,7 +34,7 @@ def _texts(path: Path) -> tuple[list[str], list[str]]:
 @pytest.fixture(scope="session")
 def imported(tmp_path_factory):
     """Both public models imported (FP32) into one repository, served for the session."""
-    from triton_fastpath.imports.importer import import_hf
+    from triton_fastpath.imports.importer import import_hf, imported_dir
     from triton_fastpath.imports.public_minilm import prepare_minilm, prepare_minilm_setfit, write_eval_csv
     from triton_fastpath.models.data import load_sentiment
 
@@ -49,7 +49,8 @@ def imported(tmp_path_factory):
             minilm,
             name="minilm",
             repository=repository,
-            out_dir=work / "imported" / "minilm",
+            # where `fastpath import hf` keeps it: the semantic embedder test resolves "minilm" there
+            out_dir=imported_dir(BUILD_DIR, "minilm"),
             settings=settings,
             eval_csv=eval_csv,
             precision="fp32",
@@ -60,7 +61,7 @@ def imported(tmp_path_factory):
         setfit["folder"],
         name="minilm_sentiment",
         repository=repository,
-        out_dir=work / "imported" / "minilm_sentiment",
+        out_dir=imported_dir(BUILD_DIR, "minilm_sentiment"),
         settings=settings,
         eval_csv=setfit["eval_csv"],
         trust_pickle=True,
