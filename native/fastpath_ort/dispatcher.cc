@@ -265,6 +265,34 @@ void ServeTaken(InstanceState* s, std::unique_lock<std::mutex>* lock, std::vecto
   lock->lock();
 }
 
+// Enqueue's path when the model is idle (entered with `lock` held): admits `requests` as Enqueue
+// does, takes the batch they make and computes it on the calling thread (Triton's), answering every
+// one; rows past one batch go to the workers. When it throws, the entries still in `requests` are
+// the caller's to answer.
+void ServeInline(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests,
+                 const std::vector<int64_t>& priorities, uint64_t arrival_ns, std::unique_lock<std::mutex>* lock) {
+  Dispatcher& d = *s->model->dispatcher;
+  FASTPATH_FAULT_POINT("execute.inline");
+  size_t queued = 0;
+  std::vector<Entry> taken;
+  try {
+    AdmitArrivals(&d, requests, priorities, arrival_ns, &queued);
+    if (queued > 0) taken = d.queue.Take(BatchRows(d, s->model->settings));
+  } catch (...) {  // what was queued (a Take that throws takes nothing) goes to the workers
+    if (queued > 0) d.wake.notify_all();
+    throw;
+  }
+  if (!d.queue.empty()) d.wake.notify_all();  // rows past this batch's go to the workers
+  lock->unlock();
+  AnswerLeft(s, requests, arrival_ns);  // the refused and bad ones first: they wait for nothing
+  if (taken.empty()) return;            // every request refused or bad
+  // From here `taken` is this thread's. The workers, this instance's included, keep taking what
+  // arrives meanwhile: a lone batch computed here never holds a lane the queue needs (with the
+  // instance's worker made to wait, a benchmark at 32 clients computed batches half the size).
+  lock->lock();
+  ServeTaken(s, lock, &taken);
+}
+
 // The worker's loop, entered and left with `lock` held: takes a batch, computes it, answers it,
 // until its instance is stopped.
 void ServeBatches(InstanceState* s, std::unique_lock<std::mutex>* lock) {
@@ -348,7 +376,6 @@ void Execute(InstanceState* s, TRITONBACKEND_Request** requests, const uint32_t 
     const bool warmup = s->warmup_left > 0;
     if (warmup) --s->warmup_left;
     if (s->model->dispatcher && !warmup) {
-      if (settings.inline_when_idle && ServeInline(s, &pending, exec_start)) return;
       Enqueue(s, &pending, exec_start);
       return;
     }
@@ -407,49 +434,23 @@ void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, 
   Dispatcher& d = *s->model->dispatcher;
   FASTPATH_FAULT_POINT("enqueue");
   const std::vector<int64_t> priorities = Priorities(*requests);
+  std::unique_lock<std::mutex> lock(d.mutex);
+  // Idle: nothing queued, nothing computing (so no batch of this model runs anywhere), a worker left.
+  if (s->model->settings.inline_when_idle && d.queue.empty() && d.queue.computing_rows() == 0 && d.workers > 0) {
+    ServeInline(s, requests, priorities, arrival_ns, &lock);
+    return;
+  }
   size_t queued = 0;
   try {
-    std::lock_guard<std::mutex> lock(d.mutex);
     AdmitArrivals(&d, requests, priorities, arrival_ns, &queued);
   } catch (...) {
     if (queued > 0) d.wake.notify_all();  // what was queued is served
     throw;
   }
+  lock.unlock();
   if (queued == 1) d.wake.notify_one();
   if (queued > 1) d.wake.notify_all();
   AnswerLeft(s, requests, arrival_ns);
-}
-
-bool ServeInline(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns) {
-  Dispatcher& d = *s->model->dispatcher;
-  const std::vector<int64_t> priorities = Priorities(*requests);
-  std::unique_lock<std::mutex> lock(d.mutex);
-  // Idle: nothing queued, nothing computing (so no batch of this model runs anywhere), a worker left.
-  if (!d.queue.empty() || d.queue.computing_rows() > 0 || d.workers == 0) return false;
-  FASTPATH_FAULT_POINT("execute.inline");
-  size_t queued = 0;
-  std::vector<Entry> taken;
-  try {
-    AdmitArrivals(&d, requests, priorities, arrival_ns, &queued);
-    if (queued > 0) taken = d.queue.Take(BatchRows(d, s->model->settings));
-  } catch (...) {  // what was queued (a Take that throws takes nothing) goes to the workers
-    if (queued > 0) d.wake.notify_all();
-    throw;
-  }
-  if (!d.queue.empty()) d.wake.notify_all();  // rows past this batch's go to the workers
-  if (taken.empty()) {  // every request refused or bad: answered now
-    lock.unlock();
-    AnswerLeft(s, requests, arrival_ns);
-    return true;
-  }
-  // From here `taken` is this thread's. The workers, this instance's included, keep taking what
-  // arrives meanwhile: a lone batch computed here never holds a lane the queue needs (with the
-  // instance's worker made to wait, a benchmark at 32 clients computed batches half the size).
-  lock.unlock();
-  AnswerLeft(s, requests, arrival_ns);  // the refused and bad ones first: they wait for nothing
-  lock.lock();
-  ServeTaken(s, &lock, &taken);
-  return true;
 }
 
 TRITONSERVER_Error* StartWorker(InstanceState* s) {

@@ -2,10 +2,11 @@
 // model with admission budgets, handed to the model's own queue (request_queue.h says why), from
 // which each instance's worker thread takes batches and runs them with that instance's session.
 // An Execute call that finds such a model idle (nothing queued, nothing computing) takes its batch
-// through the same queue and admission but computes it on Triton's thread (ServeInline), saving the
-// worker's wake-up; requests arriving meanwhile are queued and taken by the workers as usual (the
-// inline rows count as computing ahead of them). At most one batch of a model runs inline at a time
-// (it needs nothing computing), so an instance's session runs at most two Runs at once.
+// through the same queue and admission but computes it on Triton's thread (Enqueue's inline path,
+// ServeInline in dispatcher.cc), saving the worker's wake-up; requests arriving meanwhile are queued
+// and taken by the workers as usual (the inline rows count as computing ahead of them). At most one
+// batch of a model runs inline at a time (it needs nothing computing), so an instance's session
+// runs at most two Runs at once.
 // Admission control (admission.h) refuses on arrival a request that cannot finish within its
 // level's budget behind the work of its level or higher, and sheds at take time one that waited too
 // long; a batch holds one level (priority 1 first), and while overloaded a lowest-level batch holds
@@ -40,15 +41,9 @@ void Answer(InstanceState* s, Pending* p, uint64_t exec_start_ns, uint64_t exec_
 // Queues each good request of `requests` (read and checked), or refuses it as overloaded on
 // arrival; bad and refused ones are answered at once. Every entry it queued or answered is left
 // null in `requests`; when it throws (std::bad_alloc), the entries still there are the caller's
-// to answer. Returns at once: the workers answer the rest.
+// to answer. Returns at once: the workers answer the rest. With inline_when_idle, a model found idle
+// (nothing queued or computing) has its batch computed and answered here, on the calling thread.
 void Enqueue(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns);
-
-// When the model is idle (nothing queued or computing), admits `requests` as
-// Enqueue does and computes the batch they make on the calling thread (Triton's), answering every
-// one; rows past one batch go to the workers. Returns false, having touched nothing, when the model
-// is not idle (the caller enqueues). When it throws, the entries still in `requests` are the
-// caller's to answer.
-bool ServeInline(InstanceState* s, std::vector<std::unique_ptr<Pending>>* requests, uint64_t arrival_ns);
 
 // Starts `s`'s worker on its model's queue.
 TRITONSERVER_Error* StartWorker(InstanceState* s);

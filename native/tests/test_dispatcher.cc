@@ -305,6 +305,27 @@ void FinalizeInstance(std::unique_ptr<InstanceState>* s) {
   s->reset();
 }
 
+// One instance per entry of `tritons` (its id set), named "<model>_<i>", each with its worker
+// started when the model has a queue, as TRITONBACKEND_ModelInstanceInitialize does.
+std::vector<std::unique_ptr<InstanceState>> StartInstances(ModelState* model,
+                                                           std::vector<TRITONBACKEND_ModelInstance>* tritons) {
+  std::vector<std::unique_ptr<InstanceState>> instances;
+  for (size_t i = 0; i < tritons->size(); ++i) {
+    (*tritons)[i].id = static_cast<int>(i);
+    auto s = std::make_unique<InstanceState>();
+    s->model = model;
+    s->triton = &(*tritons)[i];
+    s->name = model->name + "_" + std::to_string(i);
+    if (model->dispatcher) {
+      TRITONSERVER_Error* err = StartWorker(s.get());
+      Check(err == nullptr, "a worker starts");
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    }
+    instances.push_back(std::move(s));
+  }
+  return instances;
+}
+
 // Sends `slice` through `s` in Execute calls of 1-6 requests.
 void Produce(InstanceState* s, TRITONBACKEND_Request* const* slice, size_t count, unsigned seed, int gap_us = 40) {
   std::minstd_rand rng(seed);
@@ -339,20 +360,7 @@ void Run(const Scenario& scenario) {
     model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, scenario.budget_s}}, 1);
   }
   std::vector<TRITONBACKEND_ModelInstance> tritons(scenario.instances);
-  std::vector<std::unique_ptr<InstanceState>> instances;
-  for (int i = 0; i < scenario.instances; ++i) {
-    tritons[i].id = i;
-    auto s = std::make_unique<InstanceState>();
-    s->model = model.get();
-    s->triton = &tritons[i];
-    s->name = std::string(scenario.name) + "_" + std::to_string(i);
-    if (model->dispatcher) {
-      TRITONSERVER_Error* err = StartWorker(s.get());
-      Check(err == nullptr, "a worker starts");
-      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    }
-    instances.push_back(std::move(s));
-  }
+  std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
   const size_t per_call = 4;  // about 3.5 requests a call: room for the last burst
   const size_t per_producer = static_cast<size_t>(scenario.calls) * per_call;
   const size_t burst = 20 * per_call;
@@ -531,17 +539,7 @@ FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
   Dispatcher& d = *model->dispatcher;
   d.admission.Observe(8, 0.008);  // 1 ms a row; nothing else is learned while the gate is closed
   std::vector<TRITONBACKEND_ModelInstance> tritons(2);
-  std::vector<std::unique_ptr<InstanceState>> instances;
-  for (int i = 0; i < 2; ++i) {
-    auto s = std::make_unique<InstanceState>();
-    s->model = model.get();
-    s->triton = &tritons[i];
-    s->name = "level_one_" + std::to_string(i);
-    TRITONSERVER_Error* err = StartWorker(s.get());
-    Check(err == nullptr, "a worker starts");
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    instances.push_back(std::move(s));
-  }
+  std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
   auto request = [](int id, int64_t priority) {
     auto r = std::make_unique<TRITONBACKEND_Request>();
     r->id = id;
@@ -601,17 +599,7 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
   model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 10.0}}, 1);
   Dispatcher& d = *model->dispatcher;
   std::vector<TRITONBACKEND_ModelInstance> tritons(2);
-  std::vector<std::unique_ptr<InstanceState>> instances;
-  for (int i = 0; i < 2; ++i) {
-    auto s = std::make_unique<InstanceState>();
-    s->model = model.get();
-    s->triton = &tritons[i];
-    s->name = "inline_" + std::to_string(i);
-    TRITONSERVER_Error* err = StartWorker(s.get());
-    Check(err == nullptr, "a worker starts");
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    instances.push_back(std::move(s));
-  }
+  std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
   auto request = [](int id) {
     auto r = std::make_unique<TRITONBACKEND_Request>();
     r->id = id;
