@@ -449,7 +449,8 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     assert deployment_key(systems["ours-fused"]) != deployment_key(systems["ours-grpc-fp32"])
     assert deployment_key(systems["naive"]) != deployment_key(systems["naive-1t"])
     assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
-    shipped = ("ours-default", "ours-default-queued", "ours-default-http")  # as it ships: caches on
+    # as it ships: caches on
+    shipped = ("ours-default", "ours-default-queued", "ours-default-direct", "ours-default-pool64", "ours-default-http")
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-graph"])  # caches on
@@ -457,6 +458,13 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     queued = systems["ours-default-queued"].settings
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-queued"])
     assert queued.native.inline_when_idle is False and systems["ours-default"].settings.native.inline_when_idle
+    # the same build with no Triton batcher in front of the backend's own queue
+    assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-direct"])
+    assert systems["ours-default-direct"].settings.native.triton_batcher is False
+    # the same build with a front-end option: its own server, its settings the shipped ones
+    pool = systems["ours-default-pool64"]
+    assert deployment_key(systems["ours-default"]) != deployment_key(pool)
+    assert pool.settings == systems["ours-default"].settings and pool.server_args
 
 
 def test_fused_and_ensemble_renderings_are_separate_deployments() -> None:

@@ -25,7 +25,7 @@ from fastpath_backends.parameters import (
     TextPipelineParameters,
     TokenizerParameters,
 )
-from triton_fastpath.config.render import Target, native_backend, python_adapter, render
+from triton_fastpath.config.render import Target, native_backend, python_adapter, queues_itself, render
 from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
@@ -205,3 +205,29 @@ def test_inline_when_idle_is_written_only_when_off_and_only_for_native_models_wi
     assert off and set(off.values()) == {"false"}
     assert "digits" in off
     assert written(queued, Target.CONTAINER) == {}
+
+
+@pytest.mark.parametrize("options", [{}, {"rendering": "fused"}], ids=["shipped", "fused"])
+def test_triton_batcher_off_drops_dynamic_batching_only_where_the_backend_queues_the_model_itself(options):
+    shipped = RepoSettings.tuned(**options)
+    direct = dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, triton_batcher=False))
+
+    def batched(settings: RepoSettings, target: Target) -> dict[str, bool]:
+        return {
+            spec.name: "dynamic_batching" in render(spec, target)
+            for spec in default_specs(settings, target)
+            if spec.dynamic_batching is not None
+        }
+
+    for target in Target:
+        before, after = batched(shipped, target), batched(direct, target)
+        assert before.keys() == after.keys() and all(before.values())
+        dropped = {name for name, kept in after.items() if not kept}
+        specs = {spec.name: spec for spec in default_specs(direct, target)}
+        assert dropped == {name for name in after if queues_itself(specs[name], target)}
+        if target is Target.EMBEDDED:
+            assert "digits" in dropped  # fastpath_ort's own queue (admission budgets)
+            # what the backend does not queue itself keeps Triton's batcher (Python models, encoders)
+            assert any(after.values())
+        else:
+            assert dropped == set()  # the container serves with Triton's batcher in front

@@ -58,6 +58,8 @@ class System:
         ort_threads: onnxruntime intra-op threads per worker (kind 'fastapi-ort').
         settings: our repository's settings (kind 'ours' only).
         cached: caches on; measured only in the cached scenarios (duplicate ratios of the config).
+        server_args: tritonserver options added to ours (kind 'ours'), e.g. a front-end option measured
+            beside the default build.
     """
 
     key: str
@@ -70,6 +72,7 @@ class System:
     ort_threads: int = 1
     settings: RepoSettings | None = None
     cached: bool = False
+    server_args: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -109,6 +112,8 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
             "pytriton-1t",
             "ours-python-digits",
             "ours-default-queued",
+            "ours-default-direct",
+            "ours-default-pool64",
             "ours-default-http",
             *PEER_KINDS,
         )
@@ -187,6 +192,24 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
             "grpc",
             settings=dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, inline_when_idle=False)),
         ),
+        # the same build with gRPC's request/response objects kept for reuse up to 64 in flight
+        # (Triton's default keeps 8: the 32-client sweep allocates and frees the rest per request)
+        System(
+            "ours-default-pool64",
+            "ours: the default build, --grpc-infer-allocation-pool-size 64, gRPC",
+            "ours",
+            "grpc",
+            settings=shipped,
+            server_args=("--grpc-infer-allocation-pool-size", "64"),
+        ),
+        # the same build with no Triton batcher in front of the models the backend queues itself
+        System(
+            "ours-default-direct",
+            "ours: the default build, no Triton batcher before fastpath_ort's own queue (triton_batcher off), gRPC",
+            "ours",
+            "grpc",
+            settings=dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, triton_batcher=False)),
+        ),
         System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
         System(
             "ours-fused",
@@ -244,7 +267,7 @@ def _caches_label(settings: RepoSettings) -> str:
 
 def deployment_key(system: System) -> tuple:
     """Systems with equal keys are served by one process (e.g. gRPC and HTTP views of one server)."""
-    return (system.kind, system.torch_threads, system.workers, system.ort_threads, system.settings)
+    return (system.kind, system.torch_threads, system.workers, system.ort_threads, system.settings, system.server_args)
 
 
 def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float, body: dict | None = None) -> None:
@@ -365,6 +388,7 @@ def start_system(
             grpc_port=0,
             metrics_port=0,
             log_file=logs / f"{system.key}-tritonserver.log",
+            extra_args=system.server_args,
             **cache_options(settings, redis_url),
         )
         server = EmbeddedTritonServer(config)

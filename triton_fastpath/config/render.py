@@ -42,7 +42,8 @@ ORT_GRAPH_LEVELS = (-1, 1, 2)
 # Rows per length bucket where the kit's embedded backends run an encoder: a Python model in process
 # (fastpath_backends.batch.run_by_length) and the native fastpath_ort (its requests sorted by length).
 LENGTH_BUCKET_PARAMETER = "length_bucket_rows"
-PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, "admission_budget_ms_")
+ADMISSION_BUDGET_PREFIX = "admission_budget_ms_"
+PYTHON_RUNNER_ONLY = (LENGTH_BUCKET_PARAMETER, ADMISSION_BUDGET_PREFIX)
 # Parameters only the kit's embedded backends read (admission, the text checks of fastpath_ort).
 EMBEDDED_ONLY = (
     *PYTHON_RUNNER_ONLY,
@@ -132,7 +133,7 @@ def render(spec: ModelSpec, target: Target | str, options: ContainerOptions | No
     options = options or ContainerOptions()
     config: dict[str, Any] = {"name": spec.name}
     _set_platform(config, spec, target)
-    _set_batching(config, spec)
+    _set_batching(config, spec, target)
     _set_io(config, spec, ragged=python_adapter(spec, target) is not None or native_backend(spec, target))
     _set_instances(config, spec, target)
     _set_warmup(config, spec)
@@ -206,10 +207,19 @@ def _queue_policy(policy: QueuePolicy) -> dict[str, Any]:
     }
 
 
-def _set_batching(config: dict[str, Any], spec: ModelSpec) -> None:
+def queues_itself(spec: ModelSpec, target: Target | str) -> bool:
+    """Whether `fastpath_ort` queues and batches `spec` itself on `target` (pure): a native model
+    with admission budgets on the embedded target (its dispatcher: admission, priority levels, the
+    inline batch of an idle model)."""
+    budgets = any(key.startswith(ADMISSION_BUDGET_PREFIX) for key in spec.parameters)
+    return budgets and as_target(target) is Target.EMBEDDED and native_backend(spec, target)
+
+
+def _set_batching(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
     config["max_batch_size"] = spec.max_batch_size
     batching = spec.dynamic_batching
-    if batching is None:
+    if batching is None or (not spec.triton_batcher and queues_itself(spec, target)):
+        # no Triton batcher in front of a backend that batches from its own queue
         return
     section: dict[str, Any] = {"max_queue_delay_microseconds": batching.max_queue_delay_us}
     if batching.preferred_batch_sizes:

@@ -228,11 +228,17 @@ class NativeBackend:
             the worker's wake-up on a lone request (`inline_when_idle` of fastpath_ort, written
             only when off; `fastpath bench serving --only ours-default ours-default-queued`
             measures both side by side).
+        triton_batcher: keep Triton's dynamic batcher in front of a model the backend queues
+            itself (admission budgets, embedded target). False renders such a model without
+            `dynamic_batching`: Triton's default scheduler hands each request over as it arrives
+            and the backend's own queue batches them, one hand-off fewer per request
+            (`fastpath bench serving --only ours-default ours-default-direct` measures both).
     """
 
     enabled: bool = FACTORY_TUNABLES["native"]
     ids_lane: bool = True
     inline_when_idle: bool = True
+    triton_batcher: bool = True
 
     @property
     def serves_ids_lane(self) -> bool:

@@ -174,6 +174,10 @@ class ModelSpec:
         artifacts: the name its files and warm-up samples are recorded under, when not its own: a
             text graph served under its pipeline's name (no wrapper) keeps its role's
             `<pipeline>_graph` artifacts. Empty: `name`.
+        triton_batcher: False: where `fastpath_ort` queues the model itself (a native model with
+            admission budgets, embedded target) its `dynamic_batching` is not rendered: each request
+            reaches the backend as Triton's default scheduler hands it over, and the backend's own
+            queue batches them (`NativeBackend.triton_batcher`). Other models and targets keep it.
     """
 
     name: str
@@ -196,6 +200,7 @@ class ModelSpec:
     native: bool = False
     container_native: bool = False
     artifacts: str = ""
+    triton_batcher: bool = True
 
     def __post_init__(self) -> None:
         check_name("model name", self.name)

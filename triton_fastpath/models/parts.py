@@ -412,6 +412,7 @@ def onnx_classifier_spec(
         onnx_threads=settings.onnx_threads,
         native=settings.native.enabled,
         dynamic_batching=settings.batching.dynamic_batching,
+        triton_batcher=settings.native.triton_batcher,
         warmups=warmup_of(inputs, settings.batching.max_batch_size, files=sample_dims is not None, dims=sample_dims),
         # admission is the embedded onnx_runner's (render drops the budgets for a native backend)
         parameters={

@@ -236,6 +236,7 @@ def text_graph_specs(
         onnx_threads=settings.onnx_threads,
         native=not container,
         dynamic_batching=settings.batching.dynamic_batching,
+        triton_batcher=settings.native.triton_batcher,
         warmups=warmup_of((text,), batch, files=True),
         parameters={
             **own.to_parameters(),
