@@ -114,6 +114,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
             "ours-default-queued",
             "ours-default-direct",
             "ours-default-pool64",
+            "ours-default-http-t2",
             "ours-default-http",
             *PEER_KINDS,
         )
@@ -201,6 +202,15 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
             "grpc",
             settings=shipped,
             server_args=("--grpc-infer-allocation-pool-size", "64"),
+        ),
+        # the HTTP view with as many HTTP threads as cores (Triton's default is 8)
+        System(
+            "ours-default-http-t2",
+            "ours: the default build, --http-thread-count 2, HTTP/JSON",
+            "ours",
+            "http",
+            settings=shipped,
+            server_args=("--http-thread-count", "2"),
         ),
         # the same build with no Triton batcher in front of the models the backend queues itself
         System(
