@@ -447,7 +447,8 @@ PlanItem ToPlanItem(const ModelSettings& settings, const Pending& p, bool token_
 
 }  // namespace
 
-void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start_ns, std::vector<RunCost>* costs) {
+void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start_ns, std::vector<RunCost>* costs,
+                 const RunDone& run_done) {
   const ModelSettings& settings = s->model->settings;
   std::vector<std::vector<Pending*>> runs;
   if (!settings.batched()) {
@@ -469,6 +470,7 @@ void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_sta
   for (const std::vector<Pending*>& run : runs) {
     RunGroup(s, run);
     CostOf(run, costs);
+    if (run_done) run_done(run);
   }
   uint64_t start = 0, end = 0;
   int64_t computed = 0;

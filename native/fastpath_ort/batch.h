@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "request.h"
@@ -18,9 +19,13 @@ struct RunCost {
   double seconds = 0;
 };
 
+// Called after each Run with that Run's requests (computed, or failed alone): they may be answered
+// at once, before the batch's later Runs (a length bucket's answer does not wait for its batch-mates).
+using RunDone = std::function<void(const std::vector<Pending*>& run)>;
+
 // Runs `good` (requests that passed ReadRequest, admitted) and reports Triton's batch statistics;
-// each whole Run's cost goes to `costs` when given.
+// each whole Run's cost goes to `costs` when given, and each Run's requests to `run_done` when given.
 void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_start_ns,
-                 std::vector<RunCost>* costs = nullptr);
+                 std::vector<RunCost>* costs = nullptr, const RunDone& run_done = nullptr);
 
 }  // namespace fastpath

@@ -46,6 +46,8 @@ struct Pending {
   uint64_t compute_end_ns = 0;
 
   bool good() const { return error == nullptr; }
+  // Answered already (Answer released its request and sent its response).
+  bool answered() const { return request == nullptr && response == nullptr; }
   // Records `err` (consumed) as the request's answer, unless it already has one.
   void Fail(TRITONSERVER_Error* err) noexcept {
     if (error == nullptr) {

@@ -183,7 +183,9 @@ struct Gate {
     std::unique_lock<std::mutex> lock(mutex);
     opened.wait(lock, [&] { return !closed; });
   }
-} gate;
+} gate, later_runs;  // later_runs: a batch's second and later Runs wait there
+
+std::atomic<int> run_requests{0};  // requests per fake Run (0: the whole batch is one Run)
 
 }  // namespace
 
@@ -196,15 +198,14 @@ void ReadRequest(const ModelSettings& /*settings*/, const WordPieceTokenizer* /*
 
 int64_t RequestPriority(TRITONBACKEND_Request* request) { return request->priority; }
 
-void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*exec_start_ns*/,
-                 std::vector<RunCost>* costs) {
-  gate.Pass();
+// One fake Run: sleeps work_us, then writes each request's outputs (or fails a `partial` one).
+void ComputeFakeRun(const std::vector<Pending*>& run, int batch_requests, std::vector<RunCost>* costs) {
   const uint64_t start = NowNs();
   std::this_thread::sleep_for(std::chrono::microseconds(work_us.load()));
   const uint64_t end = NowNs();
   int64_t rows = 0;
-  for (Pending* p : good) {
-    p->request->batch_requests = static_cast<int>(good.size());
+  for (Pending* p : run) {
+    p->request->batch_requests = batch_requests;
     {
       std::lock_guard<std::mutex> lock(p->request->mutex);
       p->request->computed_on = std::this_thread::get_id();
@@ -228,6 +229,20 @@ void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*ex
     if (p->good()) rows += p->rows;
   }
   if (costs != nullptr && rows > 0) costs->push_back({rows, static_cast<double>(end - start) / 1e9});
+}
+
+// The batch as Runs of run_requests requests (0: one Run), as batch.cc plans length buckets; each
+// Run's requests go to `run_done` when it ends, and a batch's later Runs wait at `later_runs`.
+void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*exec_start_ns*/,
+                 std::vector<RunCost>* costs, const RunDone& run_done) {
+  gate.Pass();
+  const size_t per_run = run_requests > 0 ? static_cast<size_t>(run_requests) : std::max<size_t>(1, good.size());
+  for (size_t first = 0; first < good.size(); first += per_run) {
+    if (first > 0) later_runs.Pass();
+    const std::vector<Pending*> run(good.begin() + first, good.begin() + std::min(good.size(), first + per_run));
+    ComputeFakeRun(run, static_cast<int>(good.size()), costs);
+    if (run_done) run_done(run);
+  }
 }
 
 }  // namespace fastpath
@@ -662,6 +677,51 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
   ReleaseKept(model.get(), true);
   for (TRITONBACKEND_Request* r : {lone.get(), held.get(), beside.get(), behind.get(), off.get()}) {
     Check(r->releases == 1 && r->misuse == 0, "every request released once, nothing touched after");
+  }
+  Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
+}
+
+// A batch of several Runs (length buckets) answers each Run's requests when that Run ends: the
+// first is answered while the second is still held, its rows no longer counted as computing.
+FASTPATH_TEST(QueuedAnswersEachRunAtOnce) {
+  current = "queued, each Run answered at once";
+  auto model = std::make_unique<ModelState>();
+  model->name = "runs";
+  model->settings.max_batch_size = 8;
+  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 10000.0}}, 1);
+  Dispatcher& d = *model->dispatcher;
+  std::vector<TRITONBACKEND_ModelInstance> tritons(2);
+  std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
+  auto computing = [&] {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    return d.queue.computing_rows();
+  };
+  auto until = [&](const std::function<bool()>& done) {
+    for (int wait = 0; wait < 10000 && !done(); ++wait) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return done();
+  };
+  std::vector<std::unique_ptr<TRITONBACKEND_Request>> requests;
+  for (int id = 1; id <= 3; ++id) {
+    requests.push_back(std::make_unique<TRITONBACKEND_Request>());
+    requests.back()->id = id;
+  }
+  TRITONBACKEND_Request* batch[] = {requests[0].get(), requests[1].get(), requests[2].get()};
+  run_requests = 2;  // Runs: {1, 2}, {3}
+  later_runs.Close();
+  std::thread triton([&] { Execute(instances[0].get(), batch, 3, NowNs()); });  // idle: one batch, inline
+  Check(until([&] { return batch[0]->sends == 1 && batch[1]->sends == 1; }),
+        "the first Run's requests are answered while the batch's second Run is held");
+  Check(batch[2]->sends == 0 && computing() == 1, "the held Run's request is still computing, alone");
+  Check(batch[0]->releases == 1 && batch[0]->sent_code == -1 && batch[0]->batch_requests == 3,
+        "an early answer is a whole answer of the batch, its request released");
+  later_runs.Open();
+  triton.join();
+  Check(batch[2]->sends == 1 && batch[2]->sent_code == -1 && computing() == 0, "the second Run is answered");
+  run_requests = 0;
+  for (auto& s : instances) FinalizeInstance(&s);
+  ReleaseKept(model.get(), true);
+  for (TRITONBACKEND_Request* r : batch) {
+    Check(r->releases == 1 && r->sends == 1 && r->misuse == 0, "every request answered and released once");
   }
   Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
 }
