@@ -467,10 +467,11 @@ void ExecuteGood(InstanceState* s, std::vector<Pending*> good, uint64_t exec_sta
       for (size_t i : indexes) runs.back().push_back(good[i]);
     }
   }
-  for (const std::vector<Pending*>& run : runs) {
-    RunGroup(s, run);
-    CostOf(run, costs);
-    if (run_done) run_done(run);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    RunGroup(s, runs[r]);
+    CostOf(runs[r], costs);
+    // the last Run's requests are answered with the batch's (a one-Run batch as before)
+    if (run_done && r + 1 < runs.size()) run_done(runs[r]);
   }
   uint64_t start = 0, end = 0;
   int64_t computed = 0;

@@ -19,8 +19,9 @@ struct RunCost {
   double seconds = 0;
 };
 
-// Called after each Run with that Run's requests (computed, or failed alone): they may be answered
-// at once, before the batch's later Runs (a length bucket's answer does not wait for its batch-mates).
+// Called after each Run but the batch's last with that Run's requests (computed, or failed alone):
+// they may be answered at once, before the later Runs (a length bucket's answer does not wait for
+// its batch-mates); the last Run's are answered with the batch, as a one-Run batch's always were.
 using RunDone = std::function<void(const std::vector<Pending*>& run)>;
 
 // Runs `good` (requests that passed ReadRequest, admitted) and reports Triton's batch statistics;

@@ -227,8 +227,9 @@ void ServeTaken(InstanceState* s, std::unique_lock<std::mutex>* lock, std::vecto
   bool overloaded = false;
   std::vector<RunCost> costs;
   uint64_t shed = 0;
-  // Each Run's requests are answered as soon as it ends, their rows done first (see below): with
-  // length buckets a batch is several Runs, and a request of the first no longer waits for the last.
+  // Each Run's requests but the last Run's are answered as soon as it ends, their rows done first
+  // (see below): with length buckets a batch is several Runs, and a request of the first no longer
+  // waits for the last. The last Run's go out with the batch's bookkeeping, as before.
   const RunDone answer_run = [s, &d, &taken, start](const std::vector<Pending*>& run) {
     {
       std::lock_guard<std::mutex> guard(d.mutex);

@@ -232,16 +232,17 @@ void ComputeFakeRun(const std::vector<Pending*>& run, int batch_requests, std::v
 }
 
 // The batch as Runs of run_requests requests (0: one Run), as batch.cc plans length buckets; each
-// Run's requests go to `run_done` when it ends, and a batch's later Runs wait at `later_runs`.
+// Run's requests but the last Run's go to `run_done` when it ends, and later Runs wait at `later_runs`.
 void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*exec_start_ns*/,
                  std::vector<RunCost>* costs, const RunDone& run_done) {
   gate.Pass();
   const size_t per_run = run_requests > 0 ? static_cast<size_t>(run_requests) : std::max<size_t>(1, good.size());
   for (size_t first = 0; first < good.size(); first += per_run) {
     if (first > 0) later_runs.Pass();
-    const std::vector<Pending*> run(good.begin() + first, good.begin() + std::min(good.size(), first + per_run));
+    const size_t last = std::min(good.size(), first + per_run);
+    const std::vector<Pending*> run(good.begin() + first, good.begin() + last);
     ComputeFakeRun(run, static_cast<int>(good.size()), costs);
-    if (run_done) run_done(run);
+    if (run_done && last < good.size()) run_done(run);  // as batch.cc: the last Run's with the batch
   }
 }
 
