@@ -18,6 +18,7 @@ import numpy as np
 
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.engine.pipeline import Pipeline, Progress
 from triton_fastpath.imports.checks import (
     Check,
     GateCheck,
@@ -34,7 +35,6 @@ from triton_fastpath.imports.served_check import (
     served_step,
 )
 from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Pipeline, Progress
 from triton_fastpath.recipes.gates import texts_needed
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
 from triton_fastpath.recipes.served_files import served_text_classifier

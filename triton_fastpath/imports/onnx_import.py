@@ -15,6 +15,7 @@ import numpy as np
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.tensors import TensorSpec
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
     Check,
@@ -35,7 +36,6 @@ from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, check_served, 
 from triton_fastpath.models.parts import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.gates import AgreementGate, texts_needed
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
 

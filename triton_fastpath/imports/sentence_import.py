@@ -28,6 +28,7 @@ import numpy as np
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds
 from triton_fastpath.imports.eval_corpus import EvalTexts, eval_texts
@@ -39,7 +40,6 @@ from triton_fastpath.imports.served_check import served_step
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import backends_importable
 from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
 from triton_fastpath.recipes.served_files import text_pipeline_files
 

@@ -12,12 +12,12 @@ import numpy as np
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.engine.pipeline import Pipeline
 from triton_fastpath.imports.checks import Check, Samples
 from triton_fastpath.imports.eval_corpus import topped_up
 from triton_fastpath.imports.graph_runs import onnx_runner
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, SERVED_ROWS, check_served, in_served_batches
 from triton_fastpath.imports.setfit_head import LinearHead
-from triton_fastpath.recipes.engine import Pipeline
 from triton_fastpath.recipes.gates import texts_needed
 from triton_fastpath.recipes.reports import ModelReport
 

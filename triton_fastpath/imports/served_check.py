@@ -22,10 +22,10 @@ import numpy as np
 
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.engine.pipeline import Declared, Step
 from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds, Samples, agreeing, diff_check
 from triton_fastpath.imports.int8_gate import cosines
-from triton_fastpath.recipes.engine import Declared, Step
 from triton_fastpath.recipes.gates import AgreementGate
 
 SERVED_ROWS = 2048  # the most rows the served check sends

@@ -46,12 +46,12 @@ from triton_fastpath.config.tensorrt import (
     write_engine_plan,
 )
 from triton_fastpath.config.validation import validate_repository
+from triton_fastpath.engine.pipeline import Declared, Step
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.native import build as native_build
 from triton_fastpath.native import cache_build
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
-from triton_fastpath.recipes.engine import Declared, Step
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -413,7 +413,7 @@ def assemble_step(
     *,
     said: str,
 ) -> Declared:
-    """`assemble` as a recipe's last step (`recipes.engine.Declared`), done with `said`."""
+    """`assemble` as a recipe's last step (`engine.Declared`), done with `said`."""
 
     def run(step: Step) -> None:
         assemble(specs, repository, target=target, files=files, warmup_samples=warmups)

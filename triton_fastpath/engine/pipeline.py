@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.engine.freshness import Freshness
 
 Progress = Callable[[str], None]
 
