@@ -89,7 +89,7 @@ def serve_check(
 ) -> list[Check]:
     """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
     tokenizer) and vs the source (FP32), on the evaluation texts (topped up from the built-in corpus
-    when too few to show 99%): the checks (`served_check.served_step` judges them).
+    when too few to show 99%): the checks (`served_check.ServedCheck` judges them).
 
     The expected rows are computed in the batches the check sends (`served_check.in_served_batches`):
     dynamic INT8 quantises activations per batch tensor, so a row's INT8 output depends on its batch.
