@@ -304,7 +304,7 @@ def test_the_unicode_probe_measures_what_the_held_out_check_cannot_see(files, gr
 def test_the_build_step_builds_reuses_and_refuses_without_failing_the_build(files, tmp_path) -> None:
     import shutil
 
-    from triton_fastpath.recipes.engine import Pipeline, StepState
+    from triton_fastpath.engine.pipeline import Pipeline, StepState
     from triton_fastpath.recipes.text_graph_step import text_graph_step
     from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 

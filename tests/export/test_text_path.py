@@ -20,7 +20,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
 from tests.export.test_text_graph import TEXTS, _encoder, _tokenizer_json  # noqa: E402
-from triton_fastpath.recipes.engine import Pipeline, StepState  # noqa: E402
+from triton_fastpath.engine.pipeline import Pipeline, StepState  # noqa: E402
 from triton_fastpath.recipes.text_path_step import GATE_NAME, text_path_step  # noqa: E402
 from triton_fastpath.recipes.text_step_inputs import TextStepInputs  # noqa: E402
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Refused, StepState, StepStatus
 from triton_fastpath.errors import VerificationError
-from triton_fastpath.recipes.engine import Declared, Pipeline, Refused, StepState, StepStatus
-from triton_fastpath.recipes.freshness import Freshness
 
 
 def export_step(tmp_path: Path) -> Freshness:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from triton_fastpath.recipes.freshness import Freshness, digest
+from triton_fastpath.engine.freshness import Freshness, digest
 
 
 def step(tmp_path: Path, **params) -> Freshness:

@@ -6,5 +6,6 @@
 - `public`: public models from pinned registry wheels (Magika).
 
 May import: `config`, `models`, `recipes`, `export`, `cache` (the semantic embedder's record), `serve` (the
-served check's server), `errors`, `paths`.
+served check's server), `engine` (the step engine its recipes run on), `errors`,
+`paths`.
 """

@@ -11,13 +11,14 @@ This module takes Hugging Face folders (`import_hf`); `imports.onnx_import` take
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress
 from triton_fastpath.imports.checks import (
     Check,
     GateCheck,
@@ -29,12 +30,11 @@ from triton_fastpath.imports.eval_corpus import eval_texts, topped_up
 from triton_fastpath.imports.served_check import (
     SERVED_MIN_ROWS,
     SERVED_ROWS,
+    ServedCheck,
     check_served,
     in_served_batches,
-    served_step,
 )
-from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Pipeline, Progress
+from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.gates import texts_needed
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
 from triton_fastpath.recipes.served_files import served_text_classifier
@@ -165,65 +165,66 @@ def import_hf_classifier(
     if evaluation.fp32_only:
         report.checks.append(f"INT8 not served: {evaluation.fp32_only}")
     served = served_text_classifier(name, exported, target)
-    check = served_step(
-        name,
-        serve_check,
-        lambda: _check_served_text(
-            served, out_dir, texts=evaluation.texts, settings=exported.settings, target=target, progress=progress
-        ),
-        verdicts(report, pipeline.say),
-    )
-    assemble = assemble_step(served.specs, repository, target, served.files, served.warmups, said=str(repository))
-    pipeline.run([check, assemble])
+    serving = ServedClassifier(served, out_dir, evaluation.texts, exported.settings, target, progress)
+    check = ServedCheck(name, serve_check, serving.checks, verdicts(report, pipeline.say))
+    install = Assembly(served.specs, repository, target, served.files, served.warmups, str(repository))
+    pipeline.run([Declared("served check", check), Declared("assemble", install)])
     write_report([report], out_dir / "report.json")
     pipeline.say(f"added {len(served.specs)} models to {repository}")
     return report
 
 
-def _check_served_text(
-    served: ModelArtifact,
-    out_dir: Path,
-    *,
-    texts: Sequence[str],
-    settings: RepoSettings,
-    target: Target | str,
-    progress: Progress,
-) -> list[Check]:
-    """The text pipeline `served` through tritonserver vs onnxruntime on the served file in
-    `out_dir` (same tokenization) and vs the source's labels (FP32), on `texts` topped up from the
-    built-in corpus to `SERVED_MIN_ROWS` when they are too few to show 99%."""
-    from fastpath_backends.text import TextEncoder
-    from triton_fastpath.imports.graph_runs import onnx_runner
+@dataclass(frozen=True)
+class ServedClassifier:
+    """The exported classifier as served (`served`: its models' specs, files and warmups), with
+    what its served check needs: the served file and tokenizer in `out_dir`, the import's `texts`,
+    the `settings` it is served with."""
 
-    name, specs = served.name, served.specs
-    if len(texts) < texts_needed():
-        texts, added = topped_up(texts, SERVED_MIN_ROWS)
-        progress(f"{name}: the served check adds {added:,} built-in texts to yours (a 99% bound needs more)")
-    texts = list(texts[:SERVED_ROWS])
-    # Natural length, as every rendering serves it (a batch padded to its longest text).
-    encoder = TextEncoder(out_dir / "tokenizer.json", settings.max_length, padding="longest")
+    served: ModelArtifact
+    out_dir: Path
+    texts: Sequence[str]
+    settings: RepoSettings
+    target: Target | str
+    progress: Progress
 
-    def outputs(precision: str) -> dict[str, np.ndarray]:
-        run = onnx_runner(out_dir / PRECISIONS[precision], "probabilities")
-        return {"probabilities": in_served_batches(specs, name, target=target, texts=texts, encoder=encoder, run=run)}
+    def checks(self) -> list[Check]:
+        """The text pipeline through tritonserver vs onnxruntime on the served file (same
+        tokenization) and vs the source's labels (FP32), on the texts topped up from the built-in
+        corpus to `SERVED_MIN_ROWS` when they are too few to show 99%."""
+        from fastpath_backends.text import TextEncoder
+        from triton_fastpath.imports.graph_runs import onnx_runner
 
-    expected = outputs(settings.precision)
-    source = expected if settings.precision == "fp32" else outputs("fp32")
-    rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, None, "the evaluation texts")
-    return check_served(
-        specs,
-        name,
-        files=served.files,
-        warmups=served.warmups,
-        samples=rows,
-        expected=expected,
-        label_output="probabilities",
-        label_names=next(s.labels for s in specs if s.name == name),
-        thresholds=ImportThresholds(),
-        target=target,
-        progress=progress,
-        source=source,
-    )
+        served, settings, target = self.served, self.settings, self.target
+        name, specs, texts = served.name, served.specs, self.texts
+        if len(texts) < texts_needed():
+            texts, added = topped_up(texts, SERVED_MIN_ROWS)
+            self.progress(f"{name}: the served check adds {added:,} built-in texts to yours (a 99% bound needs more)")
+        texts = list(texts[:SERVED_ROWS])
+        # Natural length, as every rendering serves it (a batch padded to its longest text).
+        encoder = TextEncoder(self.out_dir / "tokenizer.json", settings.max_length, padding="longest")
+
+        def outputs(precision: str) -> dict[str, np.ndarray]:
+            run = onnx_runner(self.out_dir / PRECISIONS[precision], "probabilities")
+            batches = in_served_batches(specs, name, target=target, texts=texts, encoder=encoder, run=run)
+            return {"probabilities": batches}
+
+        expected = outputs(settings.precision)
+        source = expected if settings.precision == "fp32" else outputs("fp32")
+        rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, None, "the evaluation texts")
+        return check_served(
+            specs,
+            name,
+            files=served.files,
+            warmups=served.warmups,
+            samples=rows,
+            expected=expected,
+            label_output="probabilities",
+            label_names=next(s.labels for s in specs if s.name == name),
+            thresholds=ImportThresholds(),
+            target=target,
+            progress=self.progress,
+            source=source,
+        )
 
 
 def verdicts(report: ModelReport, say: Progress) -> Callable[[Check], Check]:

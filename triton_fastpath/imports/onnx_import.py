@@ -15,6 +15,7 @@ import numpy as np
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.tensors import TensorSpec
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
     Check,
@@ -31,11 +32,10 @@ from triton_fastpath.imports.checks import (
     read_label_names,
 )
 from triton_fastpath.imports.importer import imported_dir, verdicts
-from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, check_served, served_step
+from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, ServedCheck, check_served
 from triton_fastpath.models.parts import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
-from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
+from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.gates import AgreementGate, texts_needed
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
 
@@ -182,7 +182,7 @@ class OnnxImport:
             Declared("batch axis check", self.check_batch_axis),
             Declared("quantize INT8", self.quantize),
             Declared("serving plan", self.plan_serving, recorded=False),
-            served_step(self.name, serve_check, self.served_checks, self.verdict),
+            Declared("served check", ServedCheck(self.name, serve_check, self.served_checks, self.verdict)),
             Declared("assemble", self.assemble),
         ]
 
@@ -307,7 +307,7 @@ class OnnxImport:
 
     def assemble(self, step: Step) -> None:
         said = f"{self.repository}, serving {self.precision.upper()}"
-        assemble_step([self.spec], self.repository, self.target, self.files, self.warmups, said=said).run(step)
+        Assembly([self.spec], self.repository, self.target, self.files, self.warmups, said)(step)
 
 
 def _head(outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

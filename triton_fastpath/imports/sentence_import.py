@@ -28,6 +28,7 @@ import numpy as np
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds
 from triton_fastpath.imports.eval_corpus import EvalTexts, eval_texts
@@ -35,11 +36,10 @@ from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.graph_runs import batches_by_length, ms_per_batch, onnx_runner, run_graph, torch_runner
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
 from triton_fastpath.imports.sentence_serving import add_graph, pipeline_specs, serve_check, text_graph_files
-from triton_fastpath.imports.served_check import served_step
+from triton_fastpath.imports.served_check import ServedCheck
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
 from triton_fastpath.paths import backends_importable
-from triton_fastpath.recipes.assemble import assemble_step
-from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
+from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
 from triton_fastpath.recipes.served_files import text_pipeline_files
 
@@ -171,7 +171,7 @@ class SentenceImport:
             Declared("verify FP32 vs torch", self.verify_fp32),
             Declared("quantize INT8", self.quantize),
             Declared("text path", self.plan_serving, recorded=False),  # its text path records its own step
-            served_step(self.name, self.serve_check, self.served_checks, self.verdict),
+            Declared("served check", ServedCheck(self.name, self.serve_check, self.served_checks, self.verdict)),
             Declared("keep the files", self.keep_files, recorded=False),
             Declared("assemble", self.assemble),
         ]
@@ -380,7 +380,7 @@ class SentenceImport:
     def assemble(self, step: Step) -> None:
         files, warmups = self.served_files(self.out_dir)
         said = f"{self.repository}, serving {self.chosen.upper()}"
-        assemble_step(self.specs, self.repository, self.target, files, warmups, said=said).run(step)
+        Assembly(self.specs, self.repository, self.target, files, warmups, said)(step)
 
     def clean_up(self) -> None:
         """Removes the stage, if the import stopped before it became `out_dir`."""

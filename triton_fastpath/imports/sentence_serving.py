@@ -12,12 +12,12 @@ import numpy as np
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.engine.pipeline import Pipeline
 from triton_fastpath.imports.checks import Check, Samples
 from triton_fastpath.imports.eval_corpus import topped_up
 from triton_fastpath.imports.graph_runs import onnx_runner
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, SERVED_ROWS, check_served, in_served_batches
 from triton_fastpath.imports.setfit_head import LinearHead
-from triton_fastpath.recipes.engine import Pipeline
 from triton_fastpath.recipes.gates import texts_needed
 from triton_fastpath.recipes.reports import ModelReport
 
@@ -89,7 +89,7 @@ def serve_check(
 ) -> list[Check]:
     """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
     tokenizer) and vs the source (FP32), on the evaluation texts (topped up from the built-in corpus
-    when too few to show 99%): the checks (`served_check.served_step` judges them).
+    when too few to show 99%): the checks (`served_check.ServedCheck` judges them).
 
     The expected rows are computed in the batches the check sends (`served_check.in_served_batches`):
     dynamic INT8 quantises activations per batch tensor, so a row's INT8 output depends on its batch.

@@ -16,40 +16,44 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.spec import ModelSpec
+from triton_fastpath.engine.pipeline import Step
 from triton_fastpath.errors import VerificationError
 from triton_fastpath.imports.checks import Check, GateCheck, ImportThresholds, Samples, agreeing, diff_check
 from triton_fastpath.imports.int8_gate import cosines
-from triton_fastpath.recipes.engine import Declared, Step
 from triton_fastpath.recipes.gates import AgreementGate
 
 SERVED_ROWS = 2048  # the most rows the served check sends
 SERVED_MIN_ROWS = 512  # a sample smaller than a 99% bound needs (381) is topped up to this many
 
 
-def served_step(
-    model: str, enabled: bool, run: Callable[[], Sequence[Check]], verdict: Callable[[Check], Check]
-) -> Declared:
-    """The served check as a step of an import's recipe, before the user's repository is touched:
-    skipped when not `enabled` (--no-serve-check); else `run()`, each check through `verdict`
-    (printed, kept in the report), the first failure stops the import."""
+@dataclass(frozen=True)
+class ServedCheck:
+    """The served check as a step of an import's recipe (its `run` in `engine.pipeline.Declared`),
+    before the user's repository is touched: skipped when not `enabled` (--no-serve-check); else
+    `checks()`, each through `verdict` (printed, kept in the report); the first failure stops the
+    import of `model`."""
 
-    def check_served_model(step: Step) -> None:
-        if not enabled:
+    model: str
+    enabled: bool
+    checks: Callable[[], Sequence[Check]]
+    verdict: Callable[[Check], Check]
+
+    def __call__(self, step: Step) -> None:
+        if not self.enabled:
             step.skip("--no-serve-check")
             return
-        checks = run()
+        checks = self.checks()
         for check in checks:
-            if not verdict(check).passed:
-                raise VerificationError(f"{model}: the served model failed its check: {check.describe()}")
+            if not self.verdict(check).passed:
+                raise VerificationError(f"{self.model}: the served model failed its check: {check.describe()}")
         step.done(f"{len(checks)} checks through a real tritonserver")
-
-    return Declared("served check", check_served_model)
 
 
 def in_served_batches(

@@ -1,8 +1,8 @@
 """Recipes: how each model is made, from its source to verified artifacts to an assembled model
-repository, every recipe run on one step engine.
+repository, every recipe run on the one step engine (`triton_fastpath.engine`: a recipe's
+declared steps, `Declared`, run in order by `Pipeline.run`, each with its status; a file-making
+step skipped when up to date by content, `triton_fastpath.engine.freshness`).
 
-- `engine`: the step engine (`Pipeline`: a recipe's declared steps, `Declared`, run in order by
-  `Pipeline.run`, each with its status; a file-making step skipped when up to date, `freshness`);
 - `steps`: one model's verified export steps (torch -> ONNX -> INT8), skipped when up to date;
 - `reports`: what a model's build reports (variants, gates, checks, step statuses) and returns
   (`ModelArtifact`);
@@ -16,6 +16,6 @@ repository, every recipe run on one step engine.
   refused (the container target's graph rendering).
 
 May import: `config`, `models`, `export`, `cache` (semantic calibration), `native` (the backend and the
-cache plugin the assembled models name), `sdk` (the SDK's tokenizers beside the repository), `errors`,
-`paths`.
+cache plugin the assembled models name), `sdk` (the SDK's tokenizers beside the repository), `engine` (the step
+engine), `errors`, `paths`.
 """

@@ -46,12 +46,12 @@ from triton_fastpath.config.tensorrt import (
     write_engine_plan,
 )
 from triton_fastpath.config.validation import validate_repository
+from triton_fastpath.engine.pipeline import Step
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.native import build as native_build
 from triton_fastpath.native import cache_build
 from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
-from triton_fastpath.recipes.engine import Declared, Step
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -404,19 +404,18 @@ def write_container_engine_plan(specs: Sequence[ModelSpec], repository: Path, fi
     return write_engine_plan(specs, repository.parent, repository_dir=repository.name, trt_dir="trt", parity=cases)
 
 
-def assemble_step(
-    specs: Sequence[ModelSpec],
-    repository: Path,
-    target: Target | str,
-    files: Mapping[str, Sequence[Path]],
-    warmups: Mapping[str, Mapping[str, np.ndarray]],
-    *,
-    said: str,
-) -> Declared:
-    """`assemble` as a recipe's last step (`recipes.engine.Declared`), done with `said`."""
+@dataclass(frozen=True)
+class Assembly:
+    """`assemble` as a recipe's step (its `run` in `engine.pipeline.Declared`): the models of `specs`,
+    with their files and warmup samples, written into `repository`; the step is done with `said`."""
 
-    def run(step: Step) -> None:
-        assemble(specs, repository, target=target, files=files, warmup_samples=warmups)
-        step.done(said)
+    specs: Sequence[ModelSpec]
+    repository: Path
+    target: Target | str
+    files: Mapping[str, Sequence[Path | tuple[Path, str]]]
+    warmups: Mapping[str, Mapping[str, np.ndarray]]
+    said: str
 
-    return Declared("assemble", run)
+    def __call__(self, step: Step) -> None:
+        assemble(self.specs, self.repository, target=self.target, files=self.files, warmup_samples=self.warmups)
+        step.done(self.said)

@@ -1,5 +1,5 @@
 """The bundled models' recipes, each a list of declared steps run by the step engine
-(`recipes.engine.Pipeline.run`): `sentiment` (trained, then the HF classifier's verified export
+(`engine.Pipeline.run`): `sentiment` (trained, then the HF classifier's verified export
 steps), `digits` (trained, then exported and verified) and `embed` (wordllama's embeddings exported
 and verified against the serving code). Each `build_*` runs its recipe and returns a
 `ModelArtifact`; `repository` assembles them.
@@ -25,11 +25,11 @@ from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.bundled import SENTIMENT_NAME, model_specs
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.recipes.engine import Declared, Pipeline, Progress, Step
-from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, VariantReport
 from triton_fastpath.recipes.served_files import served_text_classifier, text_pipeline_files
 from triton_fastpath.recipes.steps import (

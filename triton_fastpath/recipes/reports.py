@@ -15,7 +15,7 @@ import numpy as np
 
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelSpec
-from triton_fastpath.recipes.engine import StepStatus
+from triton_fastpath.engine.pipeline import StepStatus
 from triton_fastpath.recipes.gates import GateResult, sample_note
 
 

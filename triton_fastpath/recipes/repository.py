@@ -28,6 +28,7 @@ from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers, ResponseCacheKind
+from triton_fastpath.engine.pipeline import Progress
 from triton_fastpath.errors import ConfigError, ExportError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
@@ -45,7 +46,6 @@ from triton_fastpath.recipes.assemble import (
     write_container_server_settings,
 )
 from triton_fastpath.recipes.bundled_recipes import build_digits, build_embed, build_sentiment, served_settings
-from triton_fastpath.recipes.engine import Progress
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
 from triton_fastpath.recipes.served_files import write_cache_identity
 from triton_fastpath.recipes.steps import (

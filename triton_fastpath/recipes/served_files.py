@@ -25,9 +25,9 @@ from triton_fastpath.config.settings import (
     RepoSettings,
 )
 from triton_fastpath.config.spec import PipelineMembers
+from triton_fastpath.engine.pipeline import Pipeline
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.renderings import text_classifier_specs
-from triton_fastpath.recipes.engine import Pipeline
 from triton_fastpath.recipes.reports import ClassifierExport, ModelArtifact, ModelReport
 
 

@@ -33,10 +33,10 @@ from triton_fastpath.config.settings import (
     PRECISIONS,
     RepoSettings,
 )
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Step
 from triton_fastpath.errors import DataError, ExportError, VerificationError
 from triton_fastpath.paths import BUILD_DIR, ROOT, backends_importable
-from triton_fastpath.recipes.engine import Declared, Pipeline, Step
-from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate
 from triton_fastpath.recipes.reports import ClassifierExport, ModelReport, VariantReport
 from triton_fastpath.recipes.served_files import graph_role_files, text_graph_files, text_role_files

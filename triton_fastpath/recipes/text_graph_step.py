@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.config.settings import TEXT_GRAPHS
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Pipeline, Refused, StepState
 from triton_fastpath.errors import ExportError
-from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
-from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 
 LOGGER = logging.getLogger(__name__)

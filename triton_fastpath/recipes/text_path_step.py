@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.config.settings import POST_GRAPHS, TOKENIZER_FILE
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Pipeline, Refused, StepState
 from triton_fastpath.errors import ExportError, NativeBuildError
 from triton_fastpath.paths import ROOT
-from triton_fastpath.recipes.engine import Pipeline, Refused, StepState
-from triton_fastpath.recipes.freshness import Freshness
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, AgreementGate, GateResult
 from triton_fastpath.recipes.text_step_inputs import TextStepInputs
 

@@ -53,15 +53,15 @@ def classifier_specs(
 ) -> list[ModelSpec]:
     """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it; on the
     container target, the native steps around the encoder (`container_classifier_specs`)."""
+    if as_target(target) is Target.CONTAINER:
+        return container_classifier_specs(name, labels, settings, target)
     tensors = ClassifierTensors.of(labels)
     lane = classifier_lane(classifier_encoder(name, tensors, settings), tensors, labels, settings, target)
-    if as_target(target) is Target.CONTAINER:
-        return container_classifier_specs(name, labels, settings, lane[0])
     return [*text_graph_specs(name, labels, settings, target), *lane]
 
 
 def container_classifier_specs(
-    name: str, labels: Sequence[str], settings: RepoSettings, encoder: ModelSpec
+    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.CONTAINER
 ) -> list[ModelSpec]:
     """The graph rendering of a text classifier on the container target: the ensemble `<name>` of
     `<name>_tokenizer` -> `<name>_encoder` -> `<name>_postprocess`, no Python model on the path.
@@ -69,7 +69,7 @@ def container_classifier_specs(
     - `<name>_tokenizer`: fastpath_ort with `text_tokenizer`, the same checks and the same exact C++
       WordPiece tokenizer as the embedded default's graph model, running the tokens graph (Identity:
       ids out at each text's natural length, trimmed per request) and writing `truncated`.
-    - `<name>_encoder`: `encoder` (ids in; the ids lane too), a TensorRT plan on the GPU, Triton's
+    - `<name>_encoder`: the classifier's ids lane (ids in), a TensorRT plan on the GPU, Triton's
       onnxruntime or fastpath_ort, as `recipes.assemble.container_specs` decides.
     - `<name>_postprocess`: fastpath_ort running the label graph (the same Gather and ReduceMax as the
       embedded post graph's head): `label`, `probability`.
@@ -77,6 +77,7 @@ def container_classifier_specs(
     The ensemble answers four outputs, so it is not response-cached (`config.render.stores_the_whole_answer`).
     """
     t = ClassifierTensors.of(labels)
+    encoder = classifier_lane(classifier_encoder(name, t, settings), t, labels, settings, target)[0]
     members = PipelineMembers(name)
     batch = settings.batching.max_batch_size
     token_ids, token_mask = (TensorSpec(output, "TYPE_INT64", (-1,)) for output in TOKEN_OUTPUTS)

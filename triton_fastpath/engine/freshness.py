@@ -7,7 +7,7 @@ written only once the step succeeded), as the native build already decides; neve
         export(...)
         step.record()                 # only after the outputs were made
 
-A model's build runs its file-making steps through `pipeline.Pipeline.make`, which asks this and
+A model's build runs its file-making steps through `engine.Pipeline.make`, which asks this and
 records the step's status for the model's report.
 """
 

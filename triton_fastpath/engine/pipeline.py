@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from triton_fastpath.recipes.freshness import Freshness
+from triton_fastpath.engine.freshness import Freshness
 
 Progress = Callable[[str], None]
 
@@ -179,14 +179,14 @@ class Pipeline:
         for declared in recipe:
             if not declared.recorded:
                 declared.run(Step(declared.name))
-            elif declared.freshness is not None:
+            elif declared.freshness is None:
+                with self.step(declared.name) as step:
+                    declared.run(step)
+            else:
                 self.make(
                     declared.freshness(),
                     lambda declared=declared: declared.run(Step(declared.name)),
                     doing=declared.doing or declared.name,
                     reusing=declared.reusing or f"{declared.name}: up to date (same inputs, by content), skipping",
                 )
-            else:
-                with self.step(declared.name) as step:
-                    declared.run(step)
         return self.statuses[first:]
