@@ -159,7 +159,7 @@ def no_server(monkeypatch: pytest.MonkeyPatch):
     def fake_server(*_args, **_kwargs):
         yield type("Server", (), {"grpc_url": "127.0.0.1:1"})()
 
-    monkeypatch.setattr(assemble, "assemble", lambda *a, **k: None)
+    monkeypatch.setattr(assemble, "write_plan", lambda *a, **k: None)
     monkeypatch.setattr(server, "triton_on_free_ports", fake_server)
     monkeypatch.setattr(served_check, "_infer", lambda url, spec, rows, label_output: (served["outputs"], []))
     return served
@@ -178,20 +178,18 @@ def spec(outputs: tuple[str, ...] = ("probabilities",)) -> ModelSpec:
 
 def check(served_outputs, expected, *, source=None, label_output="probabilities", rows=None):
     from triton_fastpath.imports.served_check import check_served
+    from triton_fastpath.recipes.served_here import plan_here
 
     n = len(next(iter(expected.values())))
     samples = Samples({"x": np.zeros((rows or n, 3), np.float32)}, None, "test")
     return check_served(
-        [spec(tuple(expected))],
+        plan_here([spec(tuple(expected))], "embedded"),
         "m",
-        files={},
-        warmups={},
         samples=samples,
         expected=expected,
         label_output=label_output,
         label_names=[],
         thresholds=ImportThresholds(),
-        target="embedded",
         progress=lambda _: None,
         source=source,
     )

@@ -26,6 +26,7 @@ from triton_fastpath.config.render import (
     to_pbtxt,
     write_config,
 )
+from triton_fastpath.config.repository_plan import with_tokenizer_digest
 from triton_fastpath.config.service_levels import ServiceLevels
 from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.config.spec import (
@@ -42,7 +43,8 @@ from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.bundled import DIGITS_LABELS, SENTIMENT_LABELS, default_specs
 from triton_fastpath.paths import DEFAULT_REPOSITORY
-from triton_fastpath.recipes.assemble import assemble, with_tokenizer_digest
+from triton_fastpath.recipes.assemble import assemble
+from triton_fastpath.recipes.served_here import tokenizer_facts
 
 ASSETS = Path(__file__).parent / "assets"
 TARGETS = [Target.EMBEDDED, Target.CONTAINER]
@@ -530,7 +532,7 @@ def test_committed_config_matches_the_spec_byte_for_byte(spec: ModelSpec) -> Non
         # the bundled tokenizer is trained at build time): the built file's, else the committed one's.
         built = DEFAULT_REPOSITORY / spec.name / "1" / spec.parameters["tokenizer_file"]
         if built.is_file():
-            spec = with_tokenizer_digest(spec, [built])
+            spec = with_tokenizer_digest(spec, [built], tokenizer_facts({spec.name: [built]}))
         else:
             digest = parse_pbtxt(found).parameters["tokenizer_sha256"].string_value
             spec = replace(spec, parameters={**spec.parameters, "tokenizer_sha256": digest})

@@ -11,6 +11,8 @@
   shares cut from them); `caches`: the cache-lookup step's groups (`CacheTiers`, `SemanticCache`,
   `EmbedderChoice`);
 - `rendering`: `Rendering` (fused, ensemble, graph) and what each cannot do, said once;
+- `repository_plan`: a repository resolved before it is written: every model's spec as served, its
+  `config.pbtxt` text, files and warmups (what the machine says handed in: native backend, tokenizers);
 - `plan`: the serving plan, what a build or an import serves (`plan_serving`: options, tuning file
   and target -> settings and the notes that explain them; the rendering and its fallbacks decided once);
 - `tensorrt`: TensorRT optimisation profiles and the engine plan for the container target.

@@ -36,6 +36,7 @@ from triton_fastpath.paths import CUSTOM_OPS_FILE  # noqa: F401 (the text graph 
 
 ONNX_RUNNER = "onnx_runner"
 NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
+CONFIG_FILE = "config.pbtxt"  # in each model's folder
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).
 ORT_GRAPH_LEVELS = (-1, 1, 2)
@@ -392,7 +393,7 @@ def write_config(
     spec: ModelSpec, target: Target | str, repository: Path, options: ContainerOptions | None = None
 ) -> Path:
     """Write `<repository>/<name>/config.pbtxt` for `target`; returns its path."""
-    path = Path(repository) / spec.name / "config.pbtxt"
+    path = Path(repository) / spec.name / CONFIG_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     text = to_pbtxt(spec, target, options)
     if not path.exists() or path.read_text() != text:

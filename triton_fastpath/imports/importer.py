@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.config.render import Target
+from triton_fastpath.config.repository_plan import RepositoryPlan
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress
 from triton_fastpath.imports.checks import (
@@ -36,8 +37,8 @@ from triton_fastpath.imports.served_check import (
 )
 from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.gates import texts_needed
-from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
-from triton_fastpath.recipes.served_files import served_text_classifier
+from triton_fastpath.recipes.reports import ModelReport, write_report
+from triton_fastpath.recipes.served_files import text_classifier_plan
 from triton_fastpath.recipes.steps import Thresholds, export_text_classifier
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
@@ -121,10 +122,10 @@ def import_hf_classifier(
 ) -> ModelReport:
     """Export, verify and add a local HF sequence classifier as the ensemble `name`.
 
-    The name decides only the served models (`served_files.served_text_classifier`: their names,
-    specs and files) and labels the progress lines and the report (the import's `Pipeline`); the
-    export, its checks and its files do not need it: they work in `out_dir` (the CLI's
-    `imported_dir(work_dir, name)`).
+    The name decides only the served models (`served_files.text_classifier_plan`: their names,
+    specs, configs and files, resolved before any step runs) and labels the progress lines and
+    the report (the import's `Pipeline`); the export, its checks and its files do not need it:
+    they work in `out_dir` (the CLI's `imported_dir(work_dir, name)`).
 
     `eval_csv` (text,label rows) are its samples: parity, the INT8 gate and accuracy are measured
     on them; without it, on the built-in corpus (`imports.eval_corpus`: 1,120 English and
@@ -164,27 +165,26 @@ def import_hf_classifier(
     report.data = evaluation.data
     if evaluation.fp32_only:
         report.checks.append(f"INT8 not served: {evaluation.fp32_only}")
-    served = served_text_classifier(name, exported, target)
-    serving = ServedClassifier(served, out_dir, evaluation.texts, exported.settings, target, progress)
+    plan = text_classifier_plan(name, exported, target)
+    serving = ServedClassifier(name, plan, out_dir, evaluation.texts, exported.settings, progress)
     check = ServedCheck(name, serve_check, serving.checks, verdicts(report, pipeline.say))
-    install = Assembly(served.specs, repository, target, served.files, served.warmups, str(repository))
-    pipeline.run([Declared("served check", check), Declared("assemble", install)])
+    pipeline.run([Declared("served check", check), Declared("assemble", Assembly(plan, repository, str(repository)))])
     write_report([report], out_dir / "report.json")
-    pipeline.say(f"added {len(served.specs)} models to {repository}")
+    pipeline.say(f"added {len(plan.models)} models to {repository}")
     return report
 
 
 @dataclass(frozen=True)
 class ServedClassifier:
-    """The exported classifier as served (`served`: its models' specs, files and warmups), with
-    what its served check needs: the served file and tokenizer in `out_dir`, the import's `texts`,
-    the `settings` it is served with."""
+    """The exported classifier as served (`plan`: the pipeline `name`'s models, resolved for its
+    target), with what its served check needs: the served file and tokenizer in `out_dir`, the
+    import's `texts`, the `settings` it is served with."""
 
-    served: ModelArtifact
+    name: str
+    plan: RepositoryPlan
     out_dir: Path
     texts: Sequence[str]
     settings: RepoSettings
-    target: Target | str
     progress: Progress
 
     def checks(self) -> list[Check]:
@@ -194,8 +194,7 @@ class ServedClassifier:
         from fastpath_backends.text import TextEncoder
         from triton_fastpath.imports.graph_runs import onnx_runner
 
-        served, settings, target = self.served, self.settings, self.target
-        name, specs, texts = served.name, served.specs, self.texts
+        plan, settings, name, texts = self.plan, self.settings, self.name, self.texts
         if len(texts) < texts_needed():
             texts, added = topped_up(texts, SERVED_MIN_ROWS)
             self.progress(f"{name}: the served check adds {added:,} built-in texts to yours (a 99% bound needs more)")
@@ -205,23 +204,20 @@ class ServedClassifier:
 
         def outputs(precision: str) -> dict[str, np.ndarray]:
             run = onnx_runner(self.out_dir / PRECISIONS[precision], "probabilities")
-            batches = in_served_batches(specs, name, target=target, texts=texts, encoder=encoder, run=run)
+            batches = in_served_batches(plan.specs, name, target=plan.target, texts=texts, encoder=encoder, run=run)
             return {"probabilities": batches}
 
         expected = outputs(settings.precision)
         source = expected if settings.precision == "fp32" else outputs("fp32")
         rows = Samples({"text": np.array([[t.encode()] for t in texts], dtype=object)}, None, "the evaluation texts")
         return check_served(
-            specs,
+            plan,
             name,
-            files=served.files,
-            warmups=served.warmups,
             samples=rows,
             expected=expected,
             label_output="probabilities",
-            label_names=next(s.labels for s in specs if s.name == name),
+            label_names=plan.spec(name).labels,
             thresholds=ImportThresholds(),
-            target=target,
             progress=self.progress,
             source=source,
         )

@@ -38,6 +38,7 @@ from triton_fastpath.paths import BUILD_DIR
 from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.gates import AgreementGate, texts_needed
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
+from triton_fastpath.recipes.served_here import plan_here
 
 ONNX_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64"}
 
@@ -255,11 +256,12 @@ class OnnxImport:
             self.progress(f"{self.name}: INT8 passed its checks; --precision int8 would serve it ({size_mb:.1f} MB)")
 
     def plan_serving(self, step: Step) -> None:
-        """The served model's spec, files and warmup sample (the first sample row)."""
+        """The served model resolved for the target (`served_here.plan_here`): its spec and
+        config, its files and warmup sample (the first sample row)."""
         # Two instances, as the bundled encoders: with one, Triton 2.51's batcher at delay 0 leaves some
         # requests waiting its 500 ms idle wait even at concurrency 1 (measured on the Magika import).
         rows = self.rows
-        self.spec = onnx_classifier_spec(
+        spec = onnx_classifier_spec(
             self.name,
             self.inputs,
             self.outputs,
@@ -271,8 +273,9 @@ class OnnxImport:
             sample_dims={t.name: rows.inputs[t.name].shape[1:] for t in self.inputs},
         )
         out_dir = self.fp32.parent
-        self.files = {self.name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
-        self.warmups = {self.name: {t.name: rows.inputs[t.name][0] for t in self.inputs}}
+        files = {self.name: [p for p in (out_dir / f for f in PRECISIONS.values()) if p.exists()]}
+        warmups = {self.name: {t.name: rows.inputs[t.name][0] for t in self.inputs}}
+        self.plan = plan_here([spec], self.target, files=files, warmups=warmups)
 
     def served_checks(self) -> list[Check]:
         """The served model through a real tritonserver, before the user's repository is touched (a
@@ -291,23 +294,20 @@ class OnnxImport:
         if self.precision != "fp32":
             expected = run_onnx_batched(self.fp32.with_name(PRECISIONS[self.precision]), rows.inputs)
         return check_served(
-            [self.spec],
+            self.plan,
             self.name,
-            files=self.files,
-            warmups=self.warmups,
             samples=rows,
             expected=expected,
             label_output=self.label_output,
             label_names=self.names,
             thresholds=self.thresholds,
-            target=self.target,
             progress=self.progress,
             source=source,
         )
 
     def assemble(self, step: Step) -> None:
         said = f"{self.repository}, serving {self.precision.upper()}"
-        Assembly([self.spec], self.repository, self.target, self.files, self.warmups, said)(step)
+        Assembly(self.plan, self.repository, said)(step)
 
 
 def _head(outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from triton_fastpath.config.plan import fallback_when_no_graph
 from triton_fastpath.config.render import Target
+from triton_fastpath.config.repository_plan import RepositoryPlan
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
 from triton_fastpath.errors import VerificationError
@@ -42,6 +43,7 @@ from triton_fastpath.paths import backends_importable
 from triton_fastpath.recipes.assemble import Assembly
 from triton_fastpath.recipes.reports import ModelReport, VariantReport, write_report
 from triton_fastpath.recipes.served_files import text_pipeline_files
+from triton_fastpath.recipes.served_here import plan_here
 
 if TYPE_CHECKING:
     from triton_fastpath.config.spec import ModelSpec
@@ -328,30 +330,27 @@ class SentenceImport:
                 self.pipeline.say(note)
         self.specs = pipeline_specs(self.name, self.folder.sentence.dimension, self.head, self.settings, self.target)
 
-    def served_files(self, folder: Path) -> tuple[dict, dict]:
-        """The served files (in `folder`) and warmup samples of each model of the pipeline."""
+    def served_plan(self, folder: Path) -> RepositoryPlan:
+        """The pipeline's models resolved for the target (`served_here.plan_here`), with
+        the served files in `folder` and the warmup samples of each."""
         from fastpath_backends.text import TextEncoder
 
         fixed = TextEncoder(folder / "tokenizer.json", self.folder.sentence.max_seq_length, padding="max_length")
         files, warmups = text_pipeline_files(self.name, folder, fixed, self.chosen)
         add_graph(self.name, [folder / g.name for g in self.graph_files], files, warmups)
-        return files, warmups
+        return plan_here(self.specs, self.target, files=files, warmups=warmups)
 
     def served_checks(self) -> list[Check]:
         """The pipeline through a real tritonserver (`sentence_serving.serve_check`), from the stage."""
-        files, warmups = self.served_files(self.stage)
         return serve_check(
             self.name,
-            self.specs,
-            files=files,
-            warmups=warmups,
+            self.served_plan(self.stage),
             texts=self.texts,
             folder=self.stage,
             precision=self.chosen,
             encoder=self.encoder,
             output=self.output,
             head=self.head,
-            target=self.target,
             thresholds=ImportThresholds(),
             progress=self.pipeline.progress,
         )
@@ -378,9 +377,8 @@ class SentenceImport:
         self.stage.replace(self.out_dir)
 
     def assemble(self, step: Step) -> None:
-        files, warmups = self.served_files(self.out_dir)
         said = f"{self.repository}, serving {self.chosen.upper()}"
-        Assembly(self.specs, self.repository, self.target, files, warmups, said)(step)
+        Assembly(self.served_plan(self.out_dir), self.repository, said)(step)
 
     def clean_up(self) -> None:
         """Removes the stage, if the import stopped before it became `out_dir`."""

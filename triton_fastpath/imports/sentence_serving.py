@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.repository_plan import RepositoryPlan
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import PipelineMembers
 from triton_fastpath.engine.pipeline import Pipeline
@@ -73,23 +74,21 @@ def pipeline_specs(name: str, dimension: int, head: LinearHead | None, settings:
 
 def serve_check(
     name,
-    specs,
+    plan: RepositoryPlan,
     *,
-    files,
-    warmups,
     texts,
     folder,
     precision,
     encoder,
     output,
     head,
-    target,
     thresholds,
     progress,
 ) -> list[Check]:
-    """The pipeline through tritonserver vs onnxruntime on the served file (natural length, same
-    tokenizer) and vs the source (FP32), on the evaluation texts (topped up from the built-in corpus
-    when too few to show 99%): the checks (`served_check.ServedCheck` judges them).
+    """The pipeline `name` (its models resolved in `plan`) through tritonserver vs onnxruntime on
+    the served file in `folder` (natural length, same tokenizer) and vs the source (FP32), on the
+    evaluation texts (topped up from the built-in corpus when too few to show 99%): the checks
+    (`served_check.ServedCheck` judges them).
 
     The expected rows are computed in the batches the check sends (`served_check.in_served_batches`):
     dynamic INT8 quantises activations per batch tensor, so a row's INT8 output depends on its batch.
@@ -102,22 +101,20 @@ def serve_check(
 
     def outputs(chosen: str) -> dict[str, np.ndarray]:
         run = onnx_runner(folder / PRECISIONS[chosen], output)
-        return {output: in_served_batches(specs, name, target=target, texts=rows, encoder=encoder, run=run)}
+        batches = in_served_batches(plan.specs, name, target=plan.target, texts=rows, encoder=encoder, run=run)
+        return {output: batches}
 
     expected = outputs(precision)
     source = expected if precision == "fp32" else outputs("fp32")
     samples = Samples({"text": np.array([[t.encode()] for t in rows], dtype=object)}, None, "the evaluation texts")
     return check_served(
-        specs,
+        plan,
         name,
-        files=files,
-        warmups=warmups,
         samples=samples,
         expected=expected,
         label_output="probabilities" if head else None,
         label_names=list(head.labels) if head else [],
         thresholds=thresholds,
-        target=target,
         progress=progress,
         source=source,
     )

@@ -1,15 +1,15 @@
-"""After assembly, the imported model through a real tritonserver, checked against onnxruntime.
+"""The imported model through a real tritonserver, checked against onnxruntime, before assembly.
 
-The model (with its steps, for a text pipeline) is assembled alone into a temporary
-repository (so the check costs one model's load, not the whole repository's), served by the
-embedded tritonserver on 127.0.0.1 free ports, sent the sample rows in batches of at most
-`max_batch_size`, and stopped. Two kinds of check: the served answers equal onnxruntime's on the
-served file (max|diff|: the wiring), and they agree with the source's (labels, or an encoder's
-embeddings within a cosine) by a gate with power: the 95% Wilson lower bound of agreement at least
-99% (`recipes.gates`), so the rows sent are at least `SERVED_MIN_ROWS` (callers top a small sample
-up: `imports.eval_corpus.topped_up` for texts, generated rows for an ONNX file). With label
-names, Triton's classification extension is asked for the top class of every row: the names must
-come back.
+The model's plan (with its steps, for a text pipeline: `config.repository_plan`) is written
+alone into a temporary repository (so the check costs one model's load, not the whole
+repository's), served by the embedded tritonserver on 127.0.0.1 free ports, sent the sample rows
+in batches of at most `max_batch_size`, and stopped. Two kinds of check: the served answers equal
+onnxruntime's on the served file (max|diff|: the wiring), and they agree with the source's
+(labels, or an encoder's embeddings within a cosine) by a gate with power: the 95% Wilson lower
+bound of agreement at least 99% (`recipes.gates`), so the rows sent are at least
+`SERVED_MIN_ROWS` (callers top a small sample up: `imports.eval_corpus.topped_up` for texts,
+generated rows for an ONNX file). With label names, Triton's classification extension is asked
+for the top class of every row: the names must come back.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.repository_plan import RepositoryPlan
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.engine.pipeline import Step
 from triton_fastpath.errors import VerificationError
@@ -121,41 +122,38 @@ def _infer(url: str, spec: ModelSpec, rows: Samples, label_output: str | None) -
 
 
 def check_served(
-    specs: Sequence[ModelSpec],
+    plan: RepositoryPlan,
     model: str,
     *,
-    files: Mapping[str, Sequence[Path]],
-    warmups: Mapping[str, Mapping[str, np.ndarray]],
     samples: Samples,
     expected: Mapping[str, np.ndarray],
     label_output: str | None,
     label_names: Sequence[str],
     thresholds: ImportThresholds,
-    target: Target | str,
     progress: Callable[[str], None] = print,
     source: Mapping[str, np.ndarray] | None = None,
 ) -> list[Check | GateCheck]:
-    """Serve `specs` alone and compare `model`'s answers on up to `SERVED_ROWS` sample rows with
-    `expected` (onnxruntime on the served file) and with `source` (the source's outputs on the same
-    rows: FP32; default `expected`).
+    """Serve `plan` alone (written as it is, `recipes.assemble.write_plan`) and compare `model`'s
+    answers on up to `SERVED_ROWS` sample rows with `expected` (onnxruntime on the served file) and
+    with `source` (the source's outputs on the same rows: FP32; default `expected`).
 
     Returns the checks: max|diff| against `expected`; a gate on agreement with `source` (labels of
     `label_output`, or, without one, per-row cosine >= `thresholds.served_min_cosine` of each
     output `source` holds); the label names Triton returns. None for the container target, whose
     server (the NGC image) is not here: that is said, not skipped silently.
     """
-    from triton_fastpath.recipes.assemble import assemble
+    from triton_fastpath.recipes.assemble import write_plan
     from triton_fastpath.serve.server import triton_on_free_ports
 
-    spec = next(s for s in specs if s.name == model)
-    if as_target(target) is not Target.EMBEDDED:
+    spec = plan.spec(model)
+    if plan.target is not Target.EMBEDDED:
         progress(f"{spec.name}: served check not run: the container target needs the NGC tritonserver (not here)")
         return []
     rows = samples.head(SERVED_ROWS)
     progress(f"{spec.name}: checking the served model through tritonserver on {rows.n} rows")
     with tempfile.TemporaryDirectory(prefix=f"served-{spec.name}-") as tmp:
         repository = Path(tmp) / "repository"
-        assemble(list(specs), repository, target=target, files=files, warmup_samples=warmups)
+        write_plan(plan, repository)
         with triton_on_free_ports(repository, Path(tmp) / "logs") as server:
             served, top = _infer(server.grpc_url, spec, rows, label_output)
     reference = {k: np.asarray(v)[: rows.n] for k, v in expected.items()}

@@ -9,7 +9,9 @@ step skipped when up to date by content, `triton_fastpath.engine.freshness`).
 - `served_files`: the files and warmup samples each Triton model of a text pipeline gets;
 - `bundled_recipes`: the bundled models' recipes (`sentiment`, `digits`, `embed`);
 - `repository`: builds the bundled models and writes `model_repository/` (and variants);
-- `assemble`: copies weights, adapters and backend code into a repository; the TensorRT plan;
+- `served_here`: what this machine (the native backend) and the tokenizer files tell a repository's plan
+  (`config.repository_plan`), and `plan_here`, which plans with them;
+- `assemble`: writes a repository's plan (configs, weights, adapters and backend code); the TensorRT plan;
 - `text_path_step`: a text model's native text path (the C++ tokenizer in fastpath_ort + the post graph),
   proven exact against `tokenizers`, or refused (the embedded target's graph rendering);
 - `text_graph_step`: a text model's tokenizer-inside-ONNX graph, built, proven against `tokenizers`, or

@@ -1,10 +1,11 @@
 """Lay out a Triton model repository: configs, Python adapters, weights and warmup samples.
 
-This module owns the repository's file writes. Given validated specs and the files each model
-needs in its version folder, it writes `<model>/config.pbtxt`, copies the adapter as
-`<model>/1/model.py` with the `fastpath_backends` package beside it, and writes warmup samples
-to `<model>/warmup/`. A model served by the native backend gets no adapter and no backend library:
-the server installs `libtriton_fastpath_ort.so` once in its backend directory (`fastpath serve`,
+This module owns the repository's file writes. Given a repository's plan (`config.repository_plan`:
+every model's served spec and config text, its files and samples, decided there), it writes
+`<model>/config.pbtxt`, copies the adapter as `<model>/1/model.py` with the `fastpath_backends`
+package beside it, and writes warmup samples to `<model>/warmup/`; `assemble` plans and writes. A
+model served by the native backend gets no adapter and no backend library: the server installs
+`libtriton_fastpath_ort.so` once in its backend directory (`fastpath serve`,
 `triton_fastpath.serve.server.prepare_layout`), and copies older builds left in a model folder are
 taken out. Files that are already identical are left alone.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
-import hashlib
 import json
 import logging
 import os
@@ -26,15 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastpath_backends.parameters import FastpathOrtParameters
-from triton_fastpath.config.render import (
-    ContainerOptions,
-    Target,
-    as_target,
-    native_backend,
-    python_adapter,
-    write_config,
-)
+from triton_fastpath.config.render import CONFIG_FILE, ContainerOptions, Target, as_target
+from triton_fastpath.config.repository_plan import FileEntries, RepositoryPlan
 from triton_fastpath.config.settings import RepoSettings
 from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers, ResponseCacheKind
 from triton_fastpath.config.tensorrt import (
@@ -45,13 +38,13 @@ from triton_fastpath.config.tensorrt import (
     reference_outputs,
     write_engine_plan,
 )
-from triton_fastpath.config.validation import validate_repository
 from triton_fastpath.engine.pipeline import Step
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.models import data as datasets
 from triton_fastpath.native import build as native_build
 from triton_fastpath.native import cache_build
-from triton_fastpath.paths import ADAPTERS_DIR, BACKEND_PACKAGE, BUILD_DIR, backends_importable
+from triton_fastpath.paths import BACKEND_PACKAGE, BUILD_DIR, backends_importable
+from triton_fastpath.recipes.served_here import plan_here
 
 LOGGER = logging.getLogger(__name__)
 VERSION = "1"
@@ -175,15 +168,9 @@ def _write_if_changed(target: Path, data: bytes) -> None:
         target.write_bytes(data)
 
 
-def install_adapter(spec: ModelSpec, target: Target, version_dir: Path) -> None:
-    """Copy the Python adapter (as model.py) and the pure-logic package into a version folder."""
-    adapter = python_adapter(spec, target)
-    if adapter is None:
-        return
-    source = ADAPTERS_DIR / f"{adapter}.py"
-    if not source.exists():
-        raise ConfigError(f"model {spec.name!r}: python_model={adapter!r} has no adapter file {source}")
-    _copy_if_changed(source, version_dir / "model.py")
+def install_adapter(adapter: Path, version_dir: Path) -> None:
+    """Copy a Python adapter (as model.py) and the pure-logic package into a version folder."""
+    _copy_if_changed(adapter, version_dir / "model.py")
     package_target = version_dir / BACKEND_PACKAGE.name
     for module in sorted(BACKEND_PACKAGE.glob("*.py")):
         _copy_if_changed(module, package_target / module.name)
@@ -211,77 +198,17 @@ def with_response_cache_here(settings: RepoSettings, target: Target | str) -> tu
     return settings, None
 
 
-def with_native_backend(specs: Sequence[ModelSpec], target: Target | str) -> tuple[list[ModelSpec], Path | None]:
-    """The specs as served here, and the native backend for those that ask for it, built (or
-    reused) now; the server installs it in its backend directory when it starts. Where it cannot
-    be built (no compiler...), the same specs served by the Python backend, with a warning saying why.
-
-    Raises:
-        ConfigError: a text graph (which only the native backend serves: it tokenizes the text, or
-            registers the tokenizer op) without the backend, or one with the op without
-            onnxruntime-extensions' op library.
-    """
-    if not any(native_backend(spec, target) for spec in specs):
-        return list(specs), None
-    if as_target(target) is Target.CONTAINER:  # the image builds fastpath_ort (deploy/triton/Dockerfile)
-        return list(specs), None
-    graphs = [spec.name for spec in specs if {"custom_op_library", "text_tokenizer"} & set(spec.parameters)]
-    with_ops = [spec.name for spec in specs if "custom_op_library" in spec.parameters]
-    library = native_build.backend_or_none()
-    if library is None:
-        if graphs:  # a text graph needs the backend that registers its ops: no Python fallback
-            raise ConfigError(
-                f"models {graphs} (rendering 'graph') need the native backend, which could not be built "
-                "(see the warning above); build with --rendering fused"
-            )
-        return [dataclasses.replace(spec, native=False) if spec.native else spec for spec in specs], None
-    if with_ops:
-        try:
-            native_build.custom_ops_library()  # the server links it beside the backend
-        except NativeBuildError as error:
-            raise ConfigError(f"models {with_ops} (rendering 'graph'): {error}") from error
-    return list(specs), library
-
-
-def with_tokenizer_digest(spec: ModelSpec, entries: Sequence[Path | tuple[Path, str]]) -> ModelSpec:
-    """`spec` with `tokenizer_sha256` when it names a `tokenizer_file` among `entries` (an ids lane:
-    its clients check that they tokenize with the same file, `fastpath_client.ids_lane`)."""
-    wanted = spec.parameters.get("tokenizer_file")
-    if not wanted or spec.kind is ModelKind.PYTHON:
-        return spec
-    for entry in entries:
-        source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
-        if name == wanted and source.is_file():
-            digest = hashlib.sha256(source.read_bytes()).hexdigest()
-            found = FastpathOrtParameters(tokenizer_sha256=digest, value_bounds=_token_bounds(spec, source))
-            return dataclasses.replace(spec, parameters={**spec.parameters, **found.to_parameters()})
-    return spec
-
-
-def _token_bounds(spec: ModelSpec, tokenizer: Path) -> str | None:
-    """`value_bounds` for a native model's token inputs: ids within the tokenizer's vocabulary, a
-    mask of 0 and 1, so an out-of-vocabulary id fails its request by name instead of in the graph
-    (None: not a native model of token ids, or one that has its bounds)."""
-    names = {t.name for t in spec.inputs if t.data_type in ("TYPE_INT64", "TYPE_INT32")}
-    if not spec.native or "input_ids" not in names or "value_bounds" in spec.parameters:
-        return None
-    from tokenizers import Tokenizer  # heavy import kept to the builds that need it
-
-    vocabulary = Tokenizer.from_file(str(tokenizer)).get_vocab_size(with_added_tokens=True)
-    bounds = [f"input_ids:0:{vocabulary}"] + (["attention_mask:0:2"] if "attention_mask" in names else [])
-    return ",".join(bounds)
-
-
 def assemble(
     specs: Sequence[ModelSpec],
     repository: Path,
     *,
     target: Target | str = Target.EMBEDDED,
-    files: Mapping[str, Sequence[Path | tuple[Path, str]]] | None = None,
+    files: FileEntries | None = None,
     warmup_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     options: ContainerOptions | None = None,
 ) -> list[Path]:
-    """Write every model of `specs` into `repository`.
+    """Write every model of `specs` into `repository`: their plan on this machine
+    (`served_here.plan_here`), written (`write_plan`).
 
     Args:
         specs: the models (validated together, ensembles included).
@@ -295,37 +222,31 @@ def assemble(
     Returns:
         The config files written.
     """
-    target = as_target(target)
-    validate_repository(specs)
-    specs, _ = with_native_backend(specs, target)
-    files = files or {}
-    warmup_samples = warmup_samples or {}
+    plan = plan_here(specs, target, files=files, warmups=warmup_samples, options=options)
+    return write_plan(plan, repository)
+
+
+def write_plan(plan: RepositoryPlan, repository: Path) -> list[Path]:
+    """Write every model `plan` holds into `repository` (created if needed): its config, label
+    files, version folder, adapter, files and warmup samples, each only where it changed; what older
+    builds left of the native backend in a model folder is taken out. Returns the config files."""
     written = []
-    for listed in specs:
-        model_dir = Path(repository) / listed.name
+    for model in plan.models:
+        model_dir = Path(repository) / model.name
         native_build.clear_model_folder(model_dir)  # the server's backend directory holds the backend
-        recorded = listed.artifacts or listed.name  # the key of its files and warm-up samples
-        spec = with_tokenizer_digest(listed, files.get(recorded, ()))
-        written.append(write_config(spec, target, repository, options))
-        for label_file in sorted({t.label_filename for t in spec.outputs if t.label_filename}):
-            _write_if_changed(model_dir / label_file, "".join(f"{label}\n" for label in spec.labels).encode())
-        if spec.kind is ModelKind.ENSEMBLE:
-            (model_dir / VERSION).mkdir(parents=True, exist_ok=True)  # Triton needs a version folder
-            continue
-        version_dir = model_dir / VERSION
+        config = model_dir / CONFIG_FILE
+        _write_if_changed(config, model.config.encode())
+        written.append(config)
+        for label_file, text in model.labels.items():
+            _write_if_changed(model_dir / label_file, text.encode())
+        version_dir = model_dir / VERSION  # Triton needs one, an ensemble's empty
         version_dir.mkdir(parents=True, exist_ok=True)
-        install_adapter(spec, target, version_dir)
-        for entry in files.get(recorded, ()):
-            source, name = (Path(entry[0]), entry[1]) if isinstance(entry, tuple) else (Path(entry), Path(entry).name)
-            if not source.exists():
-                raise ConfigError(f"model {spec.name!r}: file {source} is missing; run the build first")
+        if model.adapter is not None:
+            install_adapter(model.adapter, version_dir)
+        for source, name in model.files:
             _copy_if_changed(source, version_dir / name)
-        needed = {w.input_data_file for warmup in spec.warmups for w in warmup.inputs if w.input_data_file}
-        samples = warmup_samples.get(recorded, {})
-        for name in sorted(needed):
-            if name not in samples:
-                raise ConfigError(f"model {spec.name!r}: warmup file {name!r} has no sample to write")
-            _write_if_changed(model_dir / "warmup" / name, warmup_bytes(np.asarray(samples[name])))
+        for name, sample in model.warmups.items():
+            _write_if_changed(model_dir / "warmup" / name, warmup_bytes(sample))
         LOGGER.debug("assembled %s", model_dir)
     return written
 
@@ -406,16 +327,13 @@ def write_container_engine_plan(specs: Sequence[ModelSpec], repository: Path, fi
 
 @dataclass(frozen=True)
 class Assembly:
-    """`assemble` as a recipe's step (its `run` in `engine.pipeline.Declared`): the models of `specs`,
-    with their files and warmup samples, written into `repository`; the step is done with `said`."""
+    """A repository's plan written as a recipe's step (its `run` in `engine.pipeline.Declared`):
+    the models `plan` holds, written into `repository`; the step is done with `said`."""
 
-    specs: Sequence[ModelSpec]
+    plan: RepositoryPlan
     repository: Path
-    target: Target | str
-    files: Mapping[str, Sequence[Path | tuple[Path, str]]]
-    warmups: Mapping[str, Mapping[str, np.ndarray]]
     said: str
 
     def __call__(self, step: Step) -> None:
-        assemble(self.specs, self.repository, target=self.target, files=self.files, warmup_samples=self.warmups)
+        write_plan(self.plan, self.repository)
         step.done(self.said)

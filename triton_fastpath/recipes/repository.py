@@ -26,6 +26,7 @@ from triton_fastpath.cache.semantic_calibration import calibrate_semantic
 from triton_fastpath.config.caches import BUNDLED_EMBEDDER, EmbedderChoice
 from triton_fastpath.config.render import Target, as_target
 from triton_fastpath.config.rendering import Rendering
+from triton_fastpath.config.repository_plan import with_native_backend
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.spec import ModelSpec, PipelineMembers, ResponseCacheKind
 from triton_fastpath.engine.pipeline import Progress
@@ -40,7 +41,6 @@ from triton_fastpath.recipes.assemble import (
     assemble,
     container_specs,
     token_sequence_lengths,
-    with_native_backend,
     with_response_cache_here,
     write_container_engine_plan,
     write_container_server_settings,
@@ -48,6 +48,7 @@ from triton_fastpath.recipes.assemble import (
 from triton_fastpath.recipes.bundled_recipes import build_digits, build_embed, build_sentiment, served_settings
 from triton_fastpath.recipes.reports import ModelArtifact, ModelReport, write_report
 from triton_fastpath.recipes.served_files import write_cache_identity
+from triton_fastpath.recipes.served_here import NativeHere
 from triton_fastpath.recipes.steps import (
     Thresholds,
 )
@@ -130,7 +131,7 @@ def build_repository(
                     e for e in files[spec.name] if not str(e[0] if isinstance(e, tuple) else e).endswith(".onnx")
                 ]
     wanted_native = sorted(s.name for s in selected if s.native and as_target(target) is Target.EMBEDDED)
-    selected, library = with_native_backend(selected, target)
+    selected, library = with_native_backend(selected, target, NativeHere())
     if wanted_native:
         progress(
             f"native backend: {', '.join(wanted_native)} served by fastpath_ort ({library})"

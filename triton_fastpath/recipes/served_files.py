@@ -4,7 +4,8 @@ encoder, the tokenizer, the graph rendering's text path or text graph (built and
 
 A build finds them by role (`text_role_files`, `graph_role_files`: no model name needed); the
 pipeline's name turns them into its members' (`named_files`), and, for an exported classifier,
-into its served models (`served_text_classifier`).
+into its served models (`served_text_classifier`), resolved down to their configs for an import
+(`text_classifier_plan`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_fastpath.config.render import Target, as_target
+from triton_fastpath.config.repository_plan import RepositoryPlan, plan_repository
 from triton_fastpath.config.settings import (
     LABEL_GRAPH_FILE,
     PRECISIONS,
@@ -29,6 +31,7 @@ from triton_fastpath.engine.pipeline import Pipeline
 from triton_fastpath.models import data as datasets
 from triton_fastpath.models.renderings import text_classifier_specs
 from triton_fastpath.recipes.reports import ClassifierExport, ModelArtifact, ModelReport
+from triton_fastpath.recipes.served_here import NativeHere, tokenizer_facts
 
 
 def text_graph_files(
@@ -127,6 +130,19 @@ def served_text_classifier(name: str, exported: ClassifierExport, target: Target
     files, warmups = named_files(name, exported.out_dir, settings.precision, exported.files, exported.warmups)
     specs = text_classifier_specs(name, exported.labels, settings, target)
     return ModelArtifact(name, exported.report, specs, files, warmups, precision=settings.precision)
+
+
+def text_classifier_plan(name: str, exported: ClassifierExport, target: Target | str) -> RepositoryPlan:
+    """The exported classifier served as the pipeline `name` (`served_text_classifier`), resolved
+    for `target` on this machine before anything is written (`config.repository_plan`): each
+    model's spec as served here (the native backend built when asked, the export's tokenizer's
+    digest), its config text, its files and warmups. The served check stages this plan and the
+    import writes it, deciding nothing more."""
+    served = served_text_classifier(name, exported, target)
+    native, tokenizers = NativeHere(), tokenizer_facts(exported.files)
+    return plan_repository(
+        served.specs, target, native=native, tokenizers=tokenizers, files=served.files, warmups=served.warmups
+    )
 
 
 def write_cache_identity(name: str, out_dir: Path, precision: str) -> Path:
