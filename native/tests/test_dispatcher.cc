@@ -540,6 +540,27 @@ FASTPATH_TEST(QueuedTightBudgetSheds) {
   Run(scenario);
 }
 
+// A model of 8 rows a batch with a queue: admission budget `budget_ms` at level 1, one row always computed.
+std::unique_ptr<ModelState> QueuedModel(const char* name, double budget_ms) {
+  auto model = std::make_unique<ModelState>();
+  model->name = name;
+  model->settings.max_batch_size = 8;
+  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, budget_ms}}, 1);
+  return model;
+}
+
+// Polls `done` every 100 us for up to a second; its last answer.
+bool Until(const std::function<bool()>& done) {
+  for (int wait = 0; wait < 10000 && !done(); ++wait) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return done();
+}
+
+// The rows the model's queue counts as computing.
+int64_t ComputingRows(Dispatcher& d) {
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.queue.computing_rows();
+}
+
 // Priority 1 beside a priority-2 flood, held at the gate: both workers compute a flood batch, more of
 // it is queued and the next flood request is refused as overloaded; a priority-1 request is still
 // admitted (nothing of its level is ahead of it), taken before the queued flood, computed in a batch
@@ -567,10 +588,7 @@ FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
     TRITONBACKEND_Request* one[] = {r};
     Execute(instances[0].get(), one, 1, NowNs());
   };
-  auto computing = [&] {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    return d.queue.computing_rows();
-  };
+  auto computing = [&] { return ComputingRows(d); };
   gate.Close();
   Requests flood;
   for (int i = 0; i < 2; ++i) {  // 8 ms, then 8 rows ahead at 0.5 ms + 8 ms: each worker takes one
@@ -609,10 +627,7 @@ FASTPATH_TEST(QueuedLevelOneBesideAHeldFlood) {
 // worker. Deterministic: the batches are held at the gate.
 FASTPATH_TEST(QueuedInlineWhenIdle) {
   current = "queued, inline when idle";
-  auto model = std::make_unique<ModelState>();
-  model->name = "inline";
-  model->settings.max_batch_size = 8;
-  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 10.0}}, 1);
+  std::unique_ptr<ModelState> model = QueuedModel("inline", 10.0);
   Dispatcher& d = *model->dispatcher;
   std::vector<TRITONBACKEND_ModelInstance> tritons(2);
   std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
@@ -629,14 +644,7 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
     std::lock_guard<std::mutex> lock(r->mutex);
     return r->computed_on;
   };
-  auto until = [&](const std::function<bool()>& done) {
-    for (int wait = 0; wait < 10000 && !done(); ++wait) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return done();
-  };
-  auto computing = [&] {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    return d.queue.computing_rows();
-  };
+  auto computing = [&] { return ComputingRows(d); };
   auto queued = [&] {
     std::lock_guard<std::mutex> lock(d.mutex);
     return d.queue.size();
@@ -652,16 +660,16 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
   gate.Close();
   auto held = request(2), beside = request(3), behind = request(4);
   std::thread triton0([&] { send(instances[0].get(), held.get()); });
-  Check(until([&] { return computing() == 1; }), "the inline batch is held at the gate");
+  Check(Until([&] { return computing() == 1; }), "the inline batch is held at the gate");
   send(instances[1].get(), beside.get());  // not idle: queued, a worker takes it
-  Check(until([&] { return computing() == 2; }), "a request beside the inline batch is taken by a worker");
+  Check(Until([&] { return computing() == 2; }), "a request beside the inline batch is taken by a worker");
   send(instances[1].get(), behind.get());  // queued: the other worker takes it, though its instance is inline
-  Check(until([&] { return computing() == 3; }) && queued() == 0,
+  Check(Until([&] { return computing() == 3; }) && queued() == 0,
         "both workers take batches while a batch computes inline");
   gate.Open();
   const std::thread::id triton0_id = triton0.get_id();
   triton0.join();
-  Check(until([&] { return behind->sends == 1 && beside->sends == 1; }), "the queued requests are answered");
+  Check(Until([&] { return behind->sends == 1 && beside->sends == 1; }), "the queued requests are answered");
   Check(held->sends == 1 && held->sent_code == -1 && computed_on(held.get()) == triton0_id,
         "the held batch was computed inline, on its Triton thread, and answered");
   for (TRITONBACKEND_Request* r : {beside.get(), behind.get()}) {
@@ -672,7 +680,7 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
   model->settings.inline_when_idle = false;  // no Execute runs while it changes
   auto off = request(5);
   send(instances[0].get(), off.get());
-  Check(until([&] { return off->sends == 1; }) && off->sent_code == -1 && computed_on(off.get()) != here,
+  Check(Until([&] { return off->sends == 1; }) && off->sent_code == -1 && computed_on(off.get()) != here,
         "with inline_when_idle false a lone request is computed by a worker");
   for (auto& s : instances) FinalizeInstance(&s);
   ReleaseKept(model.get(), true);
@@ -686,21 +694,11 @@ FASTPATH_TEST(QueuedInlineWhenIdle) {
 // first is answered while the second is still held, its rows no longer counted as computing.
 FASTPATH_TEST(QueuedAnswersEachRunAtOnce) {
   current = "queued, each Run answered at once";
-  auto model = std::make_unique<ModelState>();
-  model->name = "runs";
-  model->settings.max_batch_size = 8;
-  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, 10000.0}}, 1);
+  std::unique_ptr<ModelState> model = QueuedModel("runs", 10000.0);
   Dispatcher& d = *model->dispatcher;
   std::vector<TRITONBACKEND_ModelInstance> tritons(2);
   std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
-  auto computing = [&] {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    return d.queue.computing_rows();
-  };
-  auto until = [&](const std::function<bool()>& done) {
-    for (int wait = 0; wait < 10000 && !done(); ++wait) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return done();
-  };
+  auto computing = [&] { return ComputingRows(d); };
   std::vector<std::unique_ptr<TRITONBACKEND_Request>> requests;
   for (int id = 1; id <= 3; ++id) {
     requests.push_back(std::make_unique<TRITONBACKEND_Request>());
@@ -710,7 +708,7 @@ FASTPATH_TEST(QueuedAnswersEachRunAtOnce) {
   run_requests = 2;  // Runs: {1, 2}, {3}
   later_runs.Close();
   std::thread triton([&] { Execute(instances[0].get(), batch, 3, NowNs()); });  // idle: one batch, inline
-  Check(until([&] { return batch[0]->sends == 1 && batch[1]->sends == 1; }),
+  Check(Until([&] { return batch[0]->sends == 1 && batch[1]->sends == 1; }),
         "the first Run's requests are answered while the batch's second Run is held");
   Check(batch[2]->sends == 0 && computing() == 1, "the held Run's request is still computing, alone");
   Check(batch[0]->releases == 1 && batch[0]->sent_code == -1 && batch[0]->batch_requests == 3,
