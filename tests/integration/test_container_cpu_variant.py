@@ -243,11 +243,12 @@ def test_sentiment_answers_exactly_like_the_default_build(both) -> None:
             if not _same_probabilities(got, expected, atol=1e-6):
                 # The INT8 encoder quantizes activations with one scale per batch (docs/model-repository.md):
                 # the entrypoint's watchdog probes every second here with a fresh text (no cache answers
-                # it), and a probe that shares a text's batch moves its probabilities by ~1e-5 (seen in
-                # CI). Alone in its batch a text's answer is exact; a few such batch-mates are allowed,
-                # within 1e-4, a wiring fault (tokenizer, mask, classes) moves far more.
+                # it), and a probe that shares a text's batch moves its probabilities: by ~1e-5 in one CI
+                # run, by 4e-4 in another (0.96417 against 0.96458). Alone in its batch a text's answer is
+                # exact; a few such batch-mates are allowed, within 1e-3, with the label unchanged (above):
+                # a wiring fault (tokenizer, mask, classes) moves far more.
                 batched_with_a_probe += 1
-                assert _same_probabilities(got, expected, atol=1e-4), (text[:60], got, expected)
+                assert _same_probabilities(got, expected, atol=1e-3), (text[:60], got, expected)
     assert compared >= 500 and failed >= 5, (compared, failed)  # answers and refusals both compared
     assert batched_with_a_probe <= compared // 20, f"{batched_with_a_probe} of {compared} texts not exact"
 
