@@ -186,6 +186,7 @@ struct Gate {
 } gate, later_runs;  // later_runs: a batch's second and later Runs wait there
 
 std::atomic<int> run_requests{0};  // requests per fake Run (0: the whole batch is one Run)
+std::atomic<int> early_runs{0};    // Runs whose requests ExecuteGood handed to `run_done`
 
 }  // namespace
 
@@ -242,7 +243,10 @@ void ExecuteGood(InstanceState* /*s*/, std::vector<Pending*> good, uint64_t /*ex
     const size_t last = std::min(good.size(), first + per_run);
     const std::vector<Pending*> run(good.begin() + first, good.begin() + last);
     ComputeFakeRun(run, static_cast<int>(good.size()), costs);
-    if (run_done && last < good.size()) run_done(run);  // as batch.cc: the last Run's with the batch
+    if (run_done && last < good.size()) {  // as batch.cc: the last Run's with the batch
+      ++early_runs;
+      run_done(run);
+    }
   }
 }
 
@@ -540,12 +544,12 @@ FASTPATH_TEST(QueuedTightBudgetSheds) {
   Run(scenario);
 }
 
-// A model of 8 rows a batch with a queue: admission budget `budget_ms` at level 1, one row always computed.
-std::unique_ptr<ModelState> QueuedModel(const char* name, double budget_ms) {
+// A model of 8 rows a batch with a queue: admission budget `budget_s` seconds at level 1, one row always computed.
+std::unique_ptr<ModelState> QueuedModel(const char* name, double budget_s) {
   auto model = std::make_unique<ModelState>();
   model->name = name;
   model->settings.max_batch_size = 8;
-  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, budget_ms}}, 1);
+  model->dispatcher = std::make_unique<Dispatcher>(std::map<int, double>{{1, budget_s}}, 1);
   return model;
 }
 
@@ -722,6 +726,55 @@ FASTPATH_TEST(QueuedAnswersEachRunAtOnce) {
   for (TRITONBACKEND_Request* r : batch) {
     Check(r->releases == 1 && r->sends == 1 && r->misuse == 0, "every request answered and released once");
   }
+  Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
+}
+
+// While the queue is overloaded (arrivals refused, more rows queued behind the batch taken), a batch
+// of several Runs is answered whole when it ends: no answers between its Runs on the busy core. One
+// worker; A is taken while nothing waits, B while C waits behind it after D was refused, C when the
+// queue is empty again: only A's and C's first Runs are answered early. Deterministic: everything
+// is sent while the gate holds A.
+FASTPATH_TEST(QueuedOverloadedBatchAnsweredWhole) {
+  current = "queued, overloaded: a batch answered whole";
+  std::unique_ptr<ModelState> model = QueuedModel("whole", 0.026);
+  model->settings.inline_when_idle = false;
+  Dispatcher& d = *model->dispatcher;
+  d.admission.Observe(8, 0.008);  // 1 ms a row until A is computed
+  std::vector<TRITONBACKEND_ModelInstance> tritons(1);
+  std::vector<std::unique_ptr<InstanceState>> instances = StartInstances(model.get(), &tritons);
+  Requests requests;
+  auto send_two = [&] {  // one Execute call of 2 requests of 4 rows: a batch of 8 rows, 2 Runs
+    TRITONBACKEND_Request* two[2];
+    for (TRITONBACKEND_Request*& r : two) {
+      requests.push_back(std::make_unique<TRITONBACKEND_Request>());
+      requests.back()->id = static_cast<int>(requests.size());
+      requests.back()->rows = 4;
+      r = requests.back().get();
+    }
+    Execute(instances[0].get(), two, 2, NowNs());
+  };
+  run_requests = 1;
+  early_runs = 0;
+  gate.Close();
+  send_two();  // A: taken at once, held at the gate
+  Check(Until([&] { return ComputingRows(d) == 8; }), "A is taken and held");
+  send_two();  // B: 8 + 4 and 12 + 4 rows ahead at 1 ms: queued
+  send_two();  // C: 20 and 24 ms: queued
+  send_two();  // D: 28 ms > 26: refused, the queue now refusing
+  Check(requests[6]->sends == 1 && requests[6]->sent_code == TRITONSERVER_ERROR_UNAVAILABLE,
+        "D is refused as overloaded on arrival");
+  gate.Open();
+  AwaitDrained(model.get());
+  run_requests = 0;
+  for (auto& s : instances) FinalizeInstance(&s);
+  ReleaseKept(model.get(), true);
+  for (size_t i = 0; i < 6; ++i) {
+    Check(requests[i]->sends == 1 && requests[i]->sent_code == -1, "A, B and C are answered: " +
+                                                                        requests[i]->sent_message);
+  }
+  Check(early_runs == 2, "only the batches taken while not overloaded answer a Run early (" +
+                             std::to_string(early_runs.load()) + " did)");
+  for (const auto& r : requests) Check(r->releases == 1 && r->misuse == 0, "every request released once");
   Check(live_responses == 0 && fake_server::LiveErrors() == 0, "nothing leaked");
 }
 
