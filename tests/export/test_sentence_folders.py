@@ -214,3 +214,35 @@ def test_a_setfit_head_is_folded_into_one_onnx_graph_equal_to_the_head_on_torch_
         embeddings = graph.embed(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"]))
     np.testing.assert_allclose(out["probabilities"], head.probabilities(embeddings.numpy()), atol=1e-5)
     assert (out["label_index"][:, 0] == out["probabilities"].argmax(1)).all()
+
+
+def test_an_unchanged_folder_reuses_its_export_and_a_changed_weight_exports_again(tmp_path):
+    """Three imports (FP32, no server): the second skips the export, up to date by content, and
+    still checks the graph against torch; `force`, then a changed weights file, export again."""
+    from safetensors.torch import load_file, save_file
+
+    from triton_fastpath.engine.pipeline import StepState, StepStatus
+    from triton_fastpath.imports.sentence_import import import_sentence_model
+
+    folder = tiny_sentence_folder(tmp_path / "st")
+    out_dir = tmp_path / "imported" / "test_fresh"
+
+    def exported(**options) -> StepStatus:
+        report = import_sentence_model(
+            detect_folder(folder), name="test_fresh", repository=tmp_path / "repository", out_dir=out_dir,
+            precision="fp32", serve_check=False, progress=lambda _: None, **options,
+        )  # fmt: skip
+        verified = next(s for s in report.steps if s.step == "verify FP32 vs torch")
+        assert verified.state is StepState.DONE, "the check runs on every import"
+        return next(s for s in report.steps if s.step == "export FP32 ONNX")
+
+    assert exported().state is StepState.DONE
+    made = (out_dir / "model.onnx").read_bytes()
+    assert exported() == StepStatus("export FP32 ONNX", StepState.SKIPPED, "up to date")
+    assert (out_dir / "model.onnx").read_bytes() == made and (out_dir / ".model.onnx.sha256").exists()
+    assert exported(force=True) == StepStatus("export FP32 ONNX", StepState.DONE, "forced")
+    weights = load_file(folder / "model.safetensors")
+    key = "embeddings.word_embeddings.weight"
+    save_file({**weights, key: weights[key] * 2}, folder / "model.safetensors", metadata={"format": "pt"})
+    assert exported() == StepStatus("export FP32 ONNX", StepState.DONE, "inputs or parameters changed")
+    assert not list((tmp_path / "imported").glob(".test_fresh-*")), "no stage left behind"

@@ -56,3 +56,15 @@ def test_an_onnx_import_gets_the_tuned_backend_and_response_cache(recorded, tmp_
     kind, found = recorded[0]
     assert kind == "onnx" and found["settings"].native.enabled and found["settings"].response_cache_kind == "fastpath"
     assert found["settings"].precision == "fp32"  # an ONNX file is served as given unless --precision int8
+
+
+def test_force_reaches_both_imports(recorded, tmp_path: Path) -> None:
+    for kind, path in (("hf", tmp_path), ("onnx", tmp_path / "m.onnx")):
+        for extra in ([], ["--force"]):
+            assert import_model.main([kind, str(path), "--name", "m", "--repository", str(tmp_path), *extra]) == 0
+    assert [(kind, found["force"]) for kind, found in recorded] == [
+        ("hf", False),
+        ("hf", True),
+        ("onnx", False),
+        ("onnx", True),
+    ]

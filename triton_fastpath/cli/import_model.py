@@ -83,9 +83,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force",
         action="store_true",
-        help="hf classifiers: export, quantize and prove the text path again even when up to date (by default they "
-        "are reused when the folder's files and the code are unchanged, by content; the checks always run). "
-        "Sentence-transformers/SetFit folders and ONNX files run every step on each import",
+        help="make the import's files again even when up to date: an hf classifier's export, INT8 file and text "
+        "path, a sentence-transformers/SetFit folder's FP32 export, an ONNX file's INT8 file (by default they are "
+        "reused when the folder's or file's bytes and the code are unchanged, by content; the checks always run, "
+        "and a sentence model's INT8 trials too)",
     )
     p.add_argument(
         "--work-dir",
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 input_range=parse_range(args.input_range),
                 serve_check=not args.no_serve_check,
                 work_dir=args.work_dir,
+                force=args.force,
                 **common,
             )
     except FastpathError as error:

@@ -65,6 +65,8 @@ def import_hf(
     A transformers sequence classifier goes through `import_hf_classifier`; a sentence-transformers
     encoder or a SetFit-style classifier through `imports.sentence_import.import_sentence_model`
     (truncation at its own max_seq_length; INT8 only when it passes its gate, FP32 otherwise).
+    Either reuses what is up to date by content (the export; a classifier's INT8 file and text path
+    too); `force` makes it again.
     """
     from triton_fastpath.imports.folder_kind import FolderKind, detect_folder
 
@@ -96,6 +98,7 @@ def import_hf(
         trust_pickle=trust_pickle,
         precision=precision,
         target=target,
+        force=force,
         progress=progress,
     )
 

@@ -2,10 +2,14 @@
 served file checked with a bound (`import_onnx`; its steps: `OnnxImport.recipe`).
 
     fastpath import onnx ./model.onnx --name ranker --samples rows.npz --labels names.txt
+
+Its INT8 file is made as the bundled models' are: skipped when up to date by content (the same FP32
+file and quantization code, `engine.Freshness`), made again with `force`; every check runs each time.
 """
 
 from __future__ import annotations
 
+import filecmp
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +19,8 @@ import numpy as np
 from triton_fastpath.config.render import Target
 from triton_fastpath.config.settings import PRECISIONS, RepoSettings
 from triton_fastpath.config.tensors import TensorSpec
-from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Step
+from triton_fastpath.engine.freshness import Freshness
+from triton_fastpath.engine.pipeline import Declared, Pipeline, Progress, Refused, Step
 from triton_fastpath.errors import ExportError, VerificationError
 from triton_fastpath.imports.checks import (
     Check,
@@ -85,6 +90,7 @@ def import_onnx(
     thresholds: ImportThresholds | None = None,
     serve_check: bool = True,
     work_dir: Path = BUILD_DIR,
+    force: bool = False,
     progress: Progress = print,
 ) -> ModelReport:
     """Add an ONNX file (first dimension = batch) as model `name`, every served file checked with a bound.
@@ -97,7 +103,10 @@ def import_onnx(
     the served model through a real tritonserver against onnxruntime and the source's labels (on
     the samples, topped up with generated rows when too few to show 99%).
     `labels` (names, one a line) become the class-score output's `label_filename`. Writes only
-    `repository` and `imported_dir(work_dir, name)` (its files and its report.json).
+    `repository` and `imported_dir(work_dir, name)` (its files and its report.json). The FP32 copy
+    is rewritten only when the source's bytes differ, and the INT8 file is reused when up to date by
+    content (the same FP32 file and quantization code), as `fastpath build` reuses the bundled
+    models'; `force` quantizes again. The checks run on every import.
 
     Raises:
         DataError: bad samples, labels or range (named). ExportError: the graph cannot be served
@@ -122,9 +131,9 @@ def import_onnx(
     out_dir = imported_dir(work_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     fp32 = out_dir / PRECISIONS["fp32"]
-    shutil.copy2(onnx_file, fp32)
-    (out_dir / PRECISIONS["int8"]).unlink(missing_ok=True)
-    pipeline = Pipeline(name, progress, force=True)
+    if not (fp32.is_file() and filecmp.cmp(onnx_file, fp32, shallow=False)):  # the same bytes: left as it is
+        shutil.copy2(onnx_file, fp32)
+    pipeline = Pipeline(name, progress, force=force)
     report = ModelReport(name=name, source=str(onnx_file), n_eval=rows.n, torch_accuracy=None, steps=pipeline.statuses)
     report.data = rows.describe()
     labelled = {"labels": rows.labels} if rows.labels is not None else {}
@@ -176,12 +185,27 @@ class OnnxImport:
 
     def __post_init__(self) -> None:
         self.verdict = verdicts(self.report, lambda line: self.progress(f"{self.name}: {line}"))
+        self.int8 = self.fp32.with_name(PRECISIONS["int8"])
 
     def recipe(self, serve_check: bool) -> list[Declared]:
         """The import's steps, in order (`Pipeline.run`); `serve_check`: whether the served check runs."""
+        from triton_fastpath.export import onnx2int8
+
         return [
             Declared("batch axis check", self.check_batch_axis),
-            Declared("quantize INT8", self.quantize),
+            Declared(
+                "quantize INT8",
+                self.quantize,
+                freshness=lambda: Freshness(
+                    "quantize INT8",
+                    self.fp32.with_name(f".{self.int8.name}.sha256"),
+                    outputs=[self.int8],
+                    inputs=[self.fp32, Path(onnx2int8.__file__)],
+                ),
+                doing="quantizing to INT8",
+                reusing="INT8 ONNX is up to date (same FP32 file, by content), skipping quantization",
+            ),
+            Declared("INT8 gate", self.gate_int8),
             Declared("serving plan", self.plan_serving, recorded=False),
             Declared("served check", ServedCheck(self.name, serve_check, self.served_checks, self.verdict)),
             Declared("assemble", self.assemble),
@@ -224,9 +248,22 @@ class OnnxImport:
         )  # fmt: skip
 
     def quantize(self, step: Step) -> None:
-        """INT8 checked against FP32; served only with `precision="int8"` and every check passed."""
+        """The INT8 file (a file-making step: skipped when up to date); refused, with no file and no
+        stamp, when quantization itself fails (the gate then refuses INT8)."""
+        from triton_fastpath.export import onnx2int8
+
+        try:
+            onnx2int8.quantize(source_path=self.fp32, output_path=self.int8)
+        except ExportError as error:
+            self.int8.unlink(missing_ok=True)
+            self.progress(f"{self.name}: INT8 not built: {error}")
+            raise Refused(f"quantization failed: {error}") from error
+
+    def gate_int8(self, step: Step) -> None:
+        """INT8 checked against FP32, on every import; served only with `precision="int8"` and every
+        check passed."""
         int8_checks = _check_int8(
-            self.fp32,
+            self.int8,
             self.rows,
             self.reference,
             label_output=self.label_output,
@@ -315,19 +352,18 @@ def _head(outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
 
 
 def _check_int8(
-    fp32, rows, reference, *, label_output, fp32_accuracy, thresholds, report, verdict, progress
+    int8, rows, reference, *, label_output, fp32_accuracy, thresholds, report, verdict, progress
 ) -> list[Check]:
-    """Quantize and check INT8 against FP32; the checks (none when quantization itself failed)."""
-    from triton_fastpath.export import onnx2int8
+    """Check the INT8 file against FP32; the checks (none when it was not built or does not run)."""
     from triton_fastpath.export.onnx_run import run_onnx_batched
 
-    int8 = fp32.with_name(PRECISIONS["int8"])
-    progress(f"{report.name}: quantizing to INT8")
+    if not int8.exists():  # its quantization failed (said by the quantize step)
+        return []
     try:
-        onnx2int8.quantize(source_path=fp32, output_path=int8)
         candidate = run_onnx_batched(int8, rows.inputs)
     except ExportError as error:
         int8.unlink(missing_ok=True)
+        int8.with_name(f".{int8.name}.sha256").unlink(missing_ok=True)
         progress(f"{report.name}: INT8 not built: {error}")
         return []
     checks = [verdict(diff_check("INT8 vs FP32 max|diff|", reference, candidate, thresholds.int8_rel_diff, rows.n))]

@@ -11,6 +11,12 @@ INT8 and keep it only if it passes its gate (`imports.int8_gate`: the 95% lower 
 agreement with FP32 at least 99%), serve the pipeline through a real tritonserver and compare with
 onnxruntime and the source, and only then write the repository. Everything is staged in a temporary folder
 first: a failed import leaves `build/imported/<name>` and the repository as they were.
+
+The FP32 export is skipped when up to date by content (`sentence_models.graph_freshness`: the
+folder's files, the code that shapes the graph and its parameters), as `fastpath build` skips the
+bundled models'; the stage starts from the last import's FP32 file and stamp for that. The
+tokenizer, the torch graph, the checks and the INT8 trials (gates, measured on this import's texts)
+run on every import.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from triton_fastpath.imports.eval_corpus import EvalTexts, eval_texts
 from triton_fastpath.imports.folder_kind import Folder, FolderKind
 from triton_fastpath.imports.graph_runs import batches_by_length, ms_per_batch, onnx_runner, run_graph, torch_runner
 from triton_fastpath.imports.int8_gate import Int8Gate, cosines, try_int8
+from triton_fastpath.imports.sentence_models import DYNAMIC_AXES, graph_freshness
 from triton_fastpath.imports.sentence_serving import add_graph, pipeline_specs, serve_check, text_graph_files
 from triton_fastpath.imports.served_check import ServedCheck
 from triton_fastpath.imports.setfit_head import LinearHead, load_head
@@ -66,6 +73,7 @@ def import_sentence_model(
     target: Target | str = Target.EMBEDDED,
     serve_check: bool = True,
     gate: Int8Gate | None = None,
+    force: bool = False,
     progress: Progress = print,
 ) -> ModelReport:
     """Export, check and add a sentence-transformers encoder (`<name>` returns `embedding`) or a
@@ -75,7 +83,10 @@ def import_sentence_model(
     why); `"fp32"` skips the INT8 trials. `eval_csv` (text[,label] rows): the evaluation texts
     (the built-in corpus without it, and the output says so); with labels, held-out accuracy.
     Writes only `repository` and `out_dir` (its files and its report.json; the CLI's
-    `<work_dir>/imported/<name>`).
+    `<work_dir>/imported/<name>`). The FP32 export is reused from `out_dir` when up to date by
+    content (the folder's files, the code and the graph's parameters:
+    `sentence_models.graph_freshness`); `force` exports again. The checks and the INT8 trials
+    (gates, measured on this import's texts) run on every import.
 
     Raises:
         ExportError: the folder cannot be served (named: weights, modules, head, tokenizer).
@@ -92,7 +103,7 @@ def import_sentence_model(
             f"{name}: head {folder.head_file.name}: {head.n_classes} classes {list(head.labels)}, "
             f"{head.width} inputs (converted to plain arrays, folded into the graph)"
         )
-    pipeline = Pipeline(name, progress, force=True)
+    pipeline = Pipeline(name, progress, force=force)
     evaluation = eval_texts(  # an encoder has no classes: the texts only
         eval_csv,
         labels=list(head.labels) if head is not None else None,
@@ -139,8 +150,9 @@ def import_sentence_model(
 @dataclass
 class SentenceImport:
     """One sentence model's import: what its steps share (the recipe: `recipe`). Everything is made
-    in `stage` (a temporary folder beside `out_dir`) and moved to `out_dir` only once the served
-    check passed; `clean_up` removes what is left of the stage, whatever happened."""
+    in `stage` (a temporary folder beside `out_dir`, seeded with the last import's FP32 file and its
+    stamp, so that an export up to date is reused) and moved to `out_dir` only once the served check
+    passed; `clean_up` removes what is left of the stage, whatever happened."""
 
     folder: Folder
     name: str
@@ -165,11 +177,26 @@ class SentenceImport:
         self.stage = Path(tempfile.mkdtemp(prefix=f".{self.name}-", dir=self.out_dir.parent))
         self.output = "probabilities" if self.head is not None else "embedding"
         self.texts = self.evaluation.texts
+        self.fp32 = self.stage / PRECISIONS["fp32"]
+        previous = self.out_dir / self.fp32.name
+        stamp = previous.with_name(f".{previous.name}.sha256")
+        if not self.pipeline.force and previous.is_file() and stamp.is_file():  # copies: out_dir stays as it was
+            shutil.copy2(previous, self.fp32)
+            shutil.copy2(stamp, self.stage / stamp.name)
 
     def recipe(self) -> list[Declared]:
-        """The import's steps, in order (`Pipeline.run`)."""
+        """The import's steps, in order (`Pipeline.run`); the export is skipped when up to date."""
+        sentence, head = self.folder.sentence, self.head
+        parts = f"body + {'+'.join(sentence.pooling)} pooling{' + L2 norm' if sentence.normalize else ''}"
         return [
-            Declared("export FP32 ONNX", self.export_fp32),
+            Declared("load the model", self.load),  # every time: the checks need it, up to date or not
+            Declared(
+                "export FP32 ONNX",
+                self.export_fp32,
+                freshness=lambda: graph_freshness(self.folder, head, self.fp32),
+                doing=f"exporting FP32 ONNX ({parts}{' + head' if head else ''})",
+                reusing="FP32 ONNX is up to date (same folder and code, by content), skipping the export",
+            ),
             Declared("verify FP32 vs torch", self.verify_fp32),
             Declared("quantize INT8", self.quantize),
             Declared("text path", self.plan_serving, recorded=False),  # its text path records its own step
@@ -189,30 +216,26 @@ class SentenceImport:
             raise VerificationError(f"{self.name}: {check.describe()}. Reproduce with: {reproduce}")
         return check
 
-    def export_fp32(self, step: Step) -> None:
-        """The served tokenizer, then body + pooling (+ norm) (+ head) as one FP32 ONNX graph."""
-        from triton_fastpath.export import torch2onnx
-
+    def load(self, step: Step) -> None:
+        """The served tokenizer, its encoder and the torch graph (body + pooling (+ norm) (+ head)):
+        made on every import, as the checks need them even when the export is up to date."""
         backends_importable()
         from fastpath_backends.text import TextEncoder
-        from triton_fastpath.imports.sentence_models import (
-            EXPORTED_EMBEDDING,
-            load_body,
-            output_names,
-            rename_value,
-            sentence_graph,
-            write_served_tokenizer,
-        )
+        from triton_fastpath.imports.sentence_models import load_body, sentence_graph, write_served_tokenizer
 
-        sentence, head = self.folder.sentence, self.head
+        sentence = self.folder.sentence
         self.tokenizer_file = write_served_tokenizer(sentence, self.stage / "tokenizer.json")
         self.encoder = TextEncoder(self.tokenizer_file, sentence.max_seq_length, padding="longest")
-        self.graph = sentence_graph(load_body(sentence), sentence, head)
-        self.fp32 = self.stage / PRECISIONS["fp32"]
-        parts = f"body + {'+'.join(sentence.pooling)} pooling{' + L2 norm' if sentence.normalize else ''}"
-        self.pipeline.say(f"exporting FP32 ONNX ({parts}{' + head' if head else ''})")
+        self.graph = sentence_graph(load_body(sentence), sentence, self.head)
+
+    def export_fp32(self, step: Step) -> None:
+        """The torch graph as one FP32 ONNX file (a file-making step: skipped when up to date)."""
         import torch
 
+        from triton_fastpath.export import torch2onnx
+        from triton_fastpath.imports.sentence_models import EXPORTED_EMBEDDING, output_names, rename_value
+
+        head = self.head
         example = self.encoder.encode(["a first example text", "a second, slightly longer example text"])
         torch2onnx.export(
             model=self.graph,
@@ -222,7 +245,7 @@ class SentenceImport:
             },
             output_path=self.fp32,
             output_names=output_names(head),
-            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}},
+            dynamic_axes=DYNAMIC_AXES,
         )
         if head is None:
             rename_value(self.fp32, EXPORTED_EMBEDDING, "embedding")
@@ -255,7 +278,8 @@ class SentenceImport:
             self.pipeline.say(f"held-out accuracy FP32 {accuracy:.2%} on {len(texts)} texts")
 
     def quantize(self, step: Step) -> None:
-        """INT8, kept only when a method passes its gate (`imports.int8_gate`); FP32 otherwise."""
+        """INT8, kept only when a method passes its gate (`imports.int8_gate`); FP32 otherwise. Run on
+        every import, never skipped as up to date: each trial is a gate measured on this import's texts."""
         fp32_only = self.evaluation.fp32_only
         if fp32_only:
             self.report.checks.append(f"INT8 not tried: {fp32_only}")

@@ -4,6 +4,7 @@
     body = load_body(folder.sentence)                              # refuses missing/new weights
     graph = SentenceGraph(body, folder.sentence, head=None)        # pooling (+ norm) (+ head) in torch
     write_served_tokenizer(folder.sentence, out_dir / "tokenizer.json")
+    graph_freshness(folder, None, out_dir / "model.onnx").why_stale()  # None: its export is up to date
 
 The pooling (mean/CLS/max as `1_Pooling/config.json` says), the L2 normalisation (`Normalize`)
 and a SetFit head (`imports.setfit_head`) are all part of the exported graph: a client sends text
@@ -19,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from triton_fastpath.engine.freshness import Freshness
 from triton_fastpath.errors import ExportError
-from triton_fastpath.imports.folder_kind import WEIGHT_FILES, SentenceConfig
+from triton_fastpath.imports.folder_kind import WEIGHT_FILES, Folder, SentenceConfig
 from triton_fastpath.imports.setfit_head import LinearHead
 
 TOKENIZER_FILES = ("vocab.txt", "vocab.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
@@ -133,6 +135,35 @@ EXPORTED_EMBEDDING = "sentence_embedding"
 def output_names(head: LinearHead | None) -> list[str]:
     """The exported graph's outputs (the embedding under `EXPORTED_EMBEDDING`, renamed later)."""
     return ["probabilities", "label_index"] if head is not None else [EXPORTED_EMBEDDING]
+
+
+DYNAMIC_AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+
+
+def graph_freshness(folder: Folder, head: LinearHead | None, fp32: Path) -> Freshness:
+    """The FP32 export's freshness, its stamp beside `fp32`: the folder's files (weights, configs,
+    tokenizer, head; those of its top level and of the Transformer module's folder), the code that
+    shapes the graph, and the parameters it is built with (pooling, normalisation, lengths, outputs,
+    the head's labels and normalisation)."""
+    from triton_fastpath.export import torch2onnx
+    from triton_fastpath.imports import setfit_head
+
+    sentence = folder.sentence
+    folders = dict.fromkeys([folder.path, sentence.transformer_dir])
+    files = [p for d in folders for p in sorted(d.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    code = [__file__, torch2onnx.__file__, *([setfit_head.__file__] if head is not None else [])]
+    params = {
+        "pooling": list(sentence.pooling),
+        "normalize": sentence.normalize,
+        "max_seq_length": sentence.max_seq_length,
+        "do_lower_case": sentence.do_lower_case,
+        "dimension": sentence.dimension,
+        "outputs": output_names(head),
+        "dynamic_axes": DYNAMIC_AXES,
+        "head": None if head is None else {"labels": list(head.labels), "normalize": head.normalize_embeddings},
+    }
+    stamp = fp32.with_name(f".{fp32.name}.sha256")
+    return Freshness("export FP32 ONNX", stamp, outputs=[fp32], inputs=[*files, *map(Path, code)], params=params)
 
 
 def rename_value(path: Path, old: str, new: str) -> None:
