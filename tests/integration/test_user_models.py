@@ -47,7 +47,7 @@ def test_hf_folder_is_exported_verified_and_served(tmp_path):
     """24 texts of the user's own: used as given, too few to show 99%, so INT8 is refused by name and
     FP32 served; the served check tops them up from the built-in corpus and gates on the source."""
     from triton_fastpath.config.settings import Batching, RepoSettings
-    from triton_fastpath.imports.importer import import_hf_classifier
+    from triton_fastpath.imports.hf_classifier import import_hf_classifier
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")
     eval_csv = tmp_path / "eval.csv"
@@ -191,7 +191,7 @@ def test_onnx_without_a_dynamic_batch_axis_is_refused_with_a_clear_error(tmp_pat
 
 
 def test_a_folder_without_config_json_is_refused(tmp_path):
-    from triton_fastpath.imports.importer import import_hf_classifier
+    from triton_fastpath.imports.hf_classifier import import_hf_classifier
 
     with pytest.raises(ExportError, match="not a Hugging Face model folder"):
         import_hf_classifier(
@@ -202,7 +202,7 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
 def test_int8_beyond_its_bounds_is_refused_with_the_reproduce_command_and_fp32_served(tmp_path):
     """Without --eval-csv: the built-in corpus (1,120 texts) is enough for the gate's power; INT8
     missing a bound is refused with why and the command that reproduces it, and FP32 is served."""
-    from triton_fastpath.imports.importer import import_hf_classifier
+    from triton_fastpath.imports.hf_classifier import import_hf_classifier
     from triton_fastpath.recipes.steps import Thresholds
 
     hf_dir = save_tiny_hf_classifier(tmp_path / "my-model")

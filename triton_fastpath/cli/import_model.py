@@ -46,7 +46,7 @@ from triton_fastpath.imports.importer import import_hf, imported_dir
 from triton_fastpath.imports.onnx_import import import_onnx
 from triton_fastpath.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from triton_fastpath.recipes.assemble import with_response_cache_here
-from triton_fastpath.recipes.reports import format_report
+from triton_fastpath.recipes.reports import ModelReport, format_report
 
 
 def parser() -> argparse.ArgumentParser:
@@ -115,40 +115,45 @@ def serving_plan(args: argparse.Namespace, precision: Precision | str) -> Servin
     return plan_serving(options, target=args.target, response_cache_here=with_response_cache_here)
 
 
+def run_import(args: argparse.Namespace, *, name: str) -> ModelReport:
+    """Import `args.path` as `name` with the rest of `args`' options: the serving plan (its notes
+    printed), then `import_hf` or `import_onnx`."""
+    precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
+    plan = serving_plan(args, precision)
+    for line in plan.notes:
+        print(line)
+    settings = plan.settings  # the tuned backend (native or Python) and response cache
+    common = {"repository": args.repository, "target": args.target, "labels": args.labels, "force": args.force}
+    if args.kind == "hf":
+        return import_hf(
+            args.path,
+            name=name,
+            out_dir=imported_dir(args.work_dir, name),
+            settings=settings,
+            eval_csv=args.eval_csv,
+            trust_pickle=args.trust_pickle,
+            precision=precision,
+            **common,
+        )
+    return import_onnx(
+        args.path,
+        name=name,
+        settings=settings,
+        precision=precision,
+        samples=args.samples,
+        label_output=args.label_output,
+        input_range=parse_range(args.input_range),
+        serve_check=not args.no_serve_check,
+        work_dir=args.work_dir,
+        **common,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `fastpath import hf|onnx`."""
     args = parser().parse_args(argv)
     try:
-        precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
-        plan = serving_plan(args, precision)
-        for line in plan.notes:
-            print(line)
-        settings = plan.settings
-        common = {"name": args.name, "repository": args.repository, "target": args.target, "labels": args.labels}
-        if args.kind == "hf":
-            report = import_hf(
-                args.path,
-                out_dir=imported_dir(args.work_dir, args.name),
-                settings=settings,
-                eval_csv=args.eval_csv,
-                trust_pickle=args.trust_pickle,
-                precision=precision,
-                force=args.force,
-                **common,
-            )
-        else:
-            report = import_onnx(
-                args.path,
-                settings=settings,  # the tuned backend (native or Python) and response cache
-                precision=precision,
-                samples=args.samples,
-                label_output=args.label_output,
-                input_range=parse_range(args.input_range),
-                serve_check=not args.no_serve_check,
-                work_dir=args.work_dir,
-                force=args.force,
-                **common,
-            )
+        report = run_import(args, name=args.name)
     except FastpathError as error:
         print(f"import failed: {error}", file=sys.stderr)
         return 1

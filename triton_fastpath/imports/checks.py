@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from triton_fastpath.config.tensors import TensorSpec
+from triton_fastpath.engine.pipeline import Progress
 from triton_fastpath.errors import DataError, ExportError
 from triton_fastpath.recipes.gates import DEFAULT_BOUND, GateResult, sample_note
+from triton_fastpath.recipes.reports import ModelReport
 
 SAMPLE_LABELS_KEY = "labels"
 GENERATED_ROWS = 1024  # enough for a gate to show 99% with a few rows off (381 all agreeing at least)
@@ -382,3 +384,17 @@ def read_eval_csv(path: Path, labels: list[str] | None = None) -> tuple[list[str
     except ValueError as error:
         raise DataError(f"--eval-csv {path}: label not in the model's labels {labels}: {error}") from error
     return texts, np.array(ids, dtype=np.int64)
+
+
+def verdicts(report: ModelReport, say: Progress) -> Callable[[Check], Check]:
+    """A function that says a check (`say`: the import's lines, labelled with its model's name) and
+    keeps it in the report (and returns it)."""
+
+    def verdict(check: Check) -> Check:
+        say(check.describe())
+        report.checks.append(check.describe())
+        if isinstance(check, GateCheck):
+            report.add_gate(check.result, check.unit, check=False)
+        return check
+
+    return verdict

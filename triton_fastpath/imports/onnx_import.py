@@ -35,8 +35,9 @@ from triton_fastpath.imports.checks import (
     generate_samples,
     load_samples,
     read_label_names,
+    verdicts,
 )
-from triton_fastpath.imports.importer import imported_dir, verdicts
+from triton_fastpath.imports.importer import imported_dir
 from triton_fastpath.imports.served_check import SERVED_MIN_ROWS, ServedCheck, check_served
 from triton_fastpath.models.parts import onnx_classifier_spec
 from triton_fastpath.paths import BUILD_DIR
