@@ -101,15 +101,19 @@ def load_digits_model(path: Path) -> ServedClassifier:
 
 
 def train_wordpiece(texts: list[str], vocab_size: int):
-    """A BERT-style uncased WordPiece tokenizer trained on `texts` (a `tokenizers.Tokenizer`)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A BERT-style uncased WordPiece tokenizer trained on `texts` (a `tokenizers.Tokenizer`), the
+    same on every run (`models.wordpiece_vocab`: `tokenizers`' own trainer is not deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    from triton_fastpath.models.wordpiece_vocab import learn_vocab, word_counts
+
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = word_counts(texts, normalizer, pre_tokenizer)
+    vocab = learn_vocab(words, vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS)
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS)
-    tokenizer.train_from_iterator(texts, trainer)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.BertProcessing(("[SEP]", sep_id), ("[CLS]", cls_id))
     return tokenizer

@@ -40,7 +40,9 @@ from triton_fastpath.recipes.steps import (
     time_batch32,
 )
 
-TRAIN_CODE = (ROOT / "triton_fastpath" / "models" / "train.py", ROOT / "triton_fastpath" / "models" / "data.py")
+TRAIN_CODE = tuple(
+    ROOT / "triton_fastpath" / "models" / name for name in ("train.py", "data.py", "wordpiece_vocab.py")
+)
 REUSING_TRAINED = "trained model is up to date (same code and parameters), skipping training"
 
 
