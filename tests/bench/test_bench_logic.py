@@ -913,3 +913,30 @@ def test_a_missing_peer_venv_is_an_error_naming_the_install_command_when_named_a
     assert "leaving out mosec, litserve" in said[0] and peers.INSTALL_COMMAND in said[0]
     assert not {"mosec", "litserve"} & {s.key for s in harness.default_systems(smoke=True)}  # smoke: only when named
     assert all(s.models == ("sentiment",) and s.workers == 2 for s in chosen[1:3])
+
+
+NATIVE_GRAPH_CONFIG = """
+name: "minilm"
+backend: "fastpath_ort"
+max_batch_size: 64
+input { name: "text" data_type: TYPE_STRING dims: 1 }
+output { name: "embedding" data_type: TYPE_FP32 dims: 384 }
+parameters { key: "text_tokenizer" value { string_value: "tokenizer.json" } }
+parameters { key: "onnx_file" value { string_value: "post.int8.onnx" } }
+parameters { key: "max_length" value { string_value: "256" } }
+"""
+
+
+def test_an_import_served_as_the_native_text_graph_is_benchmarked_from_its_own_files(tmp_path, monkeypatch) -> None:
+    """`fastpath import hf` of a sentence model serves the native text graph (`text_tokenizer` on
+    fastpath_ort, no tokenizer/encoder steps): the baselines run the import's encoder of the same
+    precision and its tokenizer (the full benchmark failed at its MiniLM table without this)."""
+    from triton_fastpath.bench import imported
+
+    (tmp_path / "repo" / "minilm").mkdir(parents=True)
+    (tmp_path / "repo" / "minilm" / "config.pbtxt").write_text(NATIVE_GRAPH_CONFIG)
+    monkeypatch.setattr(imported, "BUILD_DIR", tmp_path / "build")
+    onnx_file, tokenizer, max_length = imported.served_text_model(tmp_path / "repo", "minilm")
+    assert onnx_file == tmp_path / "build" / "imported" / "minilm" / "model.int8.onnx"
+    assert tokenizer == tmp_path / "build" / "imported" / "minilm" / "tokenizer.json"
+    assert max_length == 256

@@ -64,8 +64,12 @@ def served_onnx(repository: Path, name: str) -> Path:
 
 
 def _is_graph(config_path: Path) -> bool:
-    """Whether `config_path` is a text graph's config (it names the onnxruntime-extensions op library)."""
-    return config_path.is_file() and "custom_op_library" in parse_pbtxt(config_path.read_text()).parameters
+    """Whether `config_path` is a text graph's config: the native backend's (it names its
+    `text_tokenizer`) or onnxruntime-extensions' (it names the op library)."""
+    if not config_path.is_file():
+        return False
+    parameters = parse_pbtxt(config_path.read_text()).parameters
+    return "text_tokenizer" in parameters or "custom_op_library" in parameters
 
 
 def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | None:
@@ -92,10 +96,11 @@ def served_text_model(repository: Path, name: str) -> tuple[Path, Path, int] | N
     # the graph rendering: behind the wrapper `<name>`, or `<name>` itself when the response cache is off
     graph = next((p for p in (Path(repository) / members.graph / "config.pbtxt", config_path) if _is_graph(p)), None)
     if not found and graph is not None:  # the encoder and tokenizer the graph was made from
-        from triton_fastpath.config.settings import PRECISIONS, TEXT_GRAPHS
+        from triton_fastpath.config.settings import POST_GRAPHS, PRECISIONS, TEXT_GRAPHS
 
         parameters = parse_pbtxt(graph.read_text()).parameters
-        precision = next(p for p, file in TEXT_GRAPHS.items() if file == parameters["onnx_file"].string_value)
+        graph_file = parameters["onnx_file"].string_value
+        precision = next(p for graphs in (TEXT_GRAPHS, POST_GRAPHS) for p, file in graphs.items() if file == graph_file)
         source = BUILD_DIR / "imported" / name
         found = {"onnx_file": PRECISIONS[precision], "tokenizer_file": "tokenizer.json"}
         found["max_length"] = parameters["max_length"].string_value
