@@ -40,9 +40,7 @@ from triton_fastpath.recipes.steps import (
     time_batch32,
 )
 
-TRAIN_CODE = tuple(
-    ROOT / "triton_fastpath" / "models" / name for name in ("train.py", "data.py", "wordpiece_vocab.py")
-)
+TRAIN_CODE = tuple(ROOT / "triton_fastpath" / "models" / name for name in ("train.py", "data.py", "wordpiece_vocab.py"))
 REUSING_TRAINED = "trained model is up to date (same code and parameters), skipping training"
 
 
