@@ -29,8 +29,12 @@ def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str,
     tuning.write_text(json.dumps({"settings": {"rendering": "graph", "encoder_instances": 3}}))
     monkeypatch.setattr(plan, "TUNING_FILE", tuning)  # read this tuning file instead of tuning/embedded.json
     calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(import_model, "import_hf", lambda path, **kw: calls.append(("hf", kw)) or Report())
-    monkeypatch.setattr(import_model, "import_onnx", lambda path, **kw: calls.append(("onnx", kw)) or Report())
+
+    def recorder(kind: str):
+        return lambda path, name, **kw: calls.append((kind, {"name": name, **kw})) or Report()
+
+    monkeypatch.setattr(import_model, "import_hf", recorder("hf"))
+    monkeypatch.setattr(import_model, "import_onnx", recorder("onnx"))
     monkeypatch.setattr(import_model, "format_report", lambda reports: "")
     monkeypatch.setattr(import_model, "with_response_cache_here", lambda settings, target: (settings, None))
     return calls

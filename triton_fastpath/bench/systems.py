@@ -169,6 +169,59 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
     python_digits = RepoSettings(precision="int8", rendering="fused", native=NativeBackend(enabled=False), **uncached)
     shipped = RepoSettings.tuned(precision="int8", **levels)  # `fastpath build`'s repository, caches on
     return [
+        *_shipped_systems(shipped),
+        System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
+        System(
+            "ours-fused",
+            "ours: default rendering (sentiment: one Python model; digits: native backend), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            settings=fused,
+        ),
+        System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
+        # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
+        System(
+            "ours-graph",
+            "ours: text graph on the native backend (no Python), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=graph,
+        ),
+        # what the native backend removes on digits: the same model behind a Python stub
+        System(
+            "ours-python-digits",
+            "ours: digits behind a Python stub (--no-native), ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("digits",),
+            settings=python_digits,
+        ),
+        # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
+        System(
+            "ours-ensemble",
+            "ours: ensemble of Python steps, ONNX INT8, gRPC",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=ensemble,
+        ),
+        System(
+            "ours-grpc-int8-cached",
+            "ours: fused, INT8 + response cache + L1 cache (cached scenarios, reported apart)",
+            "ours",
+            "grpc",
+            ("sentiment",),
+            settings=RepoSettings(precision="int8", rendering="fused", **levels),
+            cached=True,
+        ),
+    ]
+
+
+def _shipped_systems(shipped: RepoSettings) -> list[System]:
+    """The default build as it ships (`shipped`), then the same build with one front-end or backend
+    option changed: each such row measures that one option."""
+    return [
         System(
             "ours-default",
             f"ours: the default build as it ships ({shipped.rendering}, ONNX INT8, caches on: "
@@ -219,51 +272,6 @@ def _our_systems(levels: dict[str, ServiceLevels]) -> list[System]:
             "ours",
             "grpc",
             settings=dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, triton_batcher=False)),
-        ),
-        System("ours-grpc-fp32", "ours: fused, ONNX FP32, gRPC", "ours", "grpc", ("sentiment",), settings=fp32),
-        System(
-            "ours-fused",
-            "ours: default rendering (sentiment: one Python model; digits: native backend), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            settings=fused,
-        ),
-        System("ours-http-int8", "ours: fused, ONNX INT8, HTTP/JSON", "ours", "http", settings=fused),
-        # no Python process on the path: the text graph (tokenizer inside ONNX) on the native backend
-        System(
-            "ours-graph",
-            "ours: text graph on the native backend (no Python), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=graph,
-        ),
-        # what the native backend removes on digits: the same model behind a Python stub
-        System(
-            "ours-python-digits",
-            "ours: digits behind a Python stub (--no-native), ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("digits",),
-            settings=python_digits,
-        ),
-        # digits is one model in both renderings: the ensemble row is about sentiment's pipeline only
-        System(
-            "ours-ensemble",
-            "ours: ensemble of Python steps, ONNX INT8, gRPC",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=ensemble,
-        ),
-        System(
-            "ours-grpc-int8-cached",
-            "ours: fused, INT8 + response cache + L1 cache (cached scenarios, reported apart)",
-            "ours",
-            "grpc",
-            ("sentiment",),
-            settings=RepoSettings(precision="int8", rendering="fused", **levels),
-            cached=True,
         ),
     ]
 

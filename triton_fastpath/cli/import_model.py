@@ -115,7 +115,7 @@ def serving_plan(args: argparse.Namespace, precision: Precision | str) -> Servin
     return plan_serving(options, target=args.target, response_cache_here=with_response_cache_here)
 
 
-def run_import(args: argparse.Namespace, *, name: str) -> ModelReport:
+def run_import(args: argparse.Namespace, name: str) -> ModelReport:
     """Import `args.path` as `name` with the rest of `args`' options: the serving plan (its notes
     printed), then `import_hf` or `import_onnx`."""
     precision = args.precision or ("int8" if args.kind == "hf" else "fp32")
@@ -127,7 +127,7 @@ def run_import(args: argparse.Namespace, *, name: str) -> ModelReport:
     if args.kind == "hf":
         return import_hf(
             args.path,
-            name=name,
+            name,
             out_dir=imported_dir(args.work_dir, name),
             settings=settings,
             eval_csv=args.eval_csv,
@@ -137,7 +137,7 @@ def run_import(args: argparse.Namespace, *, name: str) -> ModelReport:
         )
     return import_onnx(
         args.path,
-        name=name,
+        name,
         settings=settings,
         precision=precision,
         samples=args.samples,
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run `fastpath import hf|onnx`."""
     args = parser().parse_args(argv)
     try:
-        report = run_import(args, name=args.name)
+        report = run_import(args, args.name)
     except FastpathError as error:
         print(f"import failed: {error}", file=sys.stderr)
         return 1

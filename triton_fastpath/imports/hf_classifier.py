@@ -36,8 +36,8 @@ from triton_fastpath.recipes.steps import Thresholds, export_text_classifier, hf
 
 def import_hf_classifier(
     hf_dir: Path,
-    *,
     name: str,
+    *,
     repository: Path,
     out_dir: Path,
     settings: RepoSettings | None = None,

@@ -25,8 +25,8 @@ from triton_fastpath.recipes.reports import ModelReport
 
 def import_hf(
     hf_dir: Path,
-    *,
     name: str,
+    *,
     repository: Path,
     out_dir: Path,
     settings: RepoSettings | None = None,
@@ -52,7 +52,7 @@ def import_hf(
     if folder.kind is FolderKind.HF_CLASSIFIER:
         return import_hf_classifier(
             hf_dir,
-            name=name,
+            name,
             repository=repository,
             out_dir=out_dir,
             settings=settings,
@@ -64,7 +64,7 @@ def import_hf(
         )
     return import_sentence_model(
         folder,
-        name=name,
+        name,
         repository=repository,
         out_dir=out_dir,
         settings=settings,

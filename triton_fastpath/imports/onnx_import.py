@@ -78,8 +78,8 @@ def onnx_io(path: Path) -> tuple[list[TensorSpec], list[TensorSpec], bool]:
 
 def import_onnx(
     onnx_file: Path,
-    *,
     name: str,
+    *,
     repository: Path,
     settings: RepoSettings | None = None,
     target: Target | str = Target.EMBEDDED,

@@ -61,8 +61,8 @@ FP32_MAX_ABS_DIFF = 1e-3  # probabilities, ONNX vs torch and vs the head in nump
 
 def import_sentence_model(
     folder: Folder,
-    *,
     name: str,
+    *,
     repository: Path,
     out_dir: Path,
     settings: RepoSettings | None = None,

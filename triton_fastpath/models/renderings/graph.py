@@ -5,7 +5,8 @@ tokenizer (parameter `text_tokenizer`) and running the post graph (encoder + hea
 container target, Triton's onnxruntime backend running the text graph (onnxruntime-extensions'
 tokenizer op inside the ONNX graph).
 
-`classifier_specs` serves a text classifier as `<name>` (the text graph) plus its ids lane;
+`classifier_specs` serves a text classifier as `<name>` (the text graph) plus its ids lane (on the
+container target a classifier is `container_graph`'s native steps around the encoder);
 `text_graph_specs` is that graph for a classifier or an embedding model (imported sentence models).
 Embedding pipelines of the bundled kind keep the fused layout (`embedding_specs`). What it refuses
 (a Python cache lookup; the embedded target without the native backend) is `Rendering.refusal`.
@@ -20,23 +21,19 @@ from fastpath_backends.parameters import FastpathOrtParameters
 from triton_fastpath.config.render import CUSTOM_OPS_FILE, Target, as_target
 from triton_fastpath.config.rendering import Rendering
 from triton_fastpath.config.settings import (
-    LABEL_GRAPH_FILE,
     LABELS_FILE,
     TOKENIZER_FILE,
-    TOKENS_GRAPH_FILE,
     RepoSettings,
 )
 from triton_fastpath.config.spec import ModelKind, ModelSpec, PipelineMembers
 from triton_fastpath.config.tensors import TensorSpec
 from triton_fastpath.errors import ConfigError
-from triton_fastpath.export.text_path import TOKEN_OUTPUTS
 from triton_fastpath.models.parts import (
     MAX_TEXT_BYTES,
     ClassifierTensors,
     admission_parameters,
     cache_refuses_errors,
     classifier_encoder,
-    classifier_ensemble,
     classifier_lane,
     dispatch_parameters,
     text_cut_chars,
@@ -51,79 +48,11 @@ RENDERING = Rendering.GRAPH
 def classifier_specs(
     name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.EMBEDDED
 ) -> list[ModelSpec]:
-    """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it; on the
-    container target, the native steps around the encoder (`container_classifier_specs`)."""
-    if as_target(target) is Target.CONTAINER:
-        return container_classifier_specs(name, labels, settings, target)
+    """The text graph served as `<name>` (`text_graph_specs`), and the ids lane beside it. (On the
+    container target the graph rendering of a classifier is `container_graph.classifier_specs`.)"""
+    served = text_graph_specs(name, labels, settings, target)
     tensors = ClassifierTensors.of(labels)
-    lane = classifier_lane(classifier_encoder(name, tensors, settings), tensors, labels, settings, target)
-    return [*text_graph_specs(name, labels, settings, target), *lane]
-
-
-def container_classifier_specs(
-    name: str, labels: Sequence[str], settings: RepoSettings, target: Target | str = Target.CONTAINER
-) -> list[ModelSpec]:
-    """The graph rendering of a text classifier on the container target: the ensemble `<name>` of
-    `<name>_tokenizer` -> `<name>_encoder` -> `<name>_postprocess`, no Python model on the path.
-
-    - `<name>_tokenizer`: fastpath_ort with `text_tokenizer`, the same checks and the same exact C++
-      WordPiece tokenizer as the embedded default's graph model, running the tokens graph (Identity:
-      ids out at each text's natural length, trimmed per request) and writing `truncated`.
-    - `<name>_encoder`: the classifier's ids lane (ids in), a TensorRT plan on the GPU, Triton's
-      onnxruntime or fastpath_ort, as `recipes.assemble.container_specs` decides.
-    - `<name>_postprocess`: fastpath_ort running the label graph (the same Gather and ReduceMax as the
-      embedded post graph's head): `label`, `probability`.
-
-    The ensemble answers four outputs, so it is not response-cached (`config.render.stores_the_whole_answer`).
-    """
-    t = ClassifierTensors.of(labels)
-    encoder = classifier_lane(classifier_encoder(name, t, settings), t, labels, settings, target)[0]
-    members = PipelineMembers(name)
-    batch = settings.batching.max_batch_size
-    token_ids, token_mask = (TensorSpec(output, "TYPE_INT64", (-1,)) for output in TOKEN_OUTPUTS)
-    tokenizer = ModelSpec(
-        name=members.tokenizer,
-        kind=ModelKind.ONNX,
-        model_file=TOKENS_GRAPH_FILE,
-        max_batch_size=batch,
-        inputs=(t.text,),
-        outputs=(token_ids, token_mask, t.truncated),
-        instance_count=settings.tokenizer_instances,
-        onnx_threads=1,
-        native=True,
-        container_native=True,
-        dynamic_batching=settings.batching.dynamic_batching,
-        warmups=warmup_of((t.text,), batch, files=True),
-        parameters={
-            **text_checks(settings),
-            # each request's ids at its own length
-            **FastpathOrtParameters(ragged_outputs=",".join(TOKEN_OUTPUTS)).to_parameters(),
-        },
-    )
-    postprocess = ModelSpec(
-        name=members.postprocess,
-        kind=ModelKind.ONNX,
-        model_file=LABEL_GRAPH_FILE,
-        max_batch_size=batch,
-        inputs=(t.probabilities, t.label_index),
-        outputs=(t.label, t.probability),
-        instance_count=settings.postprocess_instances,
-        onnx_threads=1,
-        native=True,
-        container_native=True,
-        dynamic_batching=settings.batching.dynamic_batching,
-        warmups=warmup_of((t.probabilities, t.label_index), batch, files=False),
-    )
-    ensemble = classifier_ensemble(
-        name,
-        labels,
-        settings,
-        tokenizer=tokenizer,
-        middle=encoder,
-        postprocess=postprocess,
-        token_outputs=TOKEN_OUTPUTS,
-    )
-    return [tokenizer, encoder, postprocess, ensemble]
+    return [*served, *classifier_lane(classifier_encoder(name, tensors, settings), tensors, labels, settings, target)]
 
 
 def text_checks(settings: RepoSettings, *, tokenizes: bool = True) -> dict[str, str]:
