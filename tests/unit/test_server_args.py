@@ -65,6 +65,7 @@ def test_default_args(repo: Path, layout: ServerLayout) -> None:
         "--cache-config": [f"local,size={64 * 1024 * 1024}"],
         "--metrics-config": ["summary_latencies=true"],
         "--metrics-interval-ms": ["1000"],
+        "--http-thread-count": [str(min(8, max(2, len(os.sched_getaffinity(0)))))],
         "--strict-readiness": ["true"],
         "--exit-timeout-secs": ["30"],
         "--log-verbose": ["0"],
@@ -89,6 +90,7 @@ def test_options_map_to_flags(repo: Path, layout: ServerLayout) -> None:
         strict_readiness=False,
         exit_timeout_s=5,
         metrics_interval_ms=250,
+        http_threads=3,
         extra_args=("--backend-config", "python,x=1"),
     )
     args = to_args_list(config, layout)
@@ -101,6 +103,7 @@ def test_options_map_to_flags(repo: Path, layout: ServerLayout) -> None:
     assert flag_values(args, "--strict-readiness") == ["false"]
     assert flag_values(args, "--exit-timeout-secs") == ["5"]
     assert flag_values(args, "--metrics-interval-ms") == ["250"]
+    assert flag_values(args, "--http-thread-count") == ["3"]
     assert flag_values(args, "--log-verbose") == ["2"]
     assert args[-2:] == ["--backend-config", "python,x=1"]
 
@@ -234,6 +237,7 @@ def test_config_coerces_types(repo: Path) -> None:
         ({"log_verbose": -1}, "log_verbose", ">= 0"),
         ({"exit_timeout_s": 0}, "exit_timeout_s", ">= 1"),
         ({"metrics_interval_ms": 0}, "metrics_interval_ms", ">= 1"),
+        ({"http_threads": 0}, "http_threads", "1..256"),
         ({"model_control_mode": "auto"}, "model_control_mode", "explicit"),
         ({"load_models": ("m",)}, "load_models", "explicit"),
         ({"extra_args": ("--x", 1)}, "extra_args", "non-empty strings"),
@@ -423,3 +427,12 @@ def test_without_a_compiler_serving_warns_unless_a_model_needs_the_native_backen
     assert "Native backend not installed" in caplog.text and "no C++ compiler" in caplog.text
     with pytest.raises(ProcessError, match=r"models digits, scorer use the native backend .*no C\+\+ compiler"):
         prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11), required_by=("digits", "scorer"))
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 2), (2, 2), (4, 4), (8, 8), (64, 8)])
+def test_the_http_front_end_gets_a_thread_a_core_between_2_and_triton_s_8(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, cores: int, threads: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert ServerConfig(repo).http_threads == threads
+    assert ServerConfig(repo, http_threads=12).http_threads == 12  # an explicit count is kept

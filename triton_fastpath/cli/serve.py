@@ -51,6 +51,13 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     add("--http-port", type=int, default=8000, help="HTTP/REST port; 0 picks a free port (default: %(default)s)")
     add("--grpc-port", type=int, default=8001, help="gRPC port; 0 picks a free port (default: %(default)s)")
     add(
+        "--http-threads",
+        type=int,
+        default=None,
+        help="threads of Triton's HTTP front end (default: one a core, at least 2 and at most Triton's own 8; "
+        "measured on 2 cores in docs/tuning-and-benchmarks.md)",
+    )
+    add(
         "--metrics-port",
         type=int,
         default=8002,
@@ -327,6 +334,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             http_port=args.http_port,
             grpc_port=args.grpc_port,
             metrics_port=args.metrics_port,
+            http_threads=args.http_threads,
             address=args.address,
             cache_size_bytes=round(args.cache_size_mb * 1024 * 1024),
             log_file=args.log_file,
