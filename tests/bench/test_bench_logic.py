@@ -451,7 +451,7 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
     # as it ships: caches on
     shipped = ("ours-default", "ours-default-queued", "ours-default-direct", "ours-default-http")
-    shipped += ("ours-default-pool64", "ours-default-http-t8")
+    shipped += ("ours-default-pool64", "ours-default-http-t2", "ours-default-http-t8")
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-graph"])  # caches on

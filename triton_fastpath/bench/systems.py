@@ -114,6 +114,7 @@ def default_systems(smoke: bool = False, service_levels_profile: str = "default"
             "ours-default-queued",
             "ours-default-direct",
             "ours-default-pool64",
+            "ours-default-http-t2",
             "ours-default-http-t8",
             "ours-default-http",
             *PEER_KINDS,
@@ -256,7 +257,16 @@ def _shipped_systems(shipped: RepoSettings) -> list[System]:
             settings=shipped,
             server_args=("--grpc-infer-allocation-pool-size", "64"),
         ),
-        # the HTTP view with Triton's own 8 HTTP threads (the kit passes one a core, 2 to 8: ServerConfig.http_threads)
+        # the HTTP view with as many HTTP threads as cores, and with Triton's own 8 stated: each its own
+        # fresh server (the plain HTTP view shares ours-default's, whose caches the gRPC sweep filled)
+        System(
+            "ours-default-http-t2",
+            "ours: the default build, --http-thread-count 2, HTTP/JSON",
+            "ours",
+            "http",
+            settings=shipped,
+            server_args=("--http-thread-count", "2"),
+        ),
         System(
             "ours-default-http-t8",
             "ours: the default build, --http-thread-count 8 (Triton's default), HTTP/JSON",

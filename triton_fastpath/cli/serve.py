@@ -54,8 +54,8 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
         "--http-threads",
         type=int,
         default=None,
-        help="threads of Triton's HTTP front end (default: one a core, at least 2 and at most Triton's own 8; "
-        "measured on 2 cores in docs/tuning-and-benchmarks.md)",
+        help="threads of Triton's HTTP front end (default: Triton's own, 8; see docs/tuning-and-benchmarks.md "
+        "for 2 against 8 on 2 cores)",
     )
     add(
         "--metrics-port",

@@ -42,15 +42,6 @@ _HEADER_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]*")  # gRPC metadata keys are lowe
 _HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
 REDACTED = "<redacted>"
 PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
-TRITON_HTTP_THREADS = 8  # Triton 2.51's own `--http-thread-count`
-
-
-def default_http_threads() -> int:
-    """The HTTP front end's threads: as many as the cores this process may run on, at least 2 and at
-    most Triton's own default of 8. On 2 shared cores, 2 threads served the default build over
-    HTTP/JSON as fast as 8 or faster in two alternated rounds (sentiment +2% and +9% req/s at 32
-    clients, digits 0% and +9%; docs/tuning-and-benchmarks.md); from 8 cores up nothing changes."""
-    return min(TRITON_HTTP_THREADS, max(2, len(os.sched_getaffinity(0))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +101,7 @@ class ServerConfig:
     grpc_port: int = 8001
     metrics_port: int = 8002
     address: str = "127.0.0.1"
-    http_threads: int | None = None  # None: default_http_threads()
+    http_threads: int | None = None  # Triton's HTTP front-end threads; None: Triton's own (8)
     cache_size_bytes: int = 64 * 1024 * 1024  # 0 disables the response cache
     log_file: Path | None = None
     log_verbose: int = 0
@@ -150,8 +141,6 @@ class ServerConfig:
             set_(self, "native_library", Path(self.native_library))
         if self.cache_library is not None:
             set_(self, "cache_library", Path(self.cache_library))
-        if self.http_threads is None:
-            set_(self, "http_threads", default_http_threads())
         repo = self.model_repository
         if not repo.is_dir():
             state = "is not a directory" if repo.exists() else "does not exist"
@@ -169,7 +158,8 @@ class ServerConfig:
                 f"address: got {self.address!r}; expected an IPv4 address such "
                 "as 127.0.0.1 (this machine only) or 0.0.0.0 (all)"
             ) from None
-        _check_int("http_threads", self.http_threads, 1, 256)
+        if self.http_threads is not None:
+            _check_int("http_threads", self.http_threads, 1, 256)
         _check_int("cache_size_bytes", self.cache_size_bytes, 0)
         _check_int("log_verbose", self.log_verbose, 0)
         _check_int("exit_timeout_s", self.exit_timeout_s, 1)
@@ -359,8 +349,9 @@ def to_args_list(config: ServerConfig, layout: ServerLayout) -> list[str]:
     ]
     for proto in ("http", "grpc", "metrics"):
         options += [(f"--{proto}-address", config.address), (f"--{proto}-port", getattr(config, f"{proto}_port"))]
+    if config.http_threads is not None:
+        options.append(("--http-thread-count", config.http_threads))
     options += [
-        ("--http-thread-count", config.http_threads),
         ("--metrics-interval-ms", config.metrics_interval_ms),
         ("--strict-readiness", str(config.strict_readiness).lower()),
         ("--exit-timeout-secs", config.exit_timeout_s),
