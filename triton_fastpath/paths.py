@@ -19,7 +19,7 @@ RESULTS_DIR = DOCS_DIR / "results"  # measured figures the measuring jobs publis
 
 # File names inside a model's version folder that a writer and a reader in different packages share.
 # onnxruntime-extensions' op library, linked beside the native backend in the server's backend
-# directory (`native.build`) and named by the text graph's `custom_op_library` (`config.render`).
+# directory (`native.ort_backend`) and named by the text graph's `custom_op_library` (`config.render`).
 CUSTOM_OPS_FILE = "libortextensions.so"
 # The semantic embedder's files in a fused model's folder: written by `cache.embedders`, named in the
 # model's parameters by `models.parts`.

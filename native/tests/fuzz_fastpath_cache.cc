@@ -14,7 +14,7 @@
 // - the decoder accepts only exact encodings: the value re-encodes to the same bytes;
 // - the wrapped response is accepted exactly when CheckSerializedResponse accepts it alone.
 //
-// Two builds of this file (triton_fastpath/native/cache_build.py::run_decoder_fuzz):
+// Two builds of this file (triton_fastpath/native/cache_plugin.py::run_decoder_fuzz):
 // - libFuzzer (clang -fsanitize=fuzzer,address,undefined): libFuzzer's main; seeds are written to
 //   $FASTPATH_FUZZ_SEED_DIR (the corpus directory) in LLVMFuzzerInitialize, before libFuzzer reads it;
 // - -DFASTPATH_FUZZ_STANDALONE (g++ -fsanitize=address,undefined, where clang has no libFuzzer): a

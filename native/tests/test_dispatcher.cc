@@ -15,7 +15,7 @@
 //
 // Built with -DFASTPATH_FAULT_INJECTION, plainly, under AddressSanitizer + UBSan
 // (tests/unit/test_native_cpp.py) and under ThreadSanitizer (tests/reliability/test_tsan_backend.py),
-// by triton_fastpath.native.build.build_dispatcher_driver, with fake_server.cc (Triton's errors,
+// by triton_fastpath.native.ort_backend.build_dispatcher_driver, with fake_server.cc (Triton's errors,
 // counted, and its log). Usage: test_dispatcher [scale]; prints one line per failed check and
 // "N passed, N failed" last; exit 1 on any failure (native/tests/harness.h).
 #include <atomic>

@@ -11,7 +11,7 @@
 // Frames (little-endian): a text is u32 length + bytes. `encode` answers u8 0, u8 truncated,
 // u32 n, n x i64 ids; or u8 1, u32 length + error message. `normalize` answers u8 0, u32 length +
 // normalized text; `pretokenize` u8 0, u32 words, each u32 length + bytes; or the same error frame.
-// Built and run by triton_fastpath/native/tokenizer_build.py (tests/unit/test_wordpiece_exact.py).
+// Built and run by triton_fastpath/native/tokenizer_driver.py (tests/unit/test_wordpiece_exact.py).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>

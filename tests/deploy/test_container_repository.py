@@ -182,7 +182,7 @@ def test_compose_and_k8s_start_the_kit_s_cache_through_the_image_s_entrypoint(co
     """The build writes tritonserver.json: the two-tier cache arguments `fastpath serve` would pass
     for this repository (its namespace) and the top-level models; docker-compose.yml and the Kubernetes
     manifest leave --cache-config to the entrypoint that reads it, and the image installs the cache."""
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings, repository_namespace
+    from triton_fastpath.native.cache_plugin import TwoTierCacheSettings, repository_namespace
 
     settings = json.loads((container_root / "tritonserver.json").read_text())
     namespace = repository_namespace(container_root / "model_repository")

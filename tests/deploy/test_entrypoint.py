@@ -84,7 +84,7 @@ def native_stage_sources() -> list[str]:
 
 
 def test_the_native_stage_imports_with_the_standard_library_from_what_it_copies(tmp_path: Path) -> None:
-    """What the stage runs (`python3 -m triton_fastpath.native.build` / `.cache_build`) imports from
+    """What the stage runs (`python3 -m triton_fastpath.native.ort_backend` / `.cache_plugin`) imports from
     the copied files alone, with no venv package, in a Python-3.10 syntax (the NGC image's python3)."""
     sources = native_stage_sources()
     assert "native/" in sources and "triton_fastpath/native/" in sources
@@ -101,7 +101,7 @@ def test_the_native_stage_imports_with_the_standard_library_from_what_it_copies(
     system = shutil.which("python3", path="/usr/bin:/bin")
     assert system, "no system python3"
     imported = subprocess.run(
-        [system, "-c", "import triton_fastpath.native.build, triton_fastpath.native.cache_build; print('ok')"],
+        [system, "-c", "import triton_fastpath.native.ort_backend, triton_fastpath.native.cache_plugin; print('ok')"],
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin"},
         capture_output=True,

@@ -78,19 +78,19 @@ def test_a_tokenizer_the_cpp_loader_refuses_keeps_the_python_tokenizer(folder: P
 
 
 def test_one_differing_id_refuses_the_text_path_naming_the_text(folder: Path, monkeypatch) -> None:
-    from triton_fastpath.native import tokenizer_build
+    from triton_fastpath.native import tokenizer_driver
 
-    real = tokenizer_build.encode_texts
+    real = tokenizer_driver.encode_texts
     odd = "Crème brûlée-level indulgence, résumé-padding cameo."
 
     def one_wrong(path, texts, max_length=0, driver=None):
         out = real(path, texts, max_length, driver)
         return [
-            tokenizer_build.Encoded((*e.ids[:-1], 1, e.ids[-1]), e.truncated) if t == odd else e
+            tokenizer_driver.Encoded((*e.ids[:-1], 1, e.ids[-1]), e.truncated) if t == odd else e
             for t, e in zip(texts, out, strict=True)
         ]
 
-    monkeypatch.setattr(tokenizer_build, "encode_texts", one_wrong)
+    monkeypatch.setattr(tokenizer_driver, "encode_texts", one_wrong)
     refused = step(Pipeline("tiny", lambda _: None), folder)
     assert refused.files == [] and "differ from tokenizers'" in refused.reason and odd in refused.reason
     assert "held-out texts 11/12" in refused.reason  # counted per set
@@ -99,14 +99,14 @@ def test_one_differing_id_refuses_the_text_path_naming_the_text(folder: Path, mo
 
 def test_where_the_cpp_tokenizer_cannot_be_built_the_text_path_is_refused_saying_why(folder, monkeypatch) -> None:
     from triton_fastpath.errors import NativeBuildError
-    from triton_fastpath.native import tokenizer_build
+    from triton_fastpath.native import tokenizer_driver
 
     def missing(**_):
         raise NativeBuildError(
             "utf8proc is not installed (the tokenizer's Unicode data): apt-get install libutf8proc-dev"
         )
 
-    monkeypatch.setattr(tokenizer_build, "build_tokenizer_driver", missing)
+    monkeypatch.setattr(tokenizer_driver, "build_tokenizer_driver", missing)
     refused = step(Pipeline("tiny", lambda _: None), folder)
     assert refused.files == [] and "libutf8proc-dev" in refused.reason and refused.gate is None
 

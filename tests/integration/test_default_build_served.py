@@ -41,7 +41,7 @@ def default_repository(built_repository: Path, tmp_path_factory: pytest.TempPath
 def serve(repository: Path, log_dir: Path, redis_url: str | None = None, **options):
     """A server of `repository` loading `LOADED`, with the response cache it was built for (None: chosen
     at start, as `fastpath serve` does) and, given `redis_url`, Redis as the two-tier cache's L2."""
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.native.cache_plugin import TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     if redis_url:

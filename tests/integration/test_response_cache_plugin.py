@@ -133,7 +133,7 @@ def write_repository(root: Path, factor: float = 2.0, *, with_fails: bool = True
 
 def start(repository: Path, log_dir: Path, redis_url: str | None, *, load: tuple[str, ...] = (), **settings):
     """An EmbeddedTritonServer with the fastpath cache (namespace: the repository's, unless given)."""
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.native.cache_plugin import TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer
     from triton_fastpath.serve.server_config import ServerConfig
 
@@ -221,7 +221,7 @@ def server_a(repository, shared_redis, tmp_path_factory):
 def server_b(repository, shared_redis, tmp_path_factory):
     """A replica whose every L1 miss asks Redis (`l2_bypass=off`; A has the default adaptive bypass),
     so that the tests count its L2 outcomes exactly whatever it was sent before."""
-    from triton_fastpath.native.cache_build import L2Bypass
+    from triton_fastpath.native.cache_plugin import L2Bypass
 
     server = start(
         repository,
@@ -502,9 +502,9 @@ def test_the_cpp_driver_passes_its_redis_checks(shared_redis, sanitize):
     unauthenticated, wrong type) are misses, counted and deleted without opening the breaker; MACs
     between caches; promotion only after delivery; the write queue's byte bound; the worker
     surviving injected bad_alloc; every allocation of a lookup failing in turn."""
-    from triton_fastpath.native import cache_build
+    from triton_fastpath.native import cache_plugin
 
-    driver = cache_build.build_cache_test_driver(sanitize=sanitize)
+    driver = cache_plugin.build_cache_test_driver(sanitize=sanitize)
     result = subprocess.run(
         [str(driver), "--redis-port", str(shared_redis.port)], capture_output=True, text=True, timeout=300, check=False
     )
@@ -667,8 +667,8 @@ def test_the_sanitized_cache_survives_concurrent_evictions_errors_and_a_redis_re
 
     import tritonclient.grpc as grpcclient
 
-    from triton_fastpath.native import build as native
-    from triton_fastpath.native import cache_build
+    from triton_fastpath.native import cache_plugin
+    from triton_fastpath.native import ort_backend as native
     from triton_fastpath.serve.redis_server import RedisServer
     from triton_fastpath.serve.server import EmbeddedTritonServer
     from triton_fastpath.serve.server_config import ServerConfig
@@ -700,9 +700,9 @@ def test_the_sanitized_cache_survives_concurrent_evictions_errors_and_a_redis_re
             cache_size_bytes=8192,
             exit_timeout_s=2,
             log_file=tmp_path / "tritonserver.log",
-            cache_library=cache_build.build_cache(sanitize=True),
+            cache_library=cache_plugin.build_cache(sanitize=True),
             extra_env=native.sanitizer_environment(),
-            two_tier_cache=cache_build.TwoTierCacheSettings(redis_url=redis.url, breaker_open_ms=200),
+            two_tier_cache=cache_plugin.TwoTierCacheSettings(redis_url=redis.url, breaker_open_ms=200),
         )
         server = EmbeddedTritonServer(config).start(ready_timeout_s=300)
         try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_fastpath.native import build as native
+from triton_fastpath.native import ort_backend as native
 from triton_fastpath.reliability.fuzz import QUICK, run_fuzz
 
 pytestmark = [pytest.mark.integration, pytest.mark.sanitize]  # `make sanitize`

@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from triton_fastpath.native import build as native
+from triton_fastpath.native import ort_backend as native
 
 SCALE = 3  # requests sent: about 3x the unit-test run of the same driver
 pytestmark = pytest.mark.sanitize

@@ -1,4 +1,4 @@
-"""The two-tier response cache's build (triton_fastpath.native.cache_build) and its C++ tests.
+"""The two-tier response cache's build (triton_fastpath.native.cache_plugin) and its C++ tests.
 
 `native/tests/test_fastpath_cache.cc` (L1 LRU, byte bound and TTL, the breaker, the write queue,
 key namespacing, SHA-256 and HMAC-SHA256, the complete check of serialized responses, the Redis
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import ConfigError, NativeBuildError
-from triton_fastpath.native import build as native
-from triton_fastpath.native import cache_build, cache_checks
+from triton_fastpath.native import cache_checks, cache_plugin
+from triton_fastpath.native import ort_backend as native
 
 ENTRY_POINTS = {
     "TRITONCACHE_CacheInitialize",
@@ -34,7 +34,7 @@ ENTRY_POINTS = {
 def _can_build() -> str | None:
     """Why the cache cannot be built here, or None."""
     try:
-        cache_build.hiredis_archive(native.find_compiler())
+        cache_plugin.hiredis_archive(native.find_compiler())
     except NativeBuildError as error:
         return str(error)
     return None
@@ -45,7 +45,7 @@ needs_toolchain = pytest.mark.skipif(_can_build() is not None, reason=f"cannot b
 
 @pytest.fixture(scope="module")
 def library() -> Path:
-    return cache_build.build_cache()
+    return cache_plugin.build_cache()
 
 
 def dynamic_symbols(path: Path, *, defined: bool) -> set[str]:
@@ -57,7 +57,7 @@ def dynamic_symbols(path: Path, *, defined: bool) -> set[str]:
 @pytest.mark.skipif(not any(shutil.which(c) for c in native.COMPILERS), reason="no C++ compiler on PATH")
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
 def test_the_cpp_driver_passes_every_check(sanitize):
-    driver = cache_build.build_cache_test_driver(sanitize=sanitize)
+    driver = cache_plugin.build_cache_test_driver(sanitize=sanitize)
     result = subprocess.run([str(driver)], check=False, capture_output=True, text=True, timeout=120)
     last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
@@ -96,7 +96,7 @@ def test_library_exports_the_entry_points_and_needs_only_what_the_server_exports
 
 @needs_toolchain
 def test_build_is_reused_while_the_sources_are_unchanged(library):
-    assert cache_build.build_cache() == library
+    assert cache_plugin.build_cache() == library
     assert library.parent.parent == native.OUTPUT_ROOT
 
 
@@ -105,20 +105,20 @@ def test_missing_hiredis_names_the_package(tmp_path):
     fake.write_text("#!/bin/sh\necho libhiredis.a\n")  # what gcc prints when it finds no such file
     fake.chmod(0o755)
     with pytest.raises(NativeBuildError, match="libhiredis-dev"):
-        cache_build.hiredis_archive(str(fake))
+        cache_plugin.hiredis_archive(str(fake))
 
 
 def test_install_cache_puts_one_copy_in_tritons_layout(tmp_path):
     library = tmp_path / "libtritoncache_fastpath.so"
     library.write_bytes(b"\x7fELF one")
     caches = tmp_path / "caches"
-    installed = cache_build.install_cache(caches, library)
+    installed = cache_plugin.install_cache(caches, library)
     assert installed == caches / "fastpath" / "libtritoncache_fastpath.so"  # <dir>/<name>/libtritoncache_<name>.so
     assert installed.read_bytes() == library.read_bytes()
     mtime = installed.stat().st_mtime_ns
-    assert cache_build.install_cache(caches, library) == installed and installed.stat().st_mtime_ns == mtime
+    assert cache_plugin.install_cache(caches, library) == installed and installed.stat().st_mtime_ns == mtime
     library.write_bytes(b"\x7fELF two")
-    cache_build.install_cache(caches, library)
+    cache_plugin.install_cache(caches, library)
     assert installed.read_bytes() == b"\x7fELF two"
     assert sorted(p.name for p in caches.iterdir()) == ["fastpath"]  # nothing staged left behind
 
@@ -133,25 +133,25 @@ def write_repository(root: Path) -> Path:
 
 def test_repository_namespace_follows_every_file_that_decides_an_answer(tmp_path):
     repository = write_repository(tmp_path / "repo")
-    first = cache_build.repository_namespace(repository)
-    assert first == cache_build.repository_namespace(write_repository(tmp_path / "replica")), "replicas share it"
+    first = cache_plugin.repository_namespace(repository)
+    assert first == cache_plugin.repository_namespace(write_repository(tmp_path / "replica")), "replicas share it"
     (repository / "m" / "1" / "__pycache__").mkdir()
     (repository / "m" / "1" / "__pycache__" / "x.pyc").write_bytes(b"bytecode")
     (repository / "m" / ".hidden").write_text("editor state")
-    assert cache_build.repository_namespace(repository) == first, "caches and hidden files do not count"
+    assert cache_plugin.repository_namespace(repository) == first, "caches and hidden files do not count"
     (repository / "m" / "1" / "model.onnx").write_bytes(b"weights v2")
-    retrained = cache_build.repository_namespace(repository)
+    retrained = cache_plugin.repository_namespace(repository)
     assert retrained != first, "new weights: a new namespace"
     (repository / "m" / "1" / "cache_identity.json").write_text('{"weights_sha256": "bb"}')
-    assert cache_build.repository_namespace(repository) not in (first, retrained)
+    assert cache_plugin.repository_namespace(repository) not in (first, retrained)
     (repository / "m2").mkdir()
     (repository / "m2" / "config.pbtxt").write_text('name: "m2"\n')
-    assert cache_build.repository_namespace(repository) != retrained, "another model: a new namespace"
-    assert cache_build.TwoTierCacheSettings(namespace=cache_build.repository_namespace(repository)).namespace
+    assert cache_plugin.repository_namespace(repository) != retrained, "another model: a new namespace"
+    assert cache_plugin.TwoTierCacheSettings(namespace=cache_plugin.repository_namespace(repository)).namespace
 
 
 def test_settings_become_cache_config_arguments():
-    settings = cache_build.TwoTierCacheSettings(namespace="repo-1", redis_url="redis://10.0.0.5:6380/2", timeout_ms=7)
+    settings = cache_plugin.TwoTierCacheSettings(namespace="repo-1", redis_url="redis://10.0.0.5:6380/2", timeout_ms=7)
     args = settings.config_args(1 << 20)
     pairs = dict(arg.split(",", 1)[1].split("=", 1) for arg in args[1::2])
     assert set(args[0::2]) == {"--cache-config"} and all(a.startswith("fastpath,") for a in args[1::2])
@@ -159,15 +159,15 @@ def test_settings_become_cache_config_arguments():
     assert pairs["redis_url"] == "redis://10.0.0.5:6380/2" and pairs["password_env"] == "FASTPATH_REDIS_PASSWORD"
     assert pairs["mac_secret_env"] == "FASTPATH_CACHE_MAC_SECRET" and pairs["write_queue_bytes"] == str(64 << 20)
     assert "redis_url" not in dict(
-        a.split(",", 1)[1].split("=", 1) for a in cache_build.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
+        a.split(",", 1)[1].split("=", 1) for a in cache_plugin.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
     )
     with pytest.raises(ConfigError, match="namespace"):
-        cache_build.TwoTierCacheSettings().config_args(1)
+        cache_plugin.TwoTierCacheSettings().config_args(1)
 
 
 def test_the_adaptive_l2_bypass_is_on_by_default_and_every_setting_reaches_the_cache():
     pairs = dict(
-        a.split(",", 1)[1].split("=", 1) for a in cache_build.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
+        a.split(",", 1)[1].split("=", 1) for a in cache_plugin.TwoTierCacheSettings(namespace="n").config_args(1)[1::2]
     )
     assert pairs["l2_bypass"] == "adaptive" and pairs["l2_bypass_window"] == "100"
     assert (pairs["l2_bypass_min_hits"], pairs["l2_bypass_max_interval"], pairs["l2_bypass_probe_ms"]) == (
@@ -175,8 +175,8 @@ def test_the_adaptive_l2_bypass_is_on_by_default_and_every_setting_reaches_the_c
         "64",
         "1000",
     )
-    off = cache_build.L2Bypass(adaptive=False, window=8, min_hits=8, max_interval=2, probe_ms=0)
-    args = cache_build.TwoTierCacheSettings(namespace="n", l2_bypass=off).config_args(1)
+    off = cache_plugin.L2Bypass(adaptive=False, window=8, min_hits=8, max_interval=2, probe_ms=0)
+    args = cache_plugin.TwoTierCacheSettings(namespace="n", l2_bypass=off).config_args(1)
     assert {"fastpath,l2_bypass=off", "fastpath,l2_bypass_window=8", "fastpath,l2_bypass_probe_ms=0"} <= set(args)
 
 
@@ -192,9 +192,9 @@ def test_the_adaptive_l2_bypass_is_on_by_default_and_every_setting_reaches_the_c
 )
 def test_bad_l2_bypass_settings_are_refused_naming_the_field(options, match):
     with pytest.raises(ConfigError, match=match):
-        cache_build.L2Bypass(**options)
+        cache_plugin.L2Bypass(**options)
     with pytest.raises(ConfigError, match="expected an L2Bypass"):
-        cache_build.TwoTierCacheSettings(l2_bypass=True)
+        cache_plugin.TwoTierCacheSettings(l2_bypass=True)
 
 
 def test_the_unique_requests_bench_gives_a_library_built_before_the_bypass_no_key_it_would_refuse():
@@ -204,16 +204,16 @@ def test_the_unique_requests_bench_gives_a_library_built_before_the_bypass_no_ke
     keys = {v: {a.split(",", 1)[1].split("=", 1)[0] for a in s.config_args(1)[1::2]} for v, s in settings.items()}
     assert not any(k.startswith("l2_bypass") for k in keys["before"]) and "redis_url" in keys["before"]
     assert "redis_url" not in keys["l1-only"] and settings["l2-every"].l2_bypass.adaptive is False
-    assert settings["l2-adaptive"].l2_bypass == cache_build.L2Bypass() and "l2_bypass_window" in keys["l2-adaptive"]
+    assert settings["l2-adaptive"].l2_bypass == cache_plugin.L2Bypass() and "l2_bypass_window" in keys["l2-adaptive"]
 
 
 def test_the_namespace_is_passed_whenever_redis_is():
     """The cache refuses a redis_url without a namespace (no shared default): every argument list
     this kit builds for Redis names one, and an unresolved one fails here, before the server starts."""
-    with_redis = cache_build.TwoTierCacheSettings(namespace="repo-9", redis_url="redis://h:1/0").config_args(1)
+    with_redis = cache_plugin.TwoTierCacheSettings(namespace="repo-9", redis_url="redis://h:1/0").config_args(1)
     assert "fastpath,namespace=repo-9" in with_redis and "fastpath,redis_url=redis://h:1/0" in with_redis
     with pytest.raises(ConfigError, match="refuses a redis_url without one"):
-        cache_build.TwoTierCacheSettings(redis_url="redis://h:1/0").config_args(1)
+        cache_plugin.TwoTierCacheSettings(redis_url="redis://h:1/0").config_args(1)
 
 
 @pytest.mark.parametrize(
@@ -231,7 +231,7 @@ def test_the_namespace_is_passed_whenever_redis_is():
 )
 def test_bad_settings_are_refused_naming_the_field(field, value, match):
     with pytest.raises(ConfigError, match=match) as caught:
-        cache_build.TwoTierCacheSettings(**{field: value})
+        cache_plugin.TwoTierCacheSettings(**{field: value})
     assert "hunter2" not in str(caught.value)
 
 
@@ -246,12 +246,12 @@ def test_server_args_choose_the_fastpath_cache_in_its_own_cache_directory(tmp_pa
     layout = ServerLayout(root=tmp_path / "root", libs_dir=tmp_path / "libs", cache_library=library)
     assert layout.caches_dir == tmp_path / "root" / "caches-abc"
     assert ServerLayout(root=tmp_path / "root", libs_dir=tmp_path).caches_dir == tmp_path / "root" / "caches"
-    two_tier = cache_build.TwoTierCacheSettings(redis_url="redis://127.0.0.1:6379/0")
+    two_tier = cache_plugin.TwoTierCacheSettings(redis_url="redis://127.0.0.1:6379/0")
     config = ServerConfig(model_repository=repository, cache_size_bytes=1 << 20, two_tier_cache=two_tier)
     with pytest.raises(ConfigError, match="namespace"):
         to_args_list(config, layout)  # the namespace is resolved at start
     resolved = resolve_cache_namespace(config)
-    assert resolved.two_tier_cache.namespace == cache_build.repository_namespace(repository)
+    assert resolved.two_tier_cache.namespace == cache_plugin.repository_namespace(repository)
     assert resolve_cache_namespace(resolved) is resolved
     args = to_args_list(resolved, layout)
     caches = [args[i + 1] for i, a in enumerate(args) if a == "--cache-config"]
@@ -276,7 +276,7 @@ def test_serve_options_become_the_cache_settings_and_the_redis_environment(monke
     kind, settings, env = serve.response_cache_settings(args)
     assert kind == "fastpath" and settings.redis_url == "redis://10.1.2.3:6390/1" and settings.timeout_ms == 20
     assert settings.password_env == "FASTPATH_REDIS_PASSWORD" and settings.namespace == ""
-    assert settings.l2_bypass == cache_build.L2Bypass(), "adaptive by default"
+    assert settings.l2_bypass == cache_plugin.L2Bypass(), "adaptive by default"
     off = serve.build_parser().parse_args(["--response-cache", "fastpath", "--l2-bypass", "off"])
     assert serve.response_cache_settings(off)[1].l2_bypass.adaptive is False
     assert env == {"FASTPATH_REDIS_URL": "redis://10.1.2.3:6390/1"}

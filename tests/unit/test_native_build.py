@@ -1,4 +1,4 @@
-"""The native backend's build (triton_fastpath.native.build, on triton_fastpath.native.toolchain):
+"""The native backend's build (triton_fastpath.native.ort_backend, on triton_fastpath.native.toolchain):
 compiler lookup, caching by source hash (the backend's own headers, native/common's and the vendored
 Triton headers), the vendored r24.10 headers themselves, the symbols the library needs from the
 server, and the OrtApi slots checked by behaviour against the venv's onnxruntime. Compiling needs g++
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native import build as native
+from triton_fastpath.native import ort_backend as native
 from triton_fastpath.native import toolchain
 from triton_fastpath.paths import ROOT
 

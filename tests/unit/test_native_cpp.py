@@ -25,7 +25,7 @@ import subprocess
 import pytest
 
 from fastpath_backends.admission import Admission
-from triton_fastpath.native import build as native
+from triton_fastpath.native import ort_backend as native
 from triton_fastpath.native import toolchain
 
 CASES = json.loads(native.TEST_CASES.read_text())

@@ -30,7 +30,7 @@ from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.errors import ConfigError
 from triton_fastpath.models.backend_parameters import calls_encoder_by_bls
 from triton_fastpath.models.bundled import default_specs
-from triton_fastpath.native import build as native
+from triton_fastpath.native import ort_backend as native
 from triton_fastpath.paths import ROOT
 
 CONFIG_CC = ROOT / "native" / "fastpath_ort" / "config.cc"

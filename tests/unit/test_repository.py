@@ -399,10 +399,10 @@ def test_assemble_takes_out_the_backend_older_builds_put_into_model_folders(tmp_
     """The server installs the native backend once in its backend directory: a model folder holds
     none, and an old repository assembled again is cleaned (the kit's links only)."""
     from triton_fastpath.config.tensors import TensorSpec
-    from triton_fastpath.native import build as native_build
+    from triton_fastpath.native import ort_backend
     from triton_fastpath.recipes.assemble import assemble
 
-    monkeypatch.setattr(native_build, "backend_or_none", lambda: tmp_path / "libtriton_fastpath_ort.so")
+    monkeypatch.setattr(ort_backend, "backend_or_none", lambda: tmp_path / "libtriton_fastpath_ort.so")
     spec = ModelSpec(
         name="m",
         kind=ModelKind.ONNX,

@@ -55,9 +55,9 @@ def ids_spec(native: bool = True) -> ModelSpec:
 def test_the_plan_holds_each_config_as_rendered_and_assembly_writes_it_byte_for_byte(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from triton_fastpath.native import build as native_build
+    from triton_fastpath.native import ort_backend
 
-    monkeypatch.setattr(native_build, "backend_or_none", lambda: None)  # as FakeNative(): nothing built here
+    monkeypatch.setattr(ort_backend, "backend_or_none", lambda: None)  # as FakeNative(): nothing built here
     specs = default_specs(RepoSettings(rendering="fused"))
     wanted = [s for s in specs if s.name in {"sentiment", "sentiment_fused", "digits"}]
     text = {"sentiment_fused": {"text": np.array([b"a warm film"], dtype=object)}}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.errors import ConfigError, NativeBuildError, ProcessError
-from triton_fastpath.native import build as native_build
+from triton_fastpath.native import ort_backend
 from triton_fastpath.serve.server import STAMP_NAME, EmbeddedTritonServer, prepare_layout, read_log_tail
 from triton_fastpath.serve.server_config import (
     ServerConfig,
@@ -367,8 +367,8 @@ def fake_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
     ort, ops = tmp_path / "libonnxruntime.so.1.99.0", tmp_path / "_extensions_pydll.so"
     ort.write_bytes(b"ort")
     ops.write_bytes(b"ops")
-    links = native_build.backend_links(ort_library=ort, custom_ops=ops)
-    monkeypatch.setattr(native_build, "backend_links", lambda: links)
+    links = ort_backend.backend_links(ort_library=ort, custom_ops=ops)
+    monkeypatch.setattr(ort_backend, "backend_links", lambda: links)
     return links
 
 
@@ -380,7 +380,7 @@ def test_prepare_layout_installs_the_native_backend_once_in_a_backend_directory_
     library.write_bytes(b"\x7fELF one")
     dest = tmp_path / "cache" / "ts"
     layout = prepare_layout(dest, tree, libs, python_version=(3, 11), native_library=library)
-    digest = native_build.install_digest(library, fake_links)
+    digest = ort_backend.install_digest(library, fake_links)
     backends = dest / f"backends-{digest}"
     assert layout.native_library == backends / "fastpath_ort" / "libtriton_fastpath_ort.so"
     assert layout.backends_dir == backends
@@ -408,7 +408,7 @@ def test_prepare_layout_builds_the_kits_backend_by_default(
     library = tmp_path / "built" / "libtriton_fastpath_ort.so"
     library.parent.mkdir()
     library.write_bytes(b"\x7fELF built")
-    monkeypatch.setattr(native_build, "build_backend", lambda: library)
+    monkeypatch.setattr(ort_backend, "build_backend", lambda: library)
     layout = prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11))
     assert layout.native_library is not None and layout.native_library.read_bytes() == b"\x7fELF built"
 
@@ -421,7 +421,7 @@ def test_without_a_compiler_serving_warns_unless_a_model_needs_the_native_backen
     def no_compiler() -> Path:
         raise NativeBuildError("no C++ compiler for the native backend (looked for g++)")
 
-    monkeypatch.setattr(native_build, "build_backend", no_compiler)
+    monkeypatch.setattr(ort_backend, "build_backend", no_compiler)
     layout = prepare_layout(tmp_path / "ts", tree, libs, python_version=(3, 11))
     assert layout.native_library is None and layout.backends_dir == tmp_path / "ts" / "backends"
     assert "Native backend not installed" in caplog.text and "no C++ compiler" in caplog.text

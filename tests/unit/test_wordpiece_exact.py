@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from triton_fastpath.export import multilingual_corpus
-from triton_fastpath.native import tokenizer_build, wordpiece_tables
+from triton_fastpath.native import tokenizer_driver, wordpiece_tables
 from triton_fastpath.paths import BUILD_DIR
 
 SENTIMENT_TOKENIZER = BUILD_DIR / "sentiment" / "onnx" / "tokenizer.json"
@@ -35,12 +35,12 @@ MAX_LENGTHS = (0, 16)  # 0: no truncation
 
 @pytest.fixture(scope="module")
 def driver() -> Path:
-    return tokenizer_build.build_tokenizer_driver()
+    return tokenizer_driver.build_tokenizer_driver()
 
 
 @pytest.fixture(scope="module")
 def asan_driver() -> Path:
-    return tokenizer_build.build_tokenizer_driver(sanitize=True)
+    return tokenizer_driver.build_tokenizer_driver(sanitize=True)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def mismatches(tokenizer_json: Path, texts: list[str], max_length: int, driver: 
         reference.enable_truncation(max_length=max_length)
     else:
         reference.no_truncation()
-    got = tokenizer_build.encode_texts(tokenizer_json, texts, max_length, driver)
+    got = tokenizer_driver.encode_texts(tokenizer_json, texts, max_length, driver)
     out = []
     for text, mine, theirs in zip(texts, got, reference.encode_batch(texts)):
         if mine.error is not None or list(mine.ids) != theirs.ids or mine.truncated != bool(theirs.overflowing):
@@ -105,7 +105,7 @@ def mismatches(tokenizer_json: Path, texts: list[str], max_length: int, driver: 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan-ubsan"])
 def test_the_cpp_unit_cases_pass(sanitize, request):
     driver = request.getfixturevalue("asan_driver" if sanitize else "driver")
-    done = tokenizer_build.run_unit_cases(driver)
+    done = tokenizer_driver.run_unit_cases(driver)
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert last.endswith(" passed, 0 failed") and int(last.split()[0]) >= 100, last
@@ -162,7 +162,7 @@ def normalization_differences(tokenizer_json: Path, texts: list[str], driver: Pa
     from tokenizers import Tokenizer
 
     reference = Tokenizer.from_file(str(tokenizer_json)).normalizer
-    got = tokenizer_build.normalize_texts(tokenizer_json, texts, driver)
+    got = tokenizer_driver.normalize_texts(tokenizer_json, texts, driver)
     return [
         first_difference(str(mine), theirs)
         for mine, theirs in zip(got, (reference.normalize_str(t) for t in texts))
@@ -188,7 +188,7 @@ def test_every_code_point_is_split_as_tokenizers_does(tokenizer_file, driver, tm
     texts = every_code_point_texts()
     reference = Tokenizer.from_file(str(path))
     assert [reference.normalizer.normalize_str(t) for t in texts[:50]] == texts[:50]
-    got = tokenizer_build.pretokenize_texts(path, texts, driver)
+    got = tokenizer_driver.pretokenize_texts(path, texts, driver)
     bad = []
     for text, mine in zip(texts, got):
         theirs = [word for word, _ in reference.pre_tokenizer.pre_tokenize_str(text)]
@@ -263,7 +263,7 @@ def variants(tokenizer_json: Path, dest: Path) -> dict[str, Path]:
 def test_post_processor_and_model_variants_equal_tokenizers(tokenizer_file, corpora, driver, tmp_path):
     texts = [*corpora["hostile"], *corpora["faker pl_PL"], *corpora["faker vi_VN"], *corpora["held-out sentiment"]]
     for name, path in variants(tokenizer_file, tmp_path).items():
-        assert tokenizer_build.refusal(path, driver) is None, name
+        assert tokenizer_driver.refusal(path, driver) is None, name
         for max_length in (0, 4, 8):
             bad = mismatches(path, texts, max_length, driver)
             assert not bad, f"{name}, max_length {max_length}: {len(bad)}/{len(texts)} differ, e.g. {bad[0]}"
@@ -275,7 +275,7 @@ def test_hostile_input_under_the_sanitizers(tokenizers_under_test, asan_driver):
     for max_length in MAX_LENGTHS:
         bad = mismatches(path, texts, max_length, asan_driver)
         assert not bad, bad[:3]
-    results = tokenizer_build.encode_texts(path, multilingual_corpus.invalid_utf8(), 16, asan_driver)
+    results = tokenizer_driver.encode_texts(path, multilingual_corpus.invalid_utf8(), 16, asan_driver)
     for raw, result in zip(multilingual_corpus.invalid_utf8(), results):
         assert result.ids == () and result.error is not None and "not valid UTF-8" in result.error, (raw, result)
         assert "at byte" in result.error
@@ -318,7 +318,7 @@ def test_random_bytes_are_tokenized_as_tokenizers_does_or_refused_under_the_sani
     reference.no_padding()
     reference.enable_truncation(max_length=16)
     valid = 0
-    for raw, got in zip(inputs, tokenizer_build.encode_texts(path, inputs, 16, asan_driver)):
+    for raw, got in zip(inputs, tokenizer_driver.encode_texts(path, inputs, 16, asan_driver)):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -333,7 +333,7 @@ def test_random_bytes_are_tokenized_as_tokenizers_does_or_refused_under_the_sani
 def test_tokenizer_json_it_does_not_reproduce_is_refused_by_name(tokenizer_file, driver, tmp_path):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-    assert tokenizer_build.refusal(tokenizer_file, driver) is None
+    assert tokenizer_driver.refusal(tokenizer_file, driver) is None
     cases = {}
     bpe = Tokenizer(models.BPE(vocab={"a": 0, "<unk>": 1}, merges=[], unk_token="<unk>"))
     cases['model.type "BPE"'] = bpe
@@ -351,10 +351,10 @@ def test_tokenizer_json_it_does_not_reproduce_is_refused_by_name(tokenizer_file,
     for part, tokenizer in cases.items():
         path = tmp_path / "tokenizer.json"
         tokenizer.save(str(path))
-        reason = tokenizer_build.refusal(path, driver)
+        reason = tokenizer_driver.refusal(path, driver)
         assert reason is not None and part in reason, (part, reason)
     (tmp_path / "broken.json").write_text("{")
-    assert "not valid JSON" in tokenizer_build.refusal(tmp_path / "broken.json", driver)
+    assert "not valid JSON" in tokenizer_driver.refusal(tmp_path / "broken.json", driver)
 
 
 def test_the_multilingual_corpus_is_seeded_and_wide():

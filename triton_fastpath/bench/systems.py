@@ -32,7 +32,7 @@ from triton_fastpath.config.service_levels import ServiceLevels
 from triton_fastpath.config.settings import NativeBackend, RepoSettings
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ProcessError
-from triton_fastpath.native.cache_build import TwoTierCacheSettings
+from triton_fastpath.native.cache_plugin import TwoTierCacheSettings
 from triton_fastpath.paths import ROOT
 from triton_fastpath.processes import free_port, stop_process_group
 from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig, read_log_tail

@@ -74,7 +74,7 @@ def make_input(model: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
 @contextmanager
 def serving(repository: Path, log_dir: Path, cache: str, redis_url: str | None, namespace: str) -> Iterator:
     """A server on free ports with no cache, Triton's `local`, or the two-tier `fastpath` cache."""
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.native.cache_plugin import TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer
     from triton_fastpath.serve.server_config import ServerConfig
 

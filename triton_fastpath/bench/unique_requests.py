@@ -44,7 +44,7 @@ import numpy as np
 from triton_fastpath import paths
 from triton_fastpath.bench.server_cpu import tree_cpu_seconds
 from triton_fastpath.bench.two_tier_latency import MODELS, copy_models, make_input, requester, summary
-from triton_fastpath.native.cache_build import CACHE_NAME, L2Bypass, TwoTierCacheSettings
+from triton_fastpath.native.cache_plugin import CACHE_NAME, L2Bypass, TwoTierCacheSettings
 
 VARIANTS = ("l1-only", "before", "l2-every", "l2-adaptive")
 # The plugin's own counters, read after each phase.

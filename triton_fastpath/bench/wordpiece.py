@@ -69,7 +69,7 @@ def throughput(
 
     from triton_fastpath.export.text_graph import session
     from triton_fastpath.export.text_graph_tokenizer import CONTRIB_DOMAIN, bert_tokenizer_attributes, tokenizer_graph
-    from triton_fastpath.native.tokenizer_build import bench_driver
+    from triton_fastpath.native.tokenizer_driver import bench_driver
 
     texts = list(texts)
     measured = bench_driver(tokenizer_json, texts, max_length=max_length, min_seconds=min_seconds)

@@ -127,11 +127,11 @@ def serve_other_rendering(sentiment, args, progress, redis_url: str) -> tuple[st
     on as it would ship): `fused` beside a `graph` build, `graph` beside a Python one; None where
     it cannot be served here (the graph needs the native backend), saying which."""
     from triton_fastpath.config.plan import ServingOptions, plan_serving
-    from triton_fastpath.native import build as native_build
+    from triton_fastpath.native import ort_backend
     from triton_fastpath.recipes.repository import variant_repository
 
     other = Rendering.FUSED if built_rendering(args.repository).needs_text_graph else Rendering.GRAPH
-    refusal = other.refusal(lookup=False, native=native_build.backend_or_none() is not None)
+    refusal = other.refusal(lookup=False, native=ort_backend.backend_or_none() is not None)
     if refusal:
         progress(f"{other} rendering: skipped ({refusal}: the native backend is not built here; see the build)")
         return None

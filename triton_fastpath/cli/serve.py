@@ -28,7 +28,7 @@ from pathlib import Path
 
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.native.cache_build import MAC_SECRET_ENV, PASSWORD_ENV, L2Bypass, TwoTierCacheSettings
+from triton_fastpath.native.cache_plugin import MAC_SECRET_ENV, PASSWORD_ENV, L2Bypass, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig, two_tier_models

@@ -64,7 +64,7 @@ def _warm_with_embedded_server(args: argparse.Namespace, read: ReadResult, summa
     same Redis (its namespace: the repository's, as `fastpath serve` resolves it); warm through it,
     stop it."""
     from triton_fastpath.errors import FastpathError
-    from triton_fastpath.native.cache_build import L2Bypass, TwoTierCacheSettings
+    from triton_fastpath.native.cache_plugin import L2Bypass, TwoTierCacheSettings
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
     from triton_fastpath.serve.server_config import two_tier_models
 

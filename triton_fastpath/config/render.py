@@ -35,7 +35,7 @@ from triton_fastpath.errors import ConfigError
 from triton_fastpath.paths import CUSTOM_OPS_FILE  # noqa: F401 (the text graph names it: models.renderings)
 
 ONNX_RUNNER = "onnx_runner"
-NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.build
+NATIVE_BACKEND = "fastpath_ort"  # native/fastpath_ort, built by triton_fastpath.native.ort_backend
 CONFIG_FILE = "config.pbtxt"  # in each model's folder
 # onnxruntime backend's `optimization { graph { level } }`: -1 basic, 1 basic + extended, 2 none.
 # Left out, onnxruntime applies every level (its default and usually the fastest).

@@ -16,7 +16,7 @@ differs refuses the path, and the build keeps the Python tokenizer (`recipes.tex
 
 The C++ tokenizer's answers come in as `encode` (texts -> one result a text with `ids`, `truncated`
 and `error`), so this module needs nothing beyond onnx and `tokenizers`: the build passes its C++
-driver (`triton_fastpath.native.tokenizer_build.encode_texts`). Run alone, with the driver:
+driver (`triton_fastpath.native.tokenizer_driver.encode_texts`). Run alone, with the driver:
 `python -m triton_fastpath.recipes.text_path_step` (docs/text-graph.md).
 """
 

@@ -8,7 +8,7 @@ valid values of every datatype and checks that every value the decoder accepts i
 faithful copy of Triton 2.51's deserializer. `run_tsan_stress()` builds
 native/tests/stress_fastpath_cache.cc with ThreadSanitizer and runs it against a redis-server it
 starts, kills and restarts. Both return plain dicts of counts (a `fastpath reliability` row, or a
-test, judges them); they are built by `cache_build.build_cache_driver` and `toolchain.compile_cached`.
+test, judges them); they are built by `cache_plugin.build_cache_driver` and `toolchain.compile_cached`.
 
     python -m triton_fastpath.native.cache_checks fuzz 1000000
     python -m triton_fastpath.native.cache_checks tsan
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native.cache_build import SOURCE_DIR, build_cache_driver
+from triton_fastpath.native.cache_plugin import SOURCE_DIR, build_cache_driver
 from triton_fastpath.native.toolchain import (
     INCLUDE_DIRS,
     OUTPUT_ROOT,

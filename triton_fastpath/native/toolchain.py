@@ -8,8 +8,8 @@ include path (`native/common`, `native/third_party/triton/core/include`); a libr
 from Triton (the server that loads it resolves the `TRITON*` symbols). `install_staged()` puts one
 copy of a library in Triton's layout, `<parent>/<name>/<library>` with links beside it, staged and
 renamed into place. `run_driver()` runs a C++ test driver (native/tests/harness.h prints its
-"N passed, N failed" last). The backend (`build`), the response cache (`cache_build`), the
-tokenizer driver (`tokenizer_build`) and the cache's long checks (`cache_checks`) all use these.
+"N passed, N failed" last). The backend (`ort_backend`), the response cache (`cache_plugin`), the
+tokenizer driver (`tokenizer_driver`) and the cache's long checks (`cache_checks`) all use these.
 """
 
 from __future__ import annotations

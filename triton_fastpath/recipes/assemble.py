@@ -41,8 +41,7 @@ from triton_fastpath.config.tensorrt import (
 from triton_fastpath.engine.pipeline import Step
 from triton_fastpath.errors import ConfigError, NativeBuildError
 from triton_fastpath.models import data as datasets
-from triton_fastpath.native import build as native_build
-from triton_fastpath.native import cache_build
+from triton_fastpath.native import cache_plugin, ort_backend
 from triton_fastpath.paths import BACKEND_PACKAGE, BUILD_DIR, backends_importable
 from triton_fastpath.recipes.served_here import plan_here
 
@@ -188,7 +187,7 @@ def with_response_cache_here(settings: RepoSettings, target: Target | str) -> tu
     if as_target(target) is not Target.EMBEDDED:
         return settings, None
     try:
-        cache_build.build_cache()
+        cache_plugin.build_cache()
     except NativeBuildError as error:
         note = (
             f"response cache: the kit's two-tier cache cannot be built here ({error}); rendering for Triton's "
@@ -233,7 +232,7 @@ def write_plan(plan: RepositoryPlan, repository: Path) -> list[Path]:
     written = []
     for model in plan.models:
         model_dir = Path(repository) / model.name
-        native_build.clear_model_folder(model_dir)  # the server's backend directory holds the backend
+        ort_backend.clear_model_folder(model_dir)  # the server's backend directory holds the backend
         config = model_dir / CONFIG_FILE
         _write_if_changed(config, model.config.encode())
         written.append(config)
@@ -292,7 +291,7 @@ def write_container_server_settings(repository: Path, models: Sequence[str]) -> 
     and password are the deployment's, added by the entrypoint) and the top-level models its
     watchdog probes."""
     repository = Path(repository)
-    cache = cache_build.TwoTierCacheSettings(namespace=cache_build.repository_namespace(repository))
+    cache = cache_plugin.TwoTierCacheSettings(namespace=cache_plugin.repository_namespace(repository))
     document = {
         "cache_args": cache.config_args(CONTAINER_CACHE_BYTES),
         "models": list(models),

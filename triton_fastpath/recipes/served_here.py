@@ -18,7 +18,7 @@ from triton_fastpath.config.repository_plan import FileEntries, RepositoryPlan, 
 from triton_fastpath.config.settings import TOKENIZER_FILE
 from triton_fastpath.config.spec import ModelSpec
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native import build as native_build
+from triton_fastpath.native import ort_backend
 
 
 class NativeHere:
@@ -26,11 +26,11 @@ class NativeHere:
     (or reused) when a plan asks for them."""
 
     def backend(self) -> Path | None:
-        return native_build.backend_or_none()
+        return ort_backend.backend_or_none()
 
     def custom_ops_missing(self) -> str | None:
         try:
-            native_build.custom_ops_library()
+            ort_backend.custom_ops_library()
         except NativeBuildError as error:
             return str(error)
         return None

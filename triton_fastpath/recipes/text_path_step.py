@@ -82,9 +82,9 @@ def prove(
         NativeBuildError: the C++ tokenizer cannot be built here (no compiler, utf8proc or RapidJSON).
     """
     from triton_fastpath.export import text_path
-    from triton_fastpath.native import tokenizer_build
+    from triton_fastpath.native import tokenizer_driver
 
-    driver = tokenizer_build.build_tokenizer_driver()
+    driver = tokenizer_driver.build_tokenizer_driver()
     return text_path.check_text_path(
         tokenizer_path=tokenizer,
         encoder_path=encoder,
@@ -92,8 +92,8 @@ def prove(
         texts=texts,
         max_length=max_length,
         labels=labels,
-        encode=lambda batch: tokenizer_build.encode_texts(tokenizer, batch, max_length, driver),
-        refused=tokenizer_build.refusal(tokenizer, driver),
+        encode=lambda batch: tokenizer_driver.encode_texts(tokenizer, batch, max_length, driver),
+        refused=tokenizer_driver.refusal(tokenizer, driver),
     )
 
 

@@ -146,7 +146,7 @@ def requested_outputs(repository: Path, work: Path, *, progress: Progress = prin
 
 
 def _two_tier(redis_url: str):
-    from triton_fastpath.native.cache_build import TwoTierCacheSettings
+    from triton_fastpath.native.cache_plugin import TwoTierCacheSettings
 
     return TwoTierCacheSettings(redis_url=redis_url)
 

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from triton_fastpath.errors import NativeBuildError, ProcessError
-from triton_fastpath.native import build as native_build
-from triton_fastpath.native import cache_build
+from triton_fastpath.native import cache_plugin, ort_backend
 from triton_fastpath.processes import SignalLatch, die_with_parent, stop_process_group
 from triton_fastpath.serve.server_config import (
     ServerConfig,
@@ -90,16 +89,16 @@ def prepare_layout(
     to the wheel's. A copy whose stamp (source, sizes, mtimes) matches is reused; a new one is
     staged beside it and renamed into place, so no caller ever sees half a tree.
 
-    The native backend (``native_library``, default: ``native.build.build_backend()``, built or
+    The native backend (``native_library``, default: ``native.ort_backend.build_backend()``, built or
     reused) goes into a backend directory of its own, ``<dest>/backends-<hash>/`` (the hash of the
     library's bytes and of its links), holding ``python`` (a link to the tree's Python backend) and
-    ``fastpath_ort/`` (``native.build.install_backend``): one copy for every model the server
+    ``fastpath_ort/`` (``native.ort_backend.install_backend``): one copy for every model the server
     loads, installed again whenever the library changes, and servers with another library (e.g. a
     sanitizer build) beside it never see it. ``native=False`` installs none.
 
     ``two_tier_cache=True`` installs the kit's response cache (``cache_library``, default:
-    ``native.cache_build.build_cache()``) the same way: ``<dest>/caches-<hash>/`` holds ``local``
-    (a link to the tree's own) and ``fastpath/`` (``native.cache_build.install_cache``).
+    ``native.cache_plugin.build_cache()``) the same way: ``<dest>/caches-<hash>/`` holds ``local``
+    (a link to the tree's own) and ``fastpath/`` (``native.cache_plugin.install_cache``).
 
     Raises:
         ProcessError: if the wheel has no stub for ``python_version`` (default: this Python), or
@@ -153,8 +152,8 @@ def install_two_tier_cache(root: Path, library: Path | None = None) -> Path:
         ProcessError: it cannot be built (no compiler, no hiredis) or installed.
     """
     try:
-        library = library or cache_build.build_cache()
-        caches = root / f"caches-{cache_build.install_digest(library)}"
+        library = library or cache_plugin.build_cache()
+        caches = root / f"caches-{cache_plugin.install_digest(library)}"
         local = caches / "local"
         if not local.is_symlink():
             caches.mkdir(parents=True, exist_ok=True)
@@ -162,7 +161,7 @@ def install_two_tier_cache(root: Path, library: Path | None = None) -> Path:
             staging.unlink(missing_ok=True)
             staging.symlink_to(Path("..") / "caches" / "local")
             os.replace(staging, local)  # atomic: a concurrent caller sees the link or none
-        return cache_build.install_cache(caches, library)
+        return cache_plugin.install_cache(caches, library)
     except (NativeBuildError, OSError) as error:
         raise ProcessError(f"the fastpath response cache is not available: {error}") from error
 
@@ -171,9 +170,9 @@ def _install_native(root: Path, library: Path | None, required_by: Sequence[str]
     """Install ``library`` (default: the kit's build) as ``<root>/backends-<hash>/fastpath_ort/``;
     returns the installed library, or None (a warning) where it cannot be built and no model needs it."""
     try:
-        library = library or native_build.build_backend()
-        links = native_build.backend_links()
-        backends = root / f"backends-{native_build.install_digest(library, links)}"
+        library = library or ort_backend.build_backend()
+        links = ort_backend.backend_links()
+        backends = root / f"backends-{ort_backend.install_digest(library, links)}"
         python = backends / "python"
         if not python.is_symlink():
             backends.mkdir(parents=True, exist_ok=True)
@@ -181,7 +180,7 @@ def _install_native(root: Path, library: Path | None, required_by: Sequence[str]
             staging.unlink(missing_ok=True)
             staging.symlink_to(Path("..") / "backends" / "python")
             os.replace(staging, python)  # atomic: a concurrent caller sees the link or none
-        return native_build.install_backend(backends, library, links)
+        return ort_backend.install_backend(backends, library, links)
     except (NativeBuildError, OSError) as error:
         if required_by:
             raise ProcessError(

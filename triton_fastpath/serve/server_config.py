@@ -22,7 +22,7 @@ from pathlib import Path
 
 from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
-from triton_fastpath.native.cache_build import TwoTierCacheSettings, repository_namespace
+from triton_fastpath.native.cache_plugin import TwoTierCacheSettings, repository_namespace
 from triton_fastpath.processes import free_port
 
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
@@ -84,11 +84,11 @@ class ServerConfig:
 
     ``extra_env`` is added to tritonserver's environment (e.g. ``LD_PRELOAD`` of a sanitizer's
     runtime); ``native_library`` is the ``fastpath_ort`` backend installed in the server's backend
-    directory (None: the kit's own, ``triton_fastpath.native.build.build_backend()``).
+    directory (None: the kit's own, ``triton_fastpath.native.ort_backend.build_backend()``).
 
     The response cache (``cache_size_bytes`` of L1; 0: none) is ``response_cache``: Triton's
     ``local``, or the kit's ``fastpath`` cache (in-process L1 + Redis L2,
-    ``triton_fastpath.native.cache_build``) with the settings ``two_tier_cache`` (set: fastpath),
+    ``triton_fastpath.native.cache_plugin``) with the settings ``two_tier_cache`` (set: fastpath),
     from ``cache_library`` (None: the kit's build). None (default): the one the repository was
     built for, resolved at start (``resolve_response_cache``): fastpath where a Python or
     native-backend model enables the cache itself, else local. ``local`` for such a repository is

@@ -23,7 +23,7 @@ fuzzes the Redis value decoder against a faithful copy of core's deserializer, `
 builds the ThreadSanitizer stress that `reliability.cache_stress.run_tsan_stress()` runs against a
 real redis-server restarted mid-run.
 
-    python -m triton_fastpath.native.cache_build      # build (or reuse) and print the library's path
+    python -m triton_fastpath.native.cache_plugin      # build (or reuse) and print the library's path
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the helpers here drive: `encode_texts` (ids and the truncated flag per text, or 
 `triton_fastpath.bench.wordpiece` sets beside onnxruntime-extensions' BertTokenizer op and
 `tokenizers`). tests/unit/test_wordpiece_exact.py proves the ids equal `tokenizers`'.
 
-    python -m triton_fastpath.native.tokenizer_build [--sanitize]     # build; run the C++ unit cases
+    python -m triton_fastpath.native.tokenizer_driver [--sanitize]     # build; run the C++ unit cases
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_fastpath.errors import NativeBuildError
-from triton_fastpath.native.build import SOURCE_DIR, TOKENIZER_SOURCES, utf8proc_archive
+from triton_fastpath.native.ort_backend import SOURCE_DIR, TOKENIZER_SOURCES, utf8proc_archive
 from triton_fastpath.native.toolchain import (
     INCLUDE_DIRS,
     OUTPUT_ROOT,

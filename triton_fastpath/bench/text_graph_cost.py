@@ -7,8 +7,8 @@ longest row, then the encoder session). Both sessions use 1 intra-op thread; the
 alternate call by call (the machine is shared: both then see the same background load), and each
 figure is a median over `rounds` passes. No server, no assertion: a measurement to read.
 
-    python -m triton_fastpath.bench.text_graph                      # sentiment from build/
-    python -m triton_fastpath.bench.text_graph --encoder minilm.onnx --tokenizer tokenizer.json \
+    python -m triton_fastpath.bench.text_graph_cost                      # sentiment from build/
+    python -m triton_fastpath.bench.text_graph_cost --encoder minilm.onnx --tokenizer tokenizer.json \
         --max-length 256 --texts 256 --name "MiniLM FP32"
 """
 

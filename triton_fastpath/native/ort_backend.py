@@ -18,7 +18,7 @@ functions, with the fault-injection hook, plainly or under AddressSanitizer or T
 Compiling, the build cache and the staged install are `toolchain`'s (shared with the response cache's
 build); the backend's sources come with native/common's and the vendored Triton headers.
 
-    python -m triton_fastpath.native.build        # build (or reuse) and print the library's path
+    python -m triton_fastpath.native.ort_backend        # build (or reuse) and print the library's path
 """
 
 from __future__ import annotations
