@@ -28,9 +28,8 @@ from triton_fastpath.models.parts import (
 from triton_fastpath.models.renderings.graph import embedding_specs, text_checks
 
 RENDERING = Rendering.GRAPH
-TARGET = Target.CONTAINER
 
-__all__ = ["RENDERING", "TARGET", "classifier_specs", "embedding_specs"]
+__all__ = ["RENDERING", "classifier_specs", "embedding_specs"]
 
 
 def classifier_specs(
