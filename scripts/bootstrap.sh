@@ -16,10 +16,11 @@ PYTHON=/usr/bin/python3.11
 # native JSON reader of both libraries, native/common/json.cc, and the tokenizer.json reader; header-only), redis-server (the L2 cache), prometheus (+ promtool; load-test
 # reports and rule checks) and clang-14 with libclang-rt-14-dev (libFuzzer, for the fuzz of the
 # response cache's Redis value decoder: triton_fastpath/native/cache_checks.py; without them it falls
-# back to a slower mutation loop). Tests and scripts start their own servers on free ports; nothing
+# back to a slower mutation loop), libjemalloc2 (tritonserver's malloc, preloaded:
+# triton_fastpath/serve/allocator.py). Tests and scripts start their own servers on free ports; nothing
 # here starts a daemon.
 APT_PACKAGES=(python3.11 python3.11-venv libpython3.11 g++ binutils libhiredis-dev libutf8proc-dev rapidjson-dev
-  redis-server prometheus clang-14 libclang-rt-14-dev)
+  redis-server prometheus clang-14 libclang-rt-14-dev libjemalloc2)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -452,6 +452,7 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     # as it ships: caches on
     shipped = ("ours-default", "ours-default-queued", "ours-default-direct", "ours-default-http")
     shipped += ("ours-default-pool64", "ours-default-http-t2", "ours-default-http-t8")
+    shipped += ("ours-default-summaries", "ours-default-system-malloc")
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
     assert all(not s.settings.cache and not s.settings.response_cache for s in uncached)
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-graph"])  # caches on
@@ -466,6 +467,12 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     pool = systems["ours-default-pool64"]
     assert deployment_key(systems["ours-default"]) != deployment_key(pool)
     assert pool.settings == systems["ours-default"].settings and pool.server_args
+    # the default build as it shipped before: latency summaries on; glibc's malloc
+    summaries, system_malloc = systems["ours-default-summaries"], systems["ours-default-system-malloc"]
+    assert summaries.server_args == ("--metrics-config", "summary_latencies=true")
+    assert system_malloc.allocator == "system" and systems["ours-default"].allocator == "auto"
+    keys = {deployment_key(systems[k]) for k in ("ours-default", "ours-default-summaries", "ours-default-system-malloc")}
+    assert len(keys) == 3 and summaries.settings == system_malloc.settings == systems["ours-default"].settings
 
 
 def test_fused_and_ensemble_renderings_are_separate_deployments() -> None:

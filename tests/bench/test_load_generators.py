@@ -20,6 +20,7 @@ from triton_fastpath.bench.generation import (
     views,
 )
 from triton_fastpath.bench.harness import BenchConfig, sweep_tag
+from triton_fastpath.bench.launch import Running
 from triton_fastpath.bench.senders import (
     PROTOCOLS,
     Generator,
@@ -29,7 +30,7 @@ from triton_fastpath.bench.senders import (
     sdk_client_class,
     v2_json_inputs,
 )
-from triton_fastpath.bench.systems import Running, default_systems
+from triton_fastpath.bench.systems import default_systems
 from triton_fastpath.cli import benchmark as cli
 from triton_fastpath.errors import FastpathError
 

@@ -18,8 +18,9 @@ import pytest
 from triton_fastpath.bench import peers
 from triton_fastpath.bench.fastapi_ort_server import classify, load_session, load_tokenizer
 from triton_fastpath.bench.harness import default_systems
+from triton_fastpath.bench.launch import start_system
 from triton_fastpath.bench.server_cpu import descendants, process_table, tree_cpu_seconds
-from triton_fastpath.bench.systems import PEER_KINDS, start_system
+from triton_fastpath.bench.systems import PEER_KINDS
 from triton_fastpath.errors import ProcessError
 from triton_fastpath.paths import BUILD_DIR
 

@@ -113,3 +113,13 @@ def test_the_native_stage_imports_with_the_standard_library_from_what_it_copies(
         r"apt-get install -y --no-install-recommends g\+\+ libutf8proc-dev rapidjson-dev libhiredis-dev",
         DOCKERFILE.read_text(),
     )
+
+
+def test_the_runtime_image_preloads_jemalloc_first_as_fastpath_serve_does() -> None:
+    from triton_fastpath.serve.allocator import JEMALLOC_PATHS
+
+    runtime = DOCKERFILE.read_text().split("AS runtime", 1)[1].split("AS bundle", 1)[0]
+    assert re.search(r"apt-get install -y --no-install-recommends libjemalloc2\b", runtime)
+    preload = re.search(r"^ENV LD_PRELOAD=(\S+)$", runtime, re.MULTILINE).group(1).split(":")
+    assert preload[0] == str(JEMALLOC_PATHS[0]).replace(JEMALLOC_PATHS[0].parent.name, "x86_64-linux-gnu")
+    assert preload[1].endswith("libpython3.10.so.1.0")  # still preloaded after it

@@ -63,7 +63,7 @@ def test_default_args(repo: Path, layout: ServerLayout) -> None:
         "--grpc-port": ["8001"],
         "--metrics-port": ["8002"],
         "--cache-config": [f"local,size={64 * 1024 * 1024}"],
-        "--metrics-config": ["summary_latencies=true"],
+        "--metrics-config": [],  # Triton's latency summaries cost throughput: opt-in
         "--metrics-interval-ms": ["1000"],
         "--http-thread-count": [],  # Triton's own
         "--strict-readiness": ["true"],
@@ -91,9 +91,11 @@ def test_options_map_to_flags(repo: Path, layout: ServerLayout) -> None:
         exit_timeout_s=5,
         metrics_interval_ms=250,
         http_threads=3,
+        summary_latencies=True,
         extra_args=("--backend-config", "python,x=1"),
     )
     args = to_args_list(config, layout)
+    assert flag_values(args, "--metrics-config") == ["summary_latencies=true"]
     for proto, port in (("http", "9000"), ("grpc", "9001"), ("metrics", "9002")):
         assert flag_values(args, f"--{proto}-address") == ["0.0.0.0"]
         assert flag_values(args, f"--{proto}-port") == [port]
@@ -109,7 +111,7 @@ def test_options_map_to_flags(repo: Path, layout: ServerLayout) -> None:
 
 
 def test_zero_cache_and_no_summary_latencies_omit_flags(repo: Path, layout: ServerLayout) -> None:
-    args = to_args_list(ServerConfig(repo, cache_size_bytes=0, summary_latencies=False), layout)
+    args = to_args_list(ServerConfig(repo, cache_size_bytes=0), layout)
     assert "--cache-config" not in args
     assert "--metrics-config" not in args
 
@@ -242,6 +244,7 @@ def test_config_coerces_types(repo: Path) -> None:
         ({"load_models": ("m",)}, "load_models", "explicit"),
         ({"extra_args": ("--x", 1)}, "extra_args", "non-empty strings"),
         ({"extra_env": {"LD_PRELOAD": 1}}, "extra_env", "strings"),
+        ({"allocator": "tcmalloc"}, "allocator", "auto, jemalloc, system"),
         ({"extra_env": {"A=B": "1"}}, "extra_env", "without '='"),
         ({"native_library": "/nonexistent/libtriton_fastpath_ort.so"}, "native_library", "libtriton_fastpath_ort"),
     ],

@@ -20,7 +20,8 @@ from triton_fastpath.bench.senders import Generator, client_for
 from triton_fastpath.errors import FastpathError
 
 if TYPE_CHECKING:
-    from triton_fastpath.bench.systems import Running, System
+    from triton_fastpath.bench.launch import Running
+    from triton_fastpath.bench.systems import System
     from triton_fastpath.processes import CoreSplit
 
 VIEW_SEPARATOR = "@"  # `ours-default@sdk`: the system loaded through another generator's client

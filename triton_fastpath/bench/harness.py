@@ -35,16 +35,15 @@ from triton_fastpath.bench.generation import (
     views,
 )
 from triton_fastpath.bench.l2_redis import L2Redis, l2_redis, uses_redis
+from triton_fastpath.bench.launch import Running, start_system
 from triton_fastpath.bench.loadgen import PROGRESS
 from triton_fastpath.bench.senders import Generator, client_for
 from triton_fastpath.bench.systems import (  # the systems under test (re-exported: tests, cli)
     BUDGET_SYSTEMS,
     PEER_KINDS,
-    Running,
     System,
     default_systems,
     deployment_key,
-    start_system,
 )
 from triton_fastpath.errors import FastpathError
 from triton_fastpath.models import data as datasets

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from triton_fastpath.bench.harness import BenchConfig, run_loadgen
+from triton_fastpath.bench.launch import python_process
 from triton_fastpath.bench.report import CPU_CONCURRENCY
 from triton_fastpath.bench.senders import Generator
-from triton_fastpath.bench.systems import python_process
 from triton_fastpath.config.render import parse_pbtxt
 from triton_fastpath.errors import ConfigError, DataError
 from triton_fastpath.paths import BUILD_DIR

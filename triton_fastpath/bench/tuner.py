@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from triton_fastpath.bench.harness import run_loadgen, write_inputs
+from triton_fastpath.bench.launch import start_system
 from triton_fastpath.bench.report import best_under
-from triton_fastpath.bench.systems import System, start_system
+from triton_fastpath.bench.systems import System
 from triton_fastpath.bench.tuner_space import (
     MODEL_KNOBS,
     PIPELINE,

@@ -14,6 +14,7 @@ Examples:
     fastpath serve --model-repository build/public/repository --cache-size-mb 256
     fastpath serve --response-cache fastpath --redis-url redis://127.0.0.1:6379/0   # L1 + Redis L2
     fastpath serve --http-port 0 --grpc-port 0 --metrics-port 0 --watchdog-port 0
+    fastpath serve --latency-summaries                # + Triton's p50/p99 quantiles (they cost throughput)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.native.cache_plugin import MAC_SECRET_ENV, PASSWORD_ENV, L2Bypass, TwoTierCacheSettings
 from triton_fastpath.processes import SignalLatch
+from triton_fastpath.serve.allocator import Allocator
 from triton_fastpath.serve.server import PROJECT_ROOT, EmbeddedTritonServer
 from triton_fastpath.serve.server_config import MODEL_CONTROL_MODES, ServerConfig, two_tier_models
 
@@ -62,6 +64,20 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=8002,
         help="Prometheus metrics port; 0 picks a free port (default: %(default)s)",
+    )
+    add(
+        "--latency-summaries",
+        action="store_true",
+        help="publish Triton's latency quantiles (nv_inference_*_summary_us: the dashboard's p50/p99 panels, "
+        "the FastpathP99OverSLA alert); off by default: every request updates them under a lock, which costs "
+        "a small model a large share of its throughput (measured in docs/tuning-and-benchmarks.md)",
+    )
+    add(
+        "--allocator",
+        choices=[a.value for a in Allocator],
+        default=Allocator.AUTO.value,
+        help="tritonserver's malloc: auto (jemalloc where libjemalloc2 is installed, else glibc's), jemalloc "
+        "(an error without it) or system (default: %(default)s; docs/tuning-and-benchmarks.md)",
     )
     add(
         "--address",
@@ -335,6 +351,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             grpc_port=args.grpc_port,
             metrics_port=args.metrics_port,
             http_threads=args.http_threads,
+            summary_latencies=args.latency_summaries,
+            allocator=args.allocator,
             address=args.address,
             cache_size_bytes=round(args.cache_size_mb * 1024 * 1024),
             log_file=args.log_file,
@@ -364,6 +382,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, latch: Sig
             f"  gRPC:    {server.grpc_url}\n"
             f"  metrics: {server.metrics_url}\n"
             f"  log:     {server.log_path}\n"
+            f"  malloc:  {server.allocator}\n"
             + cache_banner(server.config)
             + (
                 f"  watchdog: {watching[2]} (reloads dead stubs, restarts a crashed or wedged server)\n"

@@ -33,6 +33,7 @@ from typing import IO, Any, Self
 from triton_fastpath.errors import NativeBuildError, ProcessError
 from triton_fastpath.native import cache_plugin, ort_backend
 from triton_fastpath.processes import SignalLatch, die_with_parent, stop_process_group
+from triton_fastpath.serve.allocator import allocator_env
 from triton_fastpath.serve.server_config import (
     ServerConfig,
     ServerLayout,
@@ -226,6 +227,7 @@ class EmbeddedTritonServer:
         self._log_path: Path | None = config.log_file
         self._log_offset = 0
         self._lock = threading.RLock()
+        self.allocator = ""  # which malloc the running tritonserver has, in words (set by start())
 
     def __enter__(self) -> Self:
         return self.start()
@@ -301,10 +303,16 @@ class EmbeddedTritonServer:
                 library = install_two_tier_cache(self._layout.root, self.config.cache_library)
                 self._layout = dataclasses.replace(self._layout, cache_library=library)
             args = to_args_list(self.config, self._layout)
-            env = build_env(self._layout, os.environ, self.config.extra_env)
+            preload, self.allocator = allocator_env(self.config.allocator, {**os.environ, **self.config.extra_env})
+            env = build_env(self._layout, os.environ, {**self.config.extra_env, **preload})
             stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{self.config.http_port}"
             self._log_path = self.config.log_file or DEFAULT_LOG_DIR / f"tritonserver-{stamp}.log"
-            LOGGER.info("Starting %s (log: %s)", " ".join(redact_args(args, self.config)), self._log_path)
+            LOGGER.info(
+                "Starting %s (log: %s; malloc: %s)",
+                " ".join(redact_args(args, self.config)),
+                self._log_path,
+                self.allocator,
+            )
             try:
                 self._log_path.parent.mkdir(parents=True, exist_ok=True)
                 self._log = self._log_path.open("ab")

@@ -24,6 +24,7 @@ from triton_fastpath.config.spec import ResponseCacheKind
 from triton_fastpath.errors import ConfigError, ProcessError
 from triton_fastpath.native.cache_plugin import TwoTierCacheSettings, repository_namespace
 from triton_fastpath.processes import free_port
+from triton_fastpath.serve.allocator import Allocator
 
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
 # Triton 2.51's `--grpc-restricted-protocol` / `--http-restricted-api` groups (`tritonserver --help`).
@@ -110,7 +111,8 @@ class ServerConfig:
     strict_readiness: bool = True
     exit_timeout_s: int = 30
     metrics_interval_ms: int = 1000
-    summary_latencies: bool = True
+    summary_latencies: bool = False  # Triton's latency quantiles: opt-in, see docs/tuning-and-benchmarks.md
+    allocator: Allocator = Allocator.AUTO  # tritonserver's malloc (serve/allocator.py)
     restricted_protocols: tuple[str, ...] = ("model-repository",)
     restricted_header: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
     grpc_server_cert: Path | None = None
@@ -160,6 +162,11 @@ class ServerConfig:
             ) from None
         if self.http_threads is not None:
             _check_int("http_threads", self.http_threads, 1, 256)
+        try:
+            set_(self, "allocator", Allocator(self.allocator))
+        except ValueError:
+            choices = ", ".join(a.value for a in Allocator)
+            raise ConfigError(f"allocator: got {self.allocator!r}; expected one of {choices}") from None
         _check_int("cache_size_bytes", self.cache_size_bytes, 0)
         _check_int("log_verbose", self.log_verbose, 0)
         _check_int("exit_timeout_s", self.exit_timeout_s, 1)
