@@ -69,9 +69,10 @@ def start_server(
     redis_url: str | None = None,
     ports: tuple = (0, 0, 0),
     response_cache: str | None = None,
+    summary_latencies: bool = False,
 ):
     """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the Python models'
-    L2 cache. `response_cache`: the response cache it runs, None (default) the one the repository was
+    L2 cache; `summary_latencies` Triton's latency quantiles (off by default, as served). `response_cache`: the response cache it runs, None (default) the one the repository was
     built for (`resolve_response_cache`: the kit's two-tier cache, L1 only, where a Python or native
     model enables it itself, as the default build does; else Triton's local)."""
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
@@ -84,6 +85,7 @@ def start_server(
         log_file=log_dir / "tritonserver.log",
         extra_env={"FASTPATH_REDIS_URL": redis_url} if redis_url else {},
         response_cache=response_cache,
+        summary_latencies=summary_latencies,
     )
     return EmbeddedTritonServer(config).start(ready_timeout_s=180)
 
@@ -102,8 +104,12 @@ def redis_server() -> Iterator:
 
 @pytest.fixture(scope="session")
 def triton(built_repository: Path, redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """The embedded tritonserver serving the built repository (Redis L2 on) for the whole session."""
-    server = start_server(built_repository, tmp_path_factory.mktemp("triton-logs"), redis_url=redis_server.url)
+    """The embedded tritonserver serving the built repository (Redis L2 on) for the whole session, with
+    Triton's latency summaries on as a deployment that wants the dashboard's p50/p99 panels runs it (so
+    every dashboard query is checked against a live server; `fastpath serve` leaves them off)."""
+    server = start_server(
+        built_repository, tmp_path_factory.mktemp("triton-logs"), redis_url=redis_server.url, summary_latencies=True
+    )
     try:
         yield server
     finally:

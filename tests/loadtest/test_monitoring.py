@@ -78,6 +78,19 @@ def test_dashboard_has_the_panels_platform_teams_need() -> None:
     assert any('quantile="0.99"' in expr for _, expr in dashboard_queries()), "no p99 query"
 
 
+def test_only_panels_that_say_so_need_the_opt_in_latency_summaries() -> None:
+    """Triton's summaries are off unless `fastpath serve --latency-summaries`: a panel reading one says so,
+    and the queue-vs-compute split reads the counters every server exports."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    needing = {p["title"] for p in dashboard["panels"] for t in p["targets"] if "_summary_us" in t["expr"]}
+    assert needing, "no quantile panel left: the p50/p99 panel should stay for servers that opt in"
+    for panel in dashboard["panels"]:
+        if panel["title"] in needing:
+            assert "--latency-summaries" in panel["description"], panel["title"]
+    split = [t["expr"] for p in dashboard["panels"] if "Queue vs compute" in p["title"] for t in p["targets"]]
+    assert split and all("_duration_us" in expr and "_summary_" not in expr for expr in split)
+
+
 def test_dashboard_and_alerts_use_only_metrics_triton_exports() -> None:
     rules = (MONITORING / "alerts.yml").read_text()
     recorded = set(RECORDED.findall(rules))

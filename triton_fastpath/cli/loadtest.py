@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--out-dir", type=Path, help="output folder (default: build/loadtest/<scenario>-<timestamp>)")
     add("--model-repository", type=Path, default=DEFAULT_REPOSITORY, help="repository for the embedded server")
     add("--no-redis", action="store_true", help="embedded server without the Redis L2 cache")
+    add(
+        "--latency-summaries",
+        action="store_true",
+        help="embedded server with Triton's latency quantiles: the report's server p99 (off, as served; they cost "
+        "throughput)",
+    )
     add("--no-plots", action="store_true", help="report tables only (no PNGs)")
     add(
         "--sdk-retries",
@@ -235,6 +241,7 @@ def target_server(args: argparse.Namespace, out_dir: Path) -> Iterator[tuple[str
             metrics_port=0,
             log_file=out_dir / "tritonserver.log",
             extra_env=env,
+            summary_latencies=args.latency_summaries,
         )
         print(f"[loadtest] starting the embedded tritonserver on {args.model_repository} ...", flush=True)
         server = stack.enter_context(EmbeddedTritonServer(config))

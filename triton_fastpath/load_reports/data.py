@@ -27,10 +27,11 @@ COUNTERS = {
     "cache_hits": ("nv_cache_num_hits_per_model", ()),
     "cache_misses": ("nv_cache_num_misses_per_model", ()),
     "cache_rows": ("fastpath_cache_rows_total", ("outcome",)),
-    **{f"{stage}_sum": (f"nv_inference_{stage}_summary_us_sum", ()) for stage in STAGES},
-    **{f"{stage}_count": (f"nv_inference_{stage}_summary_us_count", ()) for stage in STAGES},
+    # Triton's cumulative counters (always on), not its summaries (opt-in: `fastpath serve --latency-summaries`)
+    **{f"{stage}_us": (f"nv_inference_{stage}_duration_us", ()) for stage in STAGES},
 }
-# Triton publishes no request summary for models with the response cache on (the top-level ones here)
+# Triton publishes quantiles only with --latency-summaries, and never for models with the response
+# cache on (the top-level ones here): the report's server p99 is then NaN ("-")
 SERVER_P99 = 'max by (model) (nv_inference_request_summary_us{quantile="0.99"}) / 1000'
 
 
@@ -153,8 +154,8 @@ def server_figures(
             return deltas[key].get((model,), math.nan)
 
         row.request_ms = _ratio(one("request_us"), requests) / 1000
-        for stage in STAGES:
-            row.stage_ms[stage] = _ratio(one(f"{stage}_sum"), one(f"{stage}_count")) / 1000
+        for stage in STAGES:  # per request answered: a response-cache hit counts, computing nothing
+            row.stage_ms[stage] = _ratio(one(f"{stage}_us"), requests) / 1000
         row.avg_batch = _ratio(one("inferences"), one("executions"))
         hits, misses = one("cache_hits"), one("cache_misses")
         row.response_cache_hit_ratio = _ratio(hits, hits + misses)

@@ -79,7 +79,7 @@ def render_markdown(
     out += [
         "",
         "*server ms*: Triton's mean request time (response-cache hits included); *queue/compute ms*: means over the",
-        "requests that ran the model; *rest ms*: the client's mean minus the server's (gRPC, network, client, load",
+        "requests answered (a response-cache hit counts, computing nothing); *rest ms*: the client's mean minus the server's (gRPC, network, client, load",
         "generator). Client p50/p95/p99 are locust's; Triton's own p99 per model is in the budget table.",
         "",
         "## Latency budget: where the time goes, per model (server)",
@@ -98,8 +98,9 @@ def render_markdown(
         )
     out += [
         "",
-        "queue/input/infer/output: mean per request that ran the model. p99: Triton's request summary at the end of",
-        "the window (about its last minute); Triton publishes none for models with the response cache on.",
+        "queue/input/infer/output: Triton's counters, mean per request answered (cache hits included). p99: Triton's",
+        "request summary at the end of the window (about its last minute), only where the server runs with",
+        "`--latency-summaries` (they cost throughput) and never for models with the response cache on.",
     ]
     cache = [s for s in server.values() if not math.isnan(s.response_cache_hit_ratio) or s.cache_rows]
     if cache:
