@@ -72,9 +72,10 @@ def start_server(
     summary_latencies: bool = False,
 ):
     """An EmbeddedTritonServer on free ports (caller stops it); `redis_url` enables the Python models'
-    L2 cache; `summary_latencies` Triton's latency quantiles (off by default, as served). `response_cache`: the response cache it runs, None (default) the one the repository was
-    built for (`resolve_response_cache`: the kit's two-tier cache, L1 only, where a Python or native
-    model enables it itself, as the default build does; else Triton's local)."""
+    L2 cache; `summary_latencies` Triton's latency quantiles (off by default, as served). `response_cache`:
+    the response cache it runs, None (default) the one the repository was built for
+    (`resolve_response_cache`: the kit's two-tier cache, L1 only, where a Python or native model
+    enables it itself, as the default build does; else Triton's local)."""
     from triton_fastpath.serve.server import EmbeddedTritonServer, ServerConfig
 
     config = ServerConfig(

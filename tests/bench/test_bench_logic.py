@@ -471,7 +471,8 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     summaries, system_malloc = systems["ours-default-summaries"], systems["ours-default-system-malloc"]
     assert summaries.server_args == ("--metrics-config", "summary_latencies=true")
     assert system_malloc.allocator == "system" and systems["ours-default"].allocator == "auto"
-    keys = {deployment_key(systems[k]) for k in ("ours-default", "ours-default-summaries", "ours-default-system-malloc")}
+    variants = ("ours-default", "ours-default-summaries", "ours-default-system-malloc")
+    keys = {deployment_key(systems[k]) for k in variants}
     assert len(keys) == 3 and summaries.settings == system_malloc.settings == systems["ours-default"].settings
 
 

@@ -45,7 +45,7 @@ def test_a_preloaded_runtime_keeps_malloc_and_jemalloc_beside_it_is_refused() ->
 
 
 def test_jemalloc_asked_for_but_missing_names_the_package() -> None:
-    with pytest.raises(ConfigError, match="libjemalloc.so.2 is not installed.*libjemalloc2"):
+    with pytest.raises(ConfigError, match=r"libjemalloc\.so\.2 is not installed.*libjemalloc2"):
         allocator_env(Allocator.JEMALLOC, {}, find=missing)
     assert allocator_env(Allocator.JEMALLOC, {}, find=found)[0] == {"LD_PRELOAD": str(SO)}
 

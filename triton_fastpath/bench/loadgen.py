@@ -54,6 +54,14 @@ SERVER_METRICS = {
 PROGRESS = "[load] "  # stderr lines the harness passes on as progress
 
 
+def protobuf_implementation() -> str:
+    """Which protobuf this process runs: 'upb' (C) or 'python' (pure Python, about twice a gRPC
+    client's CPU per request); recorded in every row."""
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type()
+
+
 def load_items(path: Path, model: str) -> list[Any]:
     """The inputs of `model` from the harness's inputs file (texts, 8x8 pixel lists, or {input: row} dicts)."""
     data = json.loads(Path(path).read_text())
@@ -176,7 +184,8 @@ async def run(args: argparse.Namespace) -> None:
             elapsed = time.perf_counter() - started
             row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
             row.pop("metered", None)  # the meter's readings give both CPU figures (cpu_fields)
-            row |= {"generator": generator.value, "client": client}
+            # "python" here doubles a gRPC client's CPU (see triton_fastpath/ort_extensions.py)
+            row |= {"generator": generator.value, "client": client, "protobuf": protobuf_implementation()}
             row |= cpu_fields(meter, row["requests"], server=bool(args.server_pid))
             if args.metrics_url:
                 after = await asyncio.to_thread(scrape_metrics, args.metrics_url)

@@ -9,5 +9,5 @@
   tokenizer, and the proof that the C++ ids equal `tokenizers'` (the C++ tokenizer passed in);
 - `multilingual_corpus`: the seeded 30-locale test corpus, hostile texts and invalid UTF-8.
 
-May import: `errors` only: the build and the import call these, never the other way round.
+May import: `errors`, `ort_extensions` only: the build and the import call these, never the other way round.
 """

@@ -32,6 +32,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from triton_fastpath import ort_extensions
 from triton_fastpath.errors import ExportError
 from triton_fastpath.export.text_graph_tokenizer import (
     CONTRIB_DOMAIN,
@@ -227,10 +228,9 @@ def build_text_graph(
 def custom_ops_library() -> str:
     """Path of onnxruntime-extensions' op library (a Python extension module; see the docs)."""
     try:
-        from onnxruntime_extensions import get_library_path
+        return ort_extensions.library_path()
     except ImportError as error:
         raise ExportError("the text graph needs onnxruntime-extensions==0.15.2 (pip install it)") from error
-    return get_library_path()
 
 
 def session(path: Path | bytes, *, threads: int = 1):

@@ -79,8 +79,9 @@ def render_markdown(
     out += [
         "",
         "*server ms*: Triton's mean request time (response-cache hits included); *queue/compute ms*: means over the",
-        "requests answered (a response-cache hit counts, computing nothing); *rest ms*: the client's mean minus the server's (gRPC, network, client, load",
-        "generator). Client p50/p95/p99 are locust's; Triton's own p99 per model is in the budget table.",
+        "requests answered (a response-cache hit counts, computing nothing); *rest ms*: the client's mean minus the",
+        "server's (gRPC, network, client, load generator). Client p50/p95/p99 are locust's; Triton's own p99 per",
+        "model is in the budget table.",
         "",
         "## Latency budget: where the time goes, per model (server)",
         "",

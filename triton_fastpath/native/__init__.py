@@ -13,5 +13,5 @@ and the response cache, on one common layer (native/common) and Triton's vendore
 - `tokenizer_driver` and `cache_checks`: the C++ tokenizer's driver, the cache's decoder fuzz and
   ThreadSanitizer stress.
 
-May import: `errors`, `paths`.
+May import: `errors`, `paths`, `ort_extensions`.
 """

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from triton_fastpath import paths
+from triton_fastpath import ort_extensions, paths
 from triton_fastpath.errors import NativeBuildError
 from triton_fastpath.native.toolchain import (  # noqa: F401 (re-exported: callers and tests use build.<name>)
     COMMON_SOURCES,
@@ -269,13 +269,12 @@ def custom_ops_library() -> Path:
         NativeBuildError: onnxruntime-extensions is not installed.
     """
     try:
-        from onnxruntime_extensions import get_library_path
+        return Path(ort_extensions.library_path()).resolve()
     except ImportError as error:
         raise NativeBuildError(
             "onnxruntime-extensions is not installed; the text graph needs its op library "
             "(pip install -r requirements.txt)"
         ) from error
-    return Path(get_library_path()).resolve()
 
 
 def backend_links(*, ort_library: Path | None = None, custom_ops: Path | None = None) -> dict[str, Path]:
