@@ -76,7 +76,7 @@ def test_smoke_benchmark_gives_every_level_the_servers_and_the_load_generators_c
     assert "Cores: shared: every server and the load generator on the same" in table
     assert results["systems"]["ours-default"]["client"] == "raw protobuf on grpc.aio"
     assert results["systems"]["fastapi-ort"]["client"] == "aiohttp JSON"
-    assert "Load generator: one asyncio process, closed loop; its client: aiohttp JSON for naive" in table
+    assert "Load generator: one process (asyncio), closed loop; its client: aiohttp JSON for naive" in table
 
 
 @pytest.fixture(scope="module")

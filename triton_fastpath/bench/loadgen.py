@@ -1,4 +1,5 @@
-"""The load generator process: asyncio, closed loop at each concurrency (or open-loop Poisson rates).
+"""The load generator process: closed loop at each concurrency (or open-loop Poisson rates), asyncio
+tasks or, with `--generator blocking`, threads with a blocking client each.
 
 Run by the harness as its own process, so its CPU is not the server's; prints one JSON object per
 load level on stdout (progress on stderr). The loops are the load engine's (`triton_fastpath.load`):
@@ -34,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from triton_fastpath.bench.senders import PROTOCOLS, Generator, Send, client_for, make_sender
+from triton_fastpath.bench.blocking import blocking_client
+from triton_fastpath.bench.senders import PROTOCOLS, Close, Generator, Send, client_for, make_sender
 from triton_fastpath.bench.server_cpu import CpuMeter, per_request_ms
-from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, scrape_metrics
+from triton_fastpath.load import closed_loop, open_loop, parse_metric, payload_stream, run_closed_loop, scrape_metrics
 from triton_fastpath.load.streams import vary_item, vary_text
 
 STABILITY_WINDOWS = 3  # a level's result: its last 3 windows (perf_analyzer's rule)
@@ -150,16 +152,63 @@ def pin_self(cores: Sequence[int]) -> None:
         os.sched_setaffinity(0, set(cores))
 
 
+class Engine:
+    """How one load level is driven: asyncio tasks sharing one client (every generator but the
+    blocking one), or threads with a blocking client each (`Generator.BLOCKING`)."""
+
+    def __init__(self, send: Send | None, close: Close | None, blocking: Callable[[], Any] | None) -> None:
+        self.send, self.close, self.blocking = send, close, blocking
+
+    @classmethod
+    async def start(cls, args: argparse.Namespace, generator: Generator, widest: int) -> Engine:
+        if generator is Generator.BLOCKING:
+            if args.rate:
+                raise SystemExit("loadgen: --generator blocking runs closed loops only (--concurrency, not --rate)")
+            return cls(None, None, blocking_client(args.protocol, args.url, args.model))
+        return cls(*await make_sender(args.protocol, generator, args.url, args.model, widest), None)
+
+    async def predict(self, items: Sequence[Any]) -> list[Any]:
+        if self.blocking is None:
+            return await predict(self.send, items)
+
+        def one_client() -> list[Any]:
+            client = self.blocking()
+            try:
+                return [client.send(item) for item in items]
+            finally:
+                client.close()
+
+        return await asyncio.to_thread(one_client)
+
+    async def level(self, kind: str, value: float, next_item: Callable[[], Any], seed: int, **common: Any) -> Any:
+        """One measured level: `common` is the windows' settings and the CPU meter."""
+        if self.blocking is not None:  # the event loop waits on the threads' loop, spending nothing
+            return await asyncio.to_thread(
+                run_closed_loop, _send_blocking, next_item, make_client=self.blocking, concurrency=int(value), **common
+            )
+        if kind == "rate":
+            return await open_loop(self.send, next_item, rate=value, seed=seed, **common)
+        return await closed_loop(self.send, next_item, concurrency=int(value), **common)
+
+    async def aclose(self) -> None:
+        if self.close is not None:
+            await self.close()
+
+
+def _send_blocking(client: Any, item: Any) -> Any:
+    return client.send(item)
+
+
 async def run(args: argparse.Namespace) -> None:
     items = load_items(args.inputs, args.inputs_of or args.model)
     levels = [("rate", r) for r in args.rate] if args.rate else [("concurrency", c) for c in args.concurrency]
     widest = max((int(v) for kind, v in levels if kind == "concurrency"), default=64)
     generator = Generator(args.generator)
-    send, close = await make_sender(args.protocol, generator, args.url, args.model, widest)
+    engine = await Engine.start(args, generator, widest)
     client = client_for(args.protocol, generator)
     try:
         if args.predict:
-            print(json.dumps({"predictions": await predict(send, items[: args.predict])}), flush=True)
+            print(json.dumps({"predictions": await engine.predict(items[: args.predict])}), flush=True)
         if args.predict_only:
             return
         # the items in order, then again varied (texts get a round prefix); a share of exact repeats
@@ -177,10 +226,7 @@ async def run(args: argparse.Namespace) -> None:
                 "stability_windows": STABILITY_WINDOWS,
                 "meter": meter,
             }
-            if kind == "rate":
-                result = await open_loop(send, stream.__next__, rate=value, seed=args.seed, **common)
-            else:
-                result = await closed_loop(send, stream.__next__, concurrency=int(value), **common)
+            result = await engine.level(kind, value, stream.__next__, args.seed, **common)
             elapsed = time.perf_counter() - started
             row = {**result.as_dict(), "mode": kind, "level": value, "elapsed_s": elapsed}
             row.pop("metered", None)  # the meter's readings give both CPU figures (cpu_fields)
@@ -205,7 +251,7 @@ async def run(args: argparse.Namespace) -> None:
                 print(f"{PROGRESS}stopping the sweep: p99 above {args.stop_p99_ms} ms", file=sys.stderr, flush=True)
                 break
     finally:
-        await close()
+        await engine.aclose()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -217,8 +263,9 @@ def parser() -> argparse.ArgumentParser:
         choices=[g.value for g in Generator],
         default=Generator.LEAN.value,
         help="the client (senders.Generator): 'lean' (default; raw protobuf on grpc.aio, aiohttp JSON for "
-        "HTTP), 'tritonclient' (tritonclient.grpc.aio / .http.aio) or 'sdk' (the kit's generated asyncio "
-        "SDK, gRPC); the HTTP baselines' endpoint is always an aiohttp POST",
+        "HTTP), 'tritonclient' (tritonclient.grpc.aio / .http.aio), 'sdk' (the kit's generated asyncio "
+        "SDK, gRPC; the HTTP baselines' endpoint stays an aiohttp POST) or 'blocking' (no event loop: a "
+        "thread per request in flight, each with a blocking client: http.client, or a blocking grpc stub)",
     )
     p.add_argument(
         "--cores",

@@ -122,7 +122,11 @@ def method_lines(results: dict[str, Any]) -> list[str]:
             clients.setdefault(system["client"], []).append(key)
     if clients:
         shown = "; ".join(f"{client} for {', '.join(keys)}" for client, keys in clients.items())
-        lines += ["", f"Load generator: one asyncio process, closed loop; its client: {shown}."]
+        blocking = {system.get("generator") == "blocking" for system in systems.values() if "client" in system}
+        engine = {frozenset({False}): "asyncio", frozenset({True}): "threads"}.get(
+            frozenset(blocking), "asyncio or threads"
+        )
+        lines += ["", f"Load generator: one process ({engine}), closed loop; its client: {shown}."]
     lines += [
         "",
         "CPU per request, over the measured windows, divided by the requests answered in them: the server's is "

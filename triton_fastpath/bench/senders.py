@@ -13,6 +13,10 @@ choice once; `make_sender(protocol, generator, url, model, concurrency)` builds 
 - `Generator.SDK`: the kit's generated asyncio SDK (`fastpath_models.Async<Model>Client`: validation,
   deadlines, retries, throttling on top of tritonclient.grpc.aio) for Triton over gRPC: what an app
   team calling the kit pays. Baselines have no SDK and keep the lean client (`client_for`).
+- `Generator.BLOCKING`: no event loop: one thread per request in flight, each with a blocking client
+  of its own (`bench.blocking`): `http.client` for every HTTP endpoint (the baselines' and Triton's
+  KServe v2 JSON), a blocking `grpc` stub writing the same raw protobuf for gRPC. The cheapest
+  client of each protocol for a lone request; every system gets it, the baselines included.
 """
 
 from __future__ import annotations
@@ -31,12 +35,20 @@ Close = Callable[[], Awaitable[Any]]
 SDK_TIMEOUT_S = 60.0  # the SDK's deadline per request: far above any p99 (a cancelled call can crash Triton 2.51)
 
 
+BLOCKING_CLIENTS = {
+    "grpc": "raw protobuf on a blocking grpc stub, a thread each",
+    "http": "http.client KServe v2 JSON, a thread each",
+    "naive": "http.client JSON, a thread each",
+}
+
+
 class Generator(enum.StrEnum):
     """The load generator's client (see the module docstring); the value is the command-line name."""
 
     LEAN = "lean"
     TRITONCLIENT = "tritonclient"
     SDK = "sdk"
+    BLOCKING = "blocking"
 
 
 def client_for(protocol: str, generator: Generator) -> str:
@@ -47,8 +59,10 @@ def client_for(protocol: str, generator: Generator) -> str:
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}; expected one of {PROTOCOLS}")
+    if generator is Generator.BLOCKING:
+        return BLOCKING_CLIENTS[protocol]
     if protocol == "naive":
-        return "aiohttp JSON"  # the HTTP baselines' own endpoint: every generator posts it the same way
+        return "aiohttp JSON"  # the HTTP baselines' own endpoint: every asyncio generator posts it the same way
     if generator is Generator.LEAN:
         return "raw protobuf on grpc.aio" if protocol == "grpc" else "aiohttp KServe v2 JSON"
     if generator is Generator.TRITONCLIENT or protocol == "http":  # the SDK speaks gRPC only
@@ -65,6 +79,8 @@ async def make_sender(
         ValueError: an unknown protocol.
     """
     client = client_for(protocol, generator)
+    if generator is Generator.BLOCKING:
+        raise ValueError("the blocking generator has no asyncio sender: bench.blocking.blocking_client")
     if protocol == "naive":
         return _aiohttp_json_sender(url, model, concurrency)
     if client == "raw protobuf on grpc.aio":
@@ -76,12 +92,41 @@ async def make_sender(
     return await tritonclient_sender(protocol, url, model, concurrency)
 
 
+# Every HTTP request of every generator asks for an uncompressed reply: Triton's HTTP front end
+# gzips its reply when the client accepts it (aiohttp and requests do by default), spending CPU on
+# both ends to shrink a ~400-byte JSON reply on loopback; FastAPI never compresses, and http.client
+# (the blocking generator's) asks for identity itself. docs/tuning-and-benchmarks.md has the figures.
+HTTP_HEADERS = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+
+
 def _aiohttp_session(concurrency: int) -> Any:
     import aiohttp
 
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=concurrency), timeout=aiohttp.ClientTimeout(total=60)
+        connector=aiohttp.TCPConnector(limit=concurrency),
+        timeout=aiohttp.ClientTimeout(total=60),
+        headers={"Accept-Encoding": "identity"},
     )
+
+
+def naive_body(item: Any) -> dict[str, Any]:
+    """The JSON body of one item for the HTTP baselines' endpoint (pure)."""
+    if isinstance(item, dict):  # an imported model's row: {input name: value}
+        return {"inputs": item}
+    return {"text": item} if isinstance(item, str) else {"pixels": item}
+
+
+def v2_reply_scores(data: dict[str, Any], model: str, scores: str) -> list:
+    """The first row of output `scores` of a KServe v2 JSON reply (pure).
+
+    Raises:
+        RuntimeError: the reply has no such output.
+    """
+    for output in data["outputs"]:
+        if output["name"] == scores:
+            width = int(np.prod(output["shape"][1:])) if len(output["shape"]) > 1 else 1
+            return output["data"][:width]
+    raise RuntimeError(f"{model} answered without its {scores!r} output")
 
 
 def _aiohttp_json_sender(url: str, model: str, concurrency: int) -> tuple[Send, Close]:
@@ -90,10 +135,7 @@ def _aiohttp_json_sender(url: str, model: str, concurrency: int) -> tuple[Send, 
     endpoint = f"http://{url}/v1/{model}"
 
     async def send_naive(item: Any) -> Any:
-        body = {"text": item} if isinstance(item, str) else {"pixels": item}
-        if isinstance(item, dict):  # an imported model's row: {input name: value}
-            body = {"inputs": item}
-        async with session.post(endpoint, json=body) as reply:
+        async with session.post(endpoint, json=naive_body(item)) as reply:
             data = await reply.json(content_type=None)
             if reply.status != 200:
                 raise RuntimeError(f"HTTP {reply.status}: {data}")
@@ -131,8 +173,48 @@ def v2_json_inputs(item: Any, datatypes: dict[str, str]) -> list[dict[str, Any]]
     return inputs
 
 
-def _scores_name(names: list[str]) -> str:
+def scores_name(names: list[str]) -> str:
     return "probabilities" if "probabilities" in names else names[0]
+
+
+UNLIMITED_GRPC = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+RawInputs = dict[str, tuple[str, np.dtype]]
+
+
+def raw_signature(metadata: Any) -> tuple[RawInputs, str, np.dtype]:
+    """From a model's gRPC metadata (read once, at start-up): each input's (datatype, numpy dtype),
+    the scores output's name and its numpy dtype. No output is named in a request: Triton then
+    returns them all, as the tritonclient path asks for explicitly."""
+    from tritonclient.utils import triton_to_np_dtype
+
+    inputs = {i.name: (i.datatype, triton_to_np_dtype(i.datatype)) for i in metadata.inputs}
+    names = [o.name for o in metadata.outputs]
+    scores = scores_name(names)
+    return inputs, scores, triton_to_np_dtype(metadata.outputs[names.index(scores)].datatype)
+
+
+def raw_infer_request(service_pb2: Any, model: str, inputs: RawInputs, item: Any) -> Any:
+    """One item as Triton's `ModelInferRequest`, its tensors in `raw_input_contents` (pure)."""
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name, array in item_tensors(item).items():
+        datatype, dtype = inputs[name]
+        tensor = request.inputs.add()
+        tensor.name, tensor.datatype = name, datatype
+        tensor.shape.extend(array.shape)
+        request.raw_input_contents.append(raw_contents(array, dtype))
+    return request
+
+
+def raw_reply_scores(reply: Any, model: str, scores: str, dtype: np.dtype) -> list:
+    """The first row of output `scores` of a `ModelInferResponse` (pure).
+
+    Raises:
+        RuntimeError: the reply has no such output.
+    """
+    for tensor, content in zip(reply.outputs, reply.raw_output_contents, strict=True):
+        if tensor.name == scores:
+            return np.frombuffer(content, dtype=dtype).reshape(list(tensor.shape))[0].tolist()
+    raise RuntimeError(f"{model} answered without its {scores!r} output")
 
 
 async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Close]:
@@ -141,32 +223,15 @@ async def raw_grpc_sender(url: str, model: str) -> tuple[Send, Close]:
     InferInput and result objects, costs more client CPU a request: docs/tuning-and-benchmarks.md)."""
     import grpc
     from tritonclient.grpc import service_pb2, service_pb2_grpc
-    from tritonclient.utils import triton_to_np_dtype
 
-    unlimited = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    channel = grpc.aio.insecure_channel(url, options=unlimited)
+    channel = grpc.aio.insecure_channel(url, options=UNLIMITED_GRPC)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
     metadata = await stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=model))
-    # once, at start-up: each input's type, and the scores output's. No output is named in the
-    # request: Triton then returns them all, as the tritonclient path asks for explicitly.
-    inputs = {i.name: (i.datatype, triton_to_np_dtype(i.datatype)) for i in metadata.inputs}
-    names = [o.name for o in metadata.outputs]
-    scores = _scores_name(names)
-    scores_dtype = triton_to_np_dtype(metadata.outputs[names.index(scores)].datatype)
+    inputs, scores, scores_dtype = raw_signature(metadata)
 
     async def send_raw(item: Any) -> Any:
-        request = service_pb2.ModelInferRequest(model_name=model)
-        for name, array in item_tensors(item).items():
-            datatype, dtype = inputs[name]
-            tensor = request.inputs.add()
-            tensor.name, tensor.datatype = name, datatype
-            tensor.shape.extend(array.shape)
-            request.raw_input_contents.append(raw_contents(array, dtype))
-        reply = await stub.ModelInfer(request)
-        for tensor, content in zip(reply.outputs, reply.raw_output_contents, strict=True):
-            if tensor.name == scores:
-                return np.frombuffer(content, dtype=scores_dtype).reshape(list(tensor.shape))[0].tolist()
-        raise RuntimeError(f"{model} answered without its {scores!r} output")
+        reply = await stub.ModelInfer(raw_infer_request(service_pb2, model, inputs, item))
+        return raw_reply_scores(reply, model, scores, scores_dtype)
 
     async def close() -> None:
         await channel.close()
@@ -185,7 +250,7 @@ async def raw_http_sender(url: str, model: str, concurrency: int) -> tuple[Send,
             await session.close()
             raise RuntimeError(f"{base}: HTTP {reply.status}: {metadata}")
     datatypes = {i["name"]: i["datatype"] for i in metadata["inputs"]}
-    scores = _scores_name([o["name"] for o in metadata["outputs"]])
+    scores = scores_name([o["name"] for o in metadata["outputs"]])
     endpoint = f"{base}/infer"
 
     async def send_v2(item: Any) -> Any:
@@ -193,11 +258,7 @@ async def raw_http_sender(url: str, model: str, concurrency: int) -> tuple[Send,
             data = await reply.json(content_type=None)
             if reply.status != 200:
                 raise RuntimeError(f"HTTP {reply.status}: {data}")
-        for output in data["outputs"]:
-            if output["name"] == scores:
-                width = int(np.prod(output["shape"][1:])) if len(output["shape"]) > 1 else 1
-                return output["data"][:width]
-        raise RuntimeError(f"{model} answered without its {scores!r} output")
+        return v2_reply_scores(data, model, scores)
 
     return send_v2, session.close
 
@@ -222,7 +283,7 @@ async def tritonclient_sender(protocol: str, url: str, model: str, concurrency: 
     metadata = await client.get_model_metadata(model)
     outputs = [_field(o, "name") for o in _meta(metadata, "outputs")]
     input_types = {_field(i, "name"): _field(i, "datatype") for i in _meta(metadata, "inputs")}
-    scores = _scores_name(outputs)
+    scores = scores_name(outputs)
 
     async def send_triton(item: Any) -> Any:
         tensors = []

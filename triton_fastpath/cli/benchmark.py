@@ -42,6 +42,7 @@ Examples:
     fastpath bench serving --only fastapi-ort-2w mosec ours-default --repeat-ratio 0.3 --rounds 2 --no-imported
     fastpath bench serving --only fastapi-ort fastapi-ort-2w ours-default --generator lean sdk   # + ours via the SDK
     fastpath bench serving --only fastapi-ort ours-default --pin   # server on one core, load generator on the other
+    fastpath bench serving --only fastapi-ort-2w ours-default ours-default-http --generator blocking --concurrency 1
     fastpath bench serving --imported filetype --model-repository build/public/repository
     fastpath bench serving --also-imported minilm_sentiment --model-repository build/public/repository
 """
@@ -102,9 +103,10 @@ def parser() -> argparse.ArgumentParser:
         choices=[g.value for g in Generator],
         help="the load generator's client, one view each: 'lean' (default: raw protobuf on grpc.aio for "
         "Triton, one aiohttp POST for HTTP; about the same client CPU per request on every protocol, so the "
-        "table compares servers), 'tritonclient' (tritonclient.grpc.aio / .http.aio for Triton) or 'sdk' "
+        "table compares servers), 'tritonclient' (tritonclient.grpc.aio / .http.aio for Triton), 'sdk' "
         "(ours through the kit's generated asyncio SDK: what an app pays; the baselines keep the lean "
-        "client). The first names every row; each further one adds rows KEY@NAME where it changes a "
+        "client) or 'blocking' (no event loop: a thread per request in flight with a blocking client, "
+        "http.client or a blocking grpc stub, for every system: a lone request's cheapest client). The first names every row; each further one adds rows KEY@NAME where it changes a "
         "system's client, e.g. `--generator lean sdk` gives ours-default and ours-default@sdk in one run. "
         "The table gives the generator's CPU per request beside the server's",
     )

@@ -178,6 +178,7 @@ def run_closed_loop(
     stability_windows: int = 3,
     tolerance: float = 0.10,
     progress: Callable[[str], None] | None = None,
+    meter: Callable[[], float] | None = None,
 ) -> LoadResult:
     """A measured closed loop of threads (`ClosedLoop`) until throughput is stable (or `max_windows`).
 
@@ -186,7 +187,7 @@ def run_closed_loop(
             the run early (the window in progress is the last; RuntimeError during the warm-up).
         warmup_s: unmeasured time first (channels opened, batchers and caches warm).
         window_s: length of each measurement window.
-        max_windows / stability_windows / tolerance / progress: as for `StabilityWindows`.
+        max_windows / stability_windows / tolerance / progress / meter: as for `StabilityWindows`.
 
     Returns:
         The merged result of the last `stability_windows` windows.
@@ -194,7 +195,12 @@ def run_closed_loop(
     _check(concurrency, warmup_s, window_s)
     recorder = WindowRecorder()
     windows = StabilityWindows(
-        recorder, max_windows=max_windows, stability_windows=stability_windows, tolerance=tolerance, progress=progress
+        recorder,
+        max_windows=max_windows,
+        stability_windows=stability_windows,
+        tolerance=tolerance,
+        progress=progress,
+        meter=meter,
     )
     with frozen_heap():
         loop = ClosedLoop(send, next_item, make_client=make_client, concurrency=concurrency, recorder=recorder).start()
