@@ -103,6 +103,7 @@ def test_each_view_and_scenario_sends_texts_of_its_own() -> None:
     assert sweep_tag("unique") == "" and sweep_tag("mix") == "mix"
     tags = {sweep_tag(scenario, view) for scenario in ("unique", "mix") for view in ("", "sdk", "tritonclient")}
     assert tags == {"", "mix", "s", "smix", "t", "tmix"}
+    assert sweep_tag("unique", "lean", "http") == "hl" and sweep_tag("mix", "", "http") == "hmix"
 
 
 def test_a_system_sharing_a_server_with_another_sends_texts_of_its_own(monkeypatch) -> None:
@@ -116,12 +117,22 @@ def test_a_system_sharing_a_server_with_another_sends_texts_of_its_own(monkeypat
 
     def tag(key: str, shared: bool) -> str | None:
         sent.clear()
-        list(harness._sweeps(systems[key], key, [], "digits", config=config, number=0, progress=print, shared=shared))
+        system = systems[key.partition("@")[0]]
+        list(harness._sweeps(system, key, [], "digits", config=config, number=0, progress=print, shared=shared))
         args = sent[0]
         return args[args.index("--tag") + 1] if "--tag" in args else None
 
     assert tag("ours-default", shared=False) is None
     assert tag("ours-default-http", shared=True) == "h"
+    # every view of both systems on the one server: no two sweeps send the same texts (a run at
+    # 09861b8 had ours-default@lean and ours-default-http@lean both tagged "l": the second half-cached)
+    every = (Generator.LEAN, Generator.BLOCKING, Generator.SDK, Generator.TRITONCLIENT)
+    seen: dict[str | None, str] = {}
+    for key, shared in (("ours-default", False), ("ours-default-http", True)):
+        for view, _ in views(systems[key], every):
+            found = tag(view, shared)
+            assert found not in seen, f"{view} and {seen.get(found)} send the same texts (tag {found!r})"
+            seen[found] = view
 
 
 def test_the_generated_sdk_client_is_found_by_model_and_a_model_without_one_is_named() -> None:

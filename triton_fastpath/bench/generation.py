@@ -28,9 +28,10 @@ VIEW_SEPARATOR = "@"  # `ours-default@sdk`: the system loaded through another ge
 
 
 def generator_for(system: System, generator: Generator) -> Generator:
-    """The client `system` is loaded with (pure): the blocking generator's for every system; else the
-    HTTP baselines' own endpoint is one aiohttp POST whatever the generator (LEAN); the SDK is ours only (a generated client of our models'
-    signatures, over gRPC), every other system then gets the lean client too."""
+    """The client `system` is loaded with (pure): the blocking generator's for every system; else
+    the HTTP baselines' own endpoint is one aiohttp POST whatever the generator (LEAN); the SDK is ours
+    only (a generated client of our models' signatures, over gRPC), every other system then gets the
+    lean client too."""
     if generator is Generator.BLOCKING:
         return generator  # every system, the baselines' own endpoint too: http.client or a blocking stub
     if system.protocol == "naive":

@@ -389,7 +389,8 @@ def _sweeps(
     view's texts carry its name, so a server that answered the first view has not seen them; so do
     those of a system `shared` with another on one server (its protocol: `ours-default-http` after
     `ours-default`, whose response cache would otherwise answer every request)."""
-    view = key.partition(VIEW_SEPARATOR)[2] or (system.protocol if shared else "")
+    view = key.partition(VIEW_SEPARATOR)[2]
+    owner = system.protocol if shared else ""  # `ours-default-http@lean` after `ours-default@lean`: "hl", not "l"
     ratios = config.duplicate_ratios if system.cached else (0.0, config.repeat_ratio)
     levels = config.cached_concurrency if system.cached else config.concurrency
     limit_s = 60 + len(levels) * (config.warmup_s + config.max_windows * config.window_s + 30)
@@ -402,7 +403,7 @@ def _sweeps(
             *("--warmup-s", str(config.warmup_s), "--window-s", str(config.window_s)),
             *("--max-windows", str(config.max_windows), "--stop-p99-ms", str(config.stop_p99_ms)),
             *("--duplicate-ratio", str(ratio)),
-            *(("--tag", sweep_tag(scenario, view)) if sweep_tag(scenario, view) else ()),
+            *(("--tag", sweep_tag(scenario, view, owner)) if sweep_tag(scenario, view, owner) else ()),
         ]
         if scenario == "unique" and number == 0:  # first the same items one by one: the same model?
             sweep += ["--predict", str(PREDICT_ITEMS)]
@@ -412,12 +413,13 @@ def _sweeps(
         yield {**run, "round": number + 1, "rows": rows}, found
 
 
-def sweep_tag(scenario: str, view: str = "") -> str:
+def sweep_tag(scenario: str, view: str = "", shared: str = "") -> str:
     """The tag of a sweep's texts (pure; `loadgen --tag`): none for the first view's unique sweep
     (the texts as they are, a round number in front from the second pass on), `mix` for its mix with
-    repeats, and a further view's initial in front of both (`s`, `smix` for `@sdk`: a token or so,
-    about what the round number costs), so no sweep on a server repeats another's inputs."""
-    return (view[:1] + ("mix" if scenario == "mix" else "")) or ""
+    repeats, a further view's initial in front of both (`s`, `smix` for `@sdk`: a token or so,
+    about what the round number costs), and in front of that the initial of `shared`, the protocol
+    of a system sharing another's server (`h`, `hs`), so no sweep on a server repeats another's inputs."""
+    return shared[:1] + view[:1] + ("mix" if scenario == "mix" else "")
 
 
 def _peers_ready(systems: list[System], *, named: bool, progress: Progress) -> list[System]:
