@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from triton_fastpath.load.heap import frozen_heap
-from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder
+from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder, fresh_windows
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -193,15 +193,8 @@ def run_closed_loop(
         The merged result of the last `stability_windows` windows.
     """
     _check(concurrency, warmup_s, window_s)
-    recorder = WindowRecorder()
-    windows = StabilityWindows(
-        recorder,
-        max_windows=max_windows,
-        stability_windows=stability_windows,
-        tolerance=tolerance,
-        progress=progress,
-        meter=meter,
-    )
+    windows = fresh_windows(max_windows, stability_windows, tolerance, progress, meter)
+    recorder = windows.recorder
     with frozen_heap():
         loop = ClosedLoop(send, next_item, make_client=make_client, concurrency=concurrency, recorder=recorder).start()
         try:
@@ -322,15 +315,8 @@ async def closed_loop(
         meter: read at each window edge, its rise reported as `metered` (`StabilityWindows`).
     """
     _check(concurrency, warmup_s, window_s)
-    recorder = WindowRecorder()
-    windows = StabilityWindows(
-        recorder,
-        max_windows=max_windows,
-        stability_windows=stability_windows,
-        tolerance=tolerance,
-        progress=progress,
-        meter=meter,
-    )
+    windows = fresh_windows(max_windows, stability_windows, tolerance, progress, meter)
+    recorder = windows.recorder
     stop = asyncio.Event()
 
     async def worker() -> None:

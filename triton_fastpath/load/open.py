@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from triton_fastpath.load.closed import measure_windows, timed_send
 from triton_fastpath.load.heap import frozen_heap
-from triton_fastpath.load.stats import LoadResult, Recorder, StabilityWindows, WindowRecorder
+from triton_fastpath.load.stats import LoadResult, Recorder, fresh_windows
 
 T = TypeVar("T")
 
@@ -108,15 +108,8 @@ async def open_loop(
     Returns:
         The merged result of the last windows (concurrency 0: an open loop has no fixed number in flight).
     """
-    recorder = WindowRecorder()
-    windows = StabilityWindows(
-        recorder,
-        max_windows=max_windows,
-        stability_windows=stability_windows,
-        tolerance=tolerance,
-        progress=progress,
-        meter=meter,
-    )
+    windows = fresh_windows(max_windows, stability_windows, tolerance, progress, meter)
+    recorder = windows.recorder
     stop = asyncio.Event()
     pending: set[asyncio.Task] = set()
     arrivals = Arrivals(rate, lambda _: send(next_item()), recorder, seed)

@@ -302,3 +302,21 @@ class StabilityWindows:
             sent=self.recorder.completed,
             first_error=self.recorder.first_error,
         )
+
+
+def fresh_windows(
+    max_windows: int,
+    stability_windows: int = 3,
+    tolerance: float = 0.10,
+    progress: Callable[[str], None] | None = None,
+    meter: Callable[[], float] | None = None,
+) -> StabilityWindows:
+    """`StabilityWindows` over a new `WindowRecorder` (`windows.recorder`): what every measured loop starts with."""
+    return StabilityWindows(
+        WindowRecorder(),
+        max_windows=max_windows,
+        stability_windows=stability_windows,
+        tolerance=tolerance,
+        progress=progress,
+        meter=meter,
+    )
