@@ -106,7 +106,8 @@ def parser() -> argparse.ArgumentParser:
         "table compares servers), 'tritonclient' (tritonclient.grpc.aio / .http.aio for Triton), 'sdk' "
         "(ours through the kit's generated asyncio SDK: what an app pays; the baselines keep the lean "
         "client) or 'blocking' (no event loop: a thread per request in flight with a blocking client, "
-        "http.client or a blocking grpc stub, for every system: a lone request's cheapest client). The first names every row; each further one adds rows KEY@NAME where it changes a "
+        "http.client or a blocking grpc stub, for every system: a lone request's cheapest client). The "
+        "first names every row; each further one adds rows KEY@NAME where it changes a "
         "system's client, e.g. `--generator lean sdk` gives ours-default and ours-default@sdk in one run. "
         "The table gives the generator's CPU per request beside the server's",
     )
