@@ -92,13 +92,13 @@ class V2JsonClient(_JsonConnection):
 
     def __init__(self, url: str, model: str) -> None:
         super().__init__(url)
-        self.model, self.path = model, f"/v2/models/{model}"
-        metadata = self.call("GET", self.path)
+        self.model, self.infer_path = model, f"/v2/models/{model}/infer"
+        metadata = self.call("GET", f"/v2/models/{model}")
         self.datatypes = {i["name"]: i["datatype"] for i in metadata["inputs"]}
         self.scores = scores_name([o["name"] for o in metadata["outputs"]])
 
     def send(self, item: Any) -> list:
-        data = self.call("POST", f"{self.path}/infer", {"inputs": v2_json_inputs(item, self.datatypes)})
+        data = self.call("POST", self.infer_path, {"inputs": v2_json_inputs(item, self.datatypes)})
         return v2_reply_scores(data, self.model, self.scores)
 
 

@@ -197,12 +197,13 @@ def run_imported_benchmark(
     onnx_file = text[0] if text else served_onnx(repository, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = out_dir / "inputs.json"
-    inputs.write_text(json.dumps({name: sample_texts() if text else sample_rows(name, samples)}))
+    texts = sample_texts() if text else []
+    inputs.write_text(json.dumps({name: texts if text else sample_rows(name, samples)}))
     results: dict[str, Any] = {"model": name, "onnx_file": str(onnx_file), "sla_p99_ms": config.sla_p99_ms}
     serve = ["--text-onnx", f"{name}={onnx_file},{text[1]},{text[2]}"] if text else ["--onnx", f"{name}={onnx_file}"]
     if text:  # before any server starts: the encoder's own gain from batching, on a quiet machine
         progress(f"{name}: the encoder one text per Run against in batches (in-process, 1 ORT thread)")
-        results["batching_gain"] = batching_gain(*text, sample_texts(), bucket_rows=bucket_rows(repository, name))
+        results["batching_gain"] = batching_gain(*text, texts, bucket_rows=bucket_rows(repository, name))
 
     baseline: list = []
     for key, workers in BASELINES.items():

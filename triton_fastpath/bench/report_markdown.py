@@ -122,10 +122,9 @@ def method_lines(results: dict[str, Any]) -> list[str]:
             clients.setdefault(system["client"], []).append(key)
     if clients:
         shown = "; ".join(f"{client} for {', '.join(keys)}" for client, keys in clients.items())
-        blocking = {system.get("generator") == "blocking" for system in systems.values() if "client" in system}
-        engine = {frozenset({False}): "asyncio", frozenset({True}): "threads"}.get(
-            frozenset(blocking), "asyncio or threads"
-        )
+        used = [s for s in systems.values() if "client" in s]
+        kinds = {"threads" if s.get("generator") == "blocking" else "asyncio" for s in used}
+        engine = " or ".join(sorted(kinds))
         lines += ["", f"Load generator: one process ({engine}), closed loop; its client: {shown}."]
     lines += [
         "",

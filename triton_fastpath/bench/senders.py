@@ -105,7 +105,7 @@ def _aiohttp_session(concurrency: int) -> Any:
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=concurrency),
         timeout=aiohttp.ClientTimeout(total=60),
-        headers={"Accept-Encoding": "identity"},
+        headers={"Accept-Encoding": HTTP_HEADERS["Accept-Encoding"]},
     )
 
 
