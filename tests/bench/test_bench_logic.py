@@ -450,7 +450,7 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     assert deployment_key(systems["naive"]) != deployment_key(systems["naive-1t"])
     assert deployment_key(systems["fastapi-ort"]) != deployment_key(systems["fastapi-ort-2w"])
     # as it ships: caches on
-    shipped = ("ours-default", "ours-default-queued", "ours-default-direct", "ours-default-http")
+    shipped = ("ours-default", "ours-default-queued", "ours-default-batcher", "ours-default-http")
     shipped += ("ours-default-pool64", "ours-default-http-t2", "ours-default-http-t8")
     shipped += ("ours-default-summaries", "ours-default-system-malloc")
     uncached = [s for s in systems.values() if s.kind == "ours" and not s.cached and s.key not in shipped]
@@ -460,9 +460,10 @@ def test_grpc_and_http_views_of_one_repository_share_one_server_and_baselines_do
     queued = systems["ours-default-queued"].settings
     assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-queued"])
     assert queued.native.inline_when_idle is False and systems["ours-default"].settings.native.inline_when_idle
-    # the same build with no Triton batcher in front of the backend's own queue
-    assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-direct"])
-    assert systems["ours-default-direct"].settings.native.triton_batcher is False
+    # the default build has no Triton batcher in front of the backend's own queue; this one keeps it
+    assert deployment_key(systems["ours-default"]) != deployment_key(systems["ours-default-batcher"])
+    assert systems["ours-default-batcher"].settings.native.triton_batcher is True
+    assert systems["ours-default"].settings.native.triton_batcher is False
     # the same build with a front-end option: its own server, its settings the shipped ones
     pool = systems["ours-default-pool64"]
     assert deployment_key(systems["ours-default"]) != deployment_key(pool)

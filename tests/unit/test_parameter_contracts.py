@@ -209,8 +209,9 @@ def test_inline_when_idle_is_written_only_when_off_and_only_for_native_models_wi
 
 @pytest.mark.parametrize("options", [{}, {"rendering": "fused"}], ids=["shipped", "fused"])
 def test_triton_batcher_off_drops_dynamic_batching_only_where_the_backend_queues_the_model_itself(options):
-    shipped = RepoSettings.tuned(**options)
-    direct = dataclasses.replace(shipped, native=dataclasses.replace(shipped.native, triton_batcher=False))
+    direct = RepoSettings.tuned(**options)
+    assert direct.native.triton_batcher is False  # the default since benchmark-direct and the overload rows
+    shipped = dataclasses.replace(direct, native=dataclasses.replace(direct.native, triton_batcher=True))
 
     def batched(settings: RepoSettings, target: Target) -> dict[str, bool]:
         return {
@@ -231,3 +232,20 @@ def test_triton_batcher_off_drops_dynamic_batching_only_where_the_backend_queues
             assert any(after.values())
         else:
             assert dropped == set()  # the container serves with Triton's batcher in front
+
+
+def test_a_batching_delay_or_preferred_sizes_keep_triton_batcher_in_front_of_fastpath_ort():
+    """Only Triton's batcher waits for batch-mates or dispatches preferred sizes: asked for, it stays."""
+    shipped = RepoSettings.tuned()
+    assert shipped.native.triton_batcher is False
+
+    def digits_batching(settings: RepoSettings) -> dict | None:
+        [spec] = [s for s in default_specs(settings, Target.EMBEDDED) if s.name == "digits"]
+        assert queues_itself(spec, Target.EMBEDDED)
+        return render(spec, Target.EMBEDDED).get("dynamic_batching")
+
+    assert digits_batching(shipped) is None
+    delayed = dataclasses.replace(shipped, batching=dataclasses.replace(shipped.batching, max_queue_delay_us=3000))
+    assert digits_batching(delayed)["max_queue_delay_microseconds"] == 3000
+    preferred = dataclasses.replace(shipped, batching=dataclasses.replace(shipped.batching, preferred_batch_sizes=(8,)))
+    assert digits_batching(preferred)["preferred_batch_size"] == [8]

@@ -219,8 +219,8 @@ def queues_itself(spec: ModelSpec, target: Target | str) -> bool:
 def _set_batching(config: dict[str, Any], spec: ModelSpec, target: Target) -> None:
     config["max_batch_size"] = spec.max_batch_size
     batching = spec.dynamic_batching
-    if batching is None or (not spec.triton_batcher and queues_itself(spec, target)):
-        # no Triton batcher in front of a backend that batches from its own queue
+    if batching is None or (not spec.triton_batcher and batching.batches_as_arrived and queues_itself(spec, target)):
+        # no Triton batcher in front of a backend that batches what has arrived from its own queue
         return
     section: dict[str, Any] = {"max_queue_delay_microseconds": batching.max_queue_delay_us}
     if batching.preferred_batch_sizes:

@@ -230,15 +230,17 @@ class NativeBackend:
             measures both side by side).
         triton_batcher: keep Triton's dynamic batcher in front of a model the backend queues
             itself (admission budgets, embedded target). False renders such a model without
-            `dynamic_batching`: Triton's default scheduler hands each request over as it arrives
-            and the backend's own queue batches them, one hand-off fewer per request
-            (`fastpath bench serving --only ours-default ours-default-direct` measures both).
+            `dynamic_batching` unless a batching delay or preferred sizes ask for Triton's batcher:
+            Triton's default scheduler hands each request over as it arrives and the backend's own
+            queue batches them, one hand-off fewer per request
+            (`fastpath bench serving --only ours-default ours-default-batcher` measures both; off by
+            default since docs/results/benchmark-direct and the overload rows measured it).
     """
 
     enabled: bool = FACTORY_TUNABLES["native"]
     ids_lane: bool = True
     inline_when_idle: bool = True
-    triton_batcher: bool = True
+    triton_batcher: bool = False
 
     @property
     def serves_ids_lane(self) -> bool:

@@ -84,6 +84,13 @@ class DynamicBatching:
     default_queue_policy: QueuePolicy | None = None
     priority_queue_policy: Mapping[int, QueuePolicy] = field(default_factory=dict)
 
+    @property
+    def batches_as_arrived(self) -> bool:
+        """Whether the batcher only batches what has already arrived (no delay, no preferred
+        sizes, no priority levels, queue policies or ordering): what `fastpath_ort`'s own queue
+        does, so the batcher can be left out in front of it."""
+        return self == DynamicBatching(max_queue_delay_us=0)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
         if self.max_queue_delay_us < 0:
@@ -175,9 +182,12 @@ class ModelSpec:
             text graph served under its pipeline's name (no wrapper) keeps its role's
             `<pipeline>_graph` artifacts. Empty: `name`.
         triton_batcher: False: where `fastpath_ort` queues the model itself (a native model with
-            admission budgets, embedded target) its `dynamic_batching` is not rendered: each request
-            reaches the backend as Triton's default scheduler hands it over, and the backend's own
-            queue batches them (`NativeBackend.triton_batcher`). Other models and targets keep it.
+            admission budgets, embedded target) and the batcher would only batch what has arrived
+            (`DynamicBatching.batches_as_arrived`), its `dynamic_batching` is not rendered: each
+            request reaches the backend as Triton's default scheduler hands it over, and the
+            backend's own queue batches them (`NativeBackend.triton_batcher`). A batching delay,
+            preferred sizes or queue policies keep it (only Triton's batcher does those), and so
+            do other models and targets.
     """
 
     name: str
