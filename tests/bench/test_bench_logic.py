@@ -949,3 +949,18 @@ def test_an_import_served_as_the_native_text_graph_is_benchmarked_from_its_own_f
     assert onnx_file == tmp_path / "build" / "imported" / "minilm" / "model.int8.onnx"
     assert tokenizer == tmp_path / "build" / "imported" / "minilm" / "tokenizer.json"
     assert max_length == 256
+
+
+def test_only_refuses_a_key_no_system_has_instead_of_running_the_others():
+    """`--only fastapi-ort-2w ours-default-direct` (benchmark-direct's command) used to run FastAPI alone."""
+    from triton_fastpath.bench.harness import BenchConfig, _chosen_systems
+    from triton_fastpath.errors import FastpathError
+
+    said: list[str] = []
+    with pytest.raises(FastpathError) as renamed:
+        _chosen_systems(BenchConfig(only=("fastapi-ort-2w", "ours-default-direct")), said.append)
+    assert "ours-default-direct" in str(renamed.value) and "ours-default-batcher" in str(renamed.value)
+    with pytest.raises(FastpathError, match=r"\['ours-defualt'\]"):
+        _chosen_systems(BenchConfig(only=("ours-default", "ours-defualt")), said.append)
+    chosen = _chosen_systems(BenchConfig(only=("fastapi-ort-2w", "ours-default")), said.append)
+    assert [s.key for s in chosen] == ["fastapi-ort-2w", "ours-default"]

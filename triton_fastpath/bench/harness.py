@@ -253,19 +253,29 @@ def run_benchmark(config: BenchConfig, out_dir: Path, progress: Progress = print
     return results
 
 
+# keys that published results name and the systems no longer have: what they are now
+RENAMED_SYSTEMS = {
+    "ours-default-direct": "no Triton batcher in front of fastpath_ort is the default build now (ours-default); "
+    "ours-default-batcher keeps the batcher",
+}
+
+
 def _chosen_systems(config: BenchConfig, progress: Progress) -> list[System]:
     """The systems to run: every one (in smoke mode fewer) or those named with --only, the peers checked.
 
     Raises:
         FastpathError: --only names no system.
     """
+    known = [s.key for s in default_systems()]
+    unknown = [key for key in config.only if key not in known]
+    if unknown:  # a misspelt or renamed key never leaves a system out in silence
+        hints = "".join(f"; {key}: {RENAMED_SYSTEMS[key]}" for key in unknown if key in RENAMED_SYSTEMS)
+        raise FastpathError(f"--only names no system called {unknown}{hints}; choose from {known}")
     # smoke mode lists the peers too when --only names them
     listed = default_systems(config.smoke and not set(config.only) & set(PEER_KINDS), config.service_levels)
     systems = [s for s in listed if not config.only or s.key in config.only]
     if not systems:
-        raise FastpathError(
-            f"--only {list(config.only)} matches no system; choose from {[s.key for s in default_systems()]}"
-        )
+        raise FastpathError(f"--only {list(config.only)} matches no system; choose from {known}")
     return _peers_ready(systems, named=bool(config.only), progress=progress)
 
 
