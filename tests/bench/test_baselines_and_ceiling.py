@@ -13,12 +13,14 @@ import pytest
 from triton_fastpath.bench.ceiling import (
     batches,
     ceiling_rate,
+    median,
     parallel_rate,
     run_parallel,
     shares,
     unique_texts,
 )
 from triton_fastpath.bench.fastapi_ort_server import classify
+from triton_fastpath.bench.report_markdown import ceiling_lines, paced_lines
 from triton_fastpath.paths import BUILD_DIR
 
 BUILT = [
@@ -72,6 +74,33 @@ def test_ceiling_rate_picks_the_requested_processes_and_batch() -> None:
     assert ceiling_rate(ceiling, processes=2, batch=32) == 1900.0
     assert ceiling_rate(ceiling, processes=4) is None
     assert ceiling_rate(None) is None
+
+
+def test_a_paced_row_is_never_taken_as_the_ceiling() -> None:
+    ceiling = {
+        "rows": [
+            {"processes": 1, "batch": 1, "pause_ms": 0.5, "texts_per_s": 1200.0},
+            {"processes": 1, "batch": 1, "pause_ms": 0.0, "texts_per_s": 900.0},
+        ]
+    }
+    assert ceiling_rate(ceiling, processes=1) == 900.0
+    assert ceiling_rate({"rows": ceiling["rows"][:1]}, processes=1) is None
+
+
+def test_median_of_odd_even_and_no_values() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert median([]) == 0.0
+
+
+def test_the_ceiling_table_compares_a_paced_call_with_a_back_to_back_one() -> None:
+    hot = {"processes": 1, "batch": 1, "pause_ms": 0.0, "texts": 10, "seconds": 0.01, "texts_per_s": 1000.0}
+    paced = {**hot, "pause_ms": 0.5, "seconds": 0.02, "texts_per_s": 500.0}
+    ceiling = {"items": 10, "note": "n", "rows": [{**hot, "p50_call_us": 250.0}, {**paced, "p50_call_us": 350.0}]}
+    text = "\n".join(ceiling_lines({"ceiling": ceiling}))
+    assert "| 1 | 1 | 0.5 | 10 | 0.02 | - (paced) | 350 |" in text
+    assert "takes 350 us at p50 against 250 back to back (1.40x)" in text
+    assert paced_lines({"rows": [{**hot, "p50_call_us": 250.0}]}) == []  # no paced row: nothing to compare
 
 
 class _Output:
@@ -167,5 +196,13 @@ def test_fastapi_ort_app_classifies_held_out_digits(client) -> None:
 def test_ceiling_runs_in_two_processes_and_counts_every_text() -> None:
     texts = [f"held-out text number {i}, quite good" for i in range(24)]
     row = run_parallel(texts, 2, 4)
-    assert (row["processes"], row["batch"], row["texts"]) == (2, 4, 24)
-    assert row["seconds"] > 0 and row["texts_per_s"] > 0
+    assert (row["processes"], row["batch"], row["pause_ms"], row["texts"]) == (2, 4, 0.0, 24)
+    assert row["seconds"] > 0 and row["texts_per_s"] > 0 and row["p50_call_us"] > 0
+
+
+@needs_build
+def test_a_paced_ceiling_row_pauses_before_every_call() -> None:
+    row = run_parallel([f"paced text {i}, rather bad" for i in range(6)], 1, 1, pause_ms=2.0)
+    assert (row["processes"], row["batch"], row["pause_ms"], row["texts"]) == (1, 1, 2.0, 6)
+    assert row["seconds"] >= 6 * 2.0 / 1e3  # six pauses of at least 2 ms each lie inside the measured span
+    assert row["p50_call_us"] > 0

@@ -262,7 +262,7 @@ def test_markdown_shows_p50_at_concurrency_1_the_ceiling_share_and_the_p50_ratio
     assert "- sentiment, ours-ensemble: ours-ensemble / naive = **2.3x**" in text
     assert "ours-fused / fastapi-ort = 1.33" in text
     assert "ours-ensemble / naive: n/a" in text
-    assert "| 2 | 32 | 64 | 0.03 | 2,000 |" in text  # the ceiling's own table
+    assert "| 2 | 32 | 0.0 | 64 | 0.03 | 2,000 | - |" in text  # an older run's ceiling: no pause, no p50
 
 
 def test_markdown_writes_one_budget_table_per_rendering_and_reads_an_old_single_budget() -> None:

@@ -7,7 +7,13 @@ parallel part, from the first process's start to the last one's end). Batch 1 is
 server sees per request at concurrency 1; batch 32 is given for information (on a CPU it buys
 little compute for this model, it only amortises per-call overhead).
 
-    measure(texts)  ->  {"items": N, "rows": [{"processes", "batch", "texts", "seconds", "texts_per_s"}, ...]}
+Every row also gives the p50 of one call (tokenize + encode). A further row, `pause_ms` > 0, waits
+that long before each call, as a server's thread waits between the requests of one client: what a
+lone request's compute is in any server on this machine (a core that idled between calls computes
+the same text slower than one kept busy; its texts/s is not a ceiling and no share is taken of it).
+
+    measure(texts)  ->  {"items": N, "rows": [{"processes", "batch", "pause_ms", "texts", "seconds",
+                         "texts_per_s", "p50_call_us"}, ...]}
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ PROCESSES = (1, 2)
 BATCH_SIZES = (1, 32)
 WARMUP_CALLS = 5
 TIMEOUT_S = 300.0
+PACED_PAUSE_MS = 0.5  # about what a lone request's client and transport leave a server's thread idle
+PACED_ITEMS = 1920
 
 
 def unique_texts(texts: Sequence[str], limit: int) -> list[str]:
@@ -67,9 +75,21 @@ def parallel_rate(spans: Sequence[tuple[float, float, int]]) -> dict[str, float]
     return {"texts": texts, "seconds": seconds, "texts_per_s": texts / seconds if seconds > 0 else 0.0}
 
 
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle ones for an even count); 0.0 for none."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
 def ceiling_rate(ceiling: dict[str, Any] | None, processes: int = 2, batch: int = 1) -> float | None:
-    """The measured texts/s for (`processes`, `batch`), or None when the results hold no such row."""
+    """The measured texts/s for (`processes`, `batch`) back to back (a paced row is no ceiling), or None
+    when the results hold no such row."""
     for row in (ceiling or {}).get("rows", []):
+        if row.get("pause_ms", 0) > 0:
+            continue
         if row["processes"] == processes and row["batch"] == batch and row["texts_per_s"] > 0:
             return row["texts_per_s"]
     return None
@@ -78,10 +98,10 @@ def ceiling_rate(ceiling: dict[str, Any] | None, processes: int = 2, batch: int 
 def _worker(job: dict[str, Any], barrier: Any, results: Any) -> None:
     """One process: load, warm up, wait for the others, encode its share in batches, report its span.
 
-    `job`: texts (its share), batch, build_dir, threads.
+    `job`: texts (its share), batch, build_dir, threads, pause_s (before each call).
     """
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per process, as in the servers
-    texts, batch = job["texts"], job["batch"]
+    texts, batch, pause_s = job["texts"], job["batch"], job.get("pause_s", 0.0)
     try:
         from triton_fastpath.bench.fastapi_ort_server import classify, load_session, load_tokenizer
 
@@ -92,19 +112,30 @@ def _worker(job: dict[str, Any], barrier: Any, results: Any) -> None:
         for _ in range(WARMUP_CALLS):
             classify(session, tokenizer, ["a warm-up text, not measured"] * batch)
         barrier.wait(timeout=TIMEOUT_S)
+        calls = []
         started = time.perf_counter()
         for chunk in chunks:
+            if pause_s:
+                time.sleep(pause_s)
+            before = time.perf_counter()
             classify(session, tokenizer, chunk)
-        results.put((started, time.perf_counter(), len(texts)))
+            calls.append(time.perf_counter() - before)
+        results.put((started, time.perf_counter(), len(texts), median(calls)))
     except Exception as error:  # reported to the parent, which names it
         barrier.abort()
         results.put(f"{type(error).__name__}: {error}")
 
 
 def run_parallel(
-    texts: Sequence[str], processes: int, batch: int, *, threads: int = 1, build_dir: Path = BUILD_DIR
+    texts: Sequence[str],
+    processes: int,
+    batch: int,
+    *,
+    threads: int = 1,
+    pause_ms: float = 0.0,
+    build_dir: Path = BUILD_DIR,
 ) -> dict[str, Any]:
-    """Encode `texts` split over `processes` fresh processes at `batch`; one result row.
+    """Encode `texts` split over `processes` fresh processes at `batch`, each call after `pause_ms`; one row.
 
     Raises:
         FastpathError: when a process fails or does not report within the timeout.
@@ -115,7 +146,17 @@ def run_parallel(
     workers = [
         context.Process(
             target=_worker,
-            args=({"texts": share, "batch": batch, "build_dir": str(build_dir), "threads": threads}, barrier, results),
+            args=(
+                {
+                    "texts": share,
+                    "batch": batch,
+                    "build_dir": str(build_dir),
+                    "threads": threads,
+                    "pause_s": pause_ms / 1e3,
+                },
+                barrier,
+                results,
+            ),
             daemon=True,
         )
         for share in shares(list(texts), processes)
@@ -137,7 +178,13 @@ def run_parallel(
                 worker.join()
     if errors:
         raise FastpathError(f"in-process ceiling ({processes} processes, batch {batch}) failed: {errors[0]}")
-    return {"processes": processes, "batch": batch, **parallel_rate(spans)}
+    return {
+        "processes": processes,
+        "batch": batch,
+        "pause_ms": pause_ms,
+        **parallel_rate([span[:3] for span in spans]),
+        "p50_call_us": median([span[3] for span in spans]) * 1e6,
+    }
 
 
 def measure(
@@ -147,15 +194,19 @@ def measure(
     processes: Sequence[int] = PROCESSES,
     batch_sizes: Sequence[int] = BATCH_SIZES,
     threads: int = 1,
+    pause_ms: float = PACED_PAUSE_MS,
     build_dir: Path = BUILD_DIR,
 ) -> dict[str, Any]:
-    """The ceiling at every (processes, batch): texts/s of tokenize + INT8 encode, no server."""
+    """The ceiling at every (processes, batch): texts/s of tokenize + INT8 encode, no server; then one
+    process at batch 1 with `pause_ms` before each call (0: no paced row)."""
     items = unique_texts(texts, max_items)
     rows = [
         run_parallel(items, count, batch, threads=threads, build_dir=build_dir)
         for count in processes
         for batch in batch_sizes
     ]
+    if pause_ms > 0:
+        rows.append(run_parallel(items[:PACED_ITEMS], 1, 1, threads=threads, pause_ms=pause_ms, build_dir=build_dir))
     return {
         "items": len(items),
         "ort_threads": threads,

@@ -232,12 +232,36 @@ def ceiling_lines(results: dict[str, Any]) -> list[str]:
         return []
     c = results["ceiling"]
     lines = ["", f"### In-process ceiling: no server ({c['items']:,} distinct held-out texts, {c['note']})", ""]
-    lines += ["| processes | batch | texts | seconds | texts/s |", "| ---: | ---: | ---: | ---: | ---: |"]
     lines += [
-        f"| {r['processes']} | {r['batch']} | {r['texts']:,} | {r['seconds']:.2f} | {fmt(r['texts_per_s'], 0)} |"
-        for r in c["rows"]
+        "| processes | batch | pause before each call ms | texts | seconds | texts/s | p50 of one call us |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    for r in c["rows"]:
+        paced = r.get("pause_ms", 0) > 0
+        rate = "- (paced)" if paced else fmt(r["texts_per_s"], 0)
+        pause = fmt(r.get("pause_ms", 0), 1)
+        lines.append(
+            f"| {r['processes']} | {r['batch']} | {pause} | {r['texts']:,} | {r['seconds']:.2f} | {rate} | "
+            f"{fmt(r.get('p50_call_us'), 0)} |"
+        )
+    lines += paced_lines(c)
     return lines
+
+
+def paced_lines(ceiling: dict[str, Any]) -> list[str]:
+    """What a paused core costs one call: the paced row's p50 against the back-to-back one's (1 process, batch 1)."""
+    rows = {(r["processes"], r["batch"], r.get("pause_ms", 0) > 0): r for r in ceiling["rows"]}
+    hot, paced = rows.get((1, 1, False)), rows.get((1, 1, True))
+    if not hot or not paced or not hot.get("p50_call_us") or not paced.get("p50_call_us"):
+        return []
+    return [
+        "",
+        f"One text after a {fmt(paced['pause_ms'], 1)} ms pause (as a server's thread waits between one client's "
+        f"requests) takes {fmt(paced['p50_call_us'], 0)} us at p50 against {fmt(hot['p50_call_us'], 0)} back to back "
+        f"({paced['p50_call_us'] / hot['p50_call_us']:.2f}x): the compute a lone request gets from any server here, "
+        "the baselines' included; Triton's compute time of a lone request compares with it, not with the "
+        "back-to-back figure.",
+    ]
 
 
 def flops_lines(results: dict[str, Any]) -> list[str]:
