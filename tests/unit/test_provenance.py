@@ -47,6 +47,7 @@ def test_only_a_committed_checkout_publishes_and_its_head_names_the_commit(
     _git(tmp_path, "commit", "-q", "-m", "one")
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
     monkeypatch.setattr(provenance, "RESULTS_DIR", results)
+    monkeypatch.setattr(provenance, "_run_start", {})  # restored after the test: no run leaks into another
 
     assert provenance.publish_refusal() is None
     (results / "soak.md").write_text("a published result, not yet committed\n")  # the commands write here
@@ -92,3 +93,29 @@ def test_every_publish_is_refused_before_the_run_in_a_dirty_checkout(
     handler = importlib.import_module(f"triton_fastpath.cli.{module}")
     assert handler.main(argv) == 2
     assert "uncommitted changes" in capsys.readouterr().err
+
+
+def test_the_head_names_the_commit_the_run_started_from_when_head_moves_during_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "docs" / "results"
+    results.mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "measured")
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    monkeypatch.setattr(provenance, "RESULTS_DIR", results)
+    monkeypatch.setattr(provenance, "_run_start", {})
+    assert provenance.measured_commit() == provenance.commit()  # no run started: today's commit
+
+    assert provenance.publish_refusal() is None  # the run starts here
+    measured = provenance.commit()
+    (tmp_path / "notes.md").write_text("written while the run went on\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "docs, during the run")
+    assert provenance.commit() != measured
+    assert f"at commit {measured} on " in provenance.header("fastpath bench serving --publish")
+
+    (tmp_path / "code.py").write_text("x = 2\n")  # uncommitted by the time it publishes: still flagged
+    assert f"at commit {measured} {provenance.DIRTY} on " in provenance.header("fastpath bench serving --publish")

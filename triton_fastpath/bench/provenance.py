@@ -4,7 +4,9 @@ The measuring commands (`fastpath bench serving`, `bench cache`, `cache threshol
 `reliability`, `tune`, `loadtest run`, `loadtest report`, each with `--publish`) call `publish`, so a
 table says its date, commit, machine and the command that reproduces it. They call
 `publish_refusal` first: a published result names the commit it measured, so a checkout with
-uncommitted changes (outside docs/results/, which the commands write) is refused before the run.
+uncommitted changes (outside docs/results/, which the commands write) is refused before the run, and
+the commit it started from is the one the header names, even when HEAD moved on during the run (a
+docs commit made while a benchmark ran named the later commit before).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from triton_fastpath.paths import RESULTS_DIR, ROOT
 
 DIRTY = "+ uncommitted changes"  # the dirty-tree flag of a header; docs tests refuse a results file with it
+_run_start: dict[str, str] = {}  # "commit": the clean commit the last accepted `publish_refusal` found (the run's)
 
 
 def cpu_model() -> str:
@@ -69,14 +72,24 @@ def publish_refusal() -> str | None:
             "commit it measured, so commit or stash them first, or run without --publish (the outputs "
             "stay under build/)"
         )
+    _run_start["commit"] = commit()
     return None
+
+
+def measured_commit() -> str:
+    """The commit a result measured: the one its run started from (`publish_refusal`), flagged DIRTY
+    when the checkout has uncommitted changes now; today's `commit()` when no run was started."""
+    started = _run_start.get("commit")
+    if started is None:
+        return commit()
+    return f"{started} {DIRTY}" if changed_paths() else started
 
 
 def header(command: str, when: dt.datetime | None = None, at_commit: str | None = None) -> str:
     """The provenance lines: date (UTC), commit, machine (cores, CPU model) and the command."""
     when = when or dt.datetime.now(dt.UTC)
     return (
-        f"Measured {when:%Y-%m-%d %H:%M} UTC at commit {at_commit or commit()} on {os.cpu_count()} cores "
+        f"Measured {when:%Y-%m-%d %H:%M} UTC at commit {at_commit or measured_commit()} on {os.cpu_count()} cores "
         f"({cpu_model()}).\nReproduce: `{command}`\n"
     )
 
