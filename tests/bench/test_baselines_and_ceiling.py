@@ -13,7 +13,6 @@ import pytest
 from triton_fastpath.bench.ceiling import (
     batches,
     ceiling_rate,
-    median,
     parallel_rate,
     run_parallel,
     shares,
@@ -85,12 +84,6 @@ def test_a_paced_row_is_never_taken_as_the_ceiling() -> None:
     }
     assert ceiling_rate(ceiling, processes=1) == 900.0
     assert ceiling_rate({"rows": ceiling["rows"][:1]}, processes=1) is None
-
-
-def test_median_of_odd_even_and_no_values() -> None:
-    assert median([3.0, 1.0, 2.0]) == 2.0
-    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
-    assert median([]) == 0.0
 
 
 def test_the_ceiling_table_compares_a_paced_call_with_a_back_to_back_one() -> None:

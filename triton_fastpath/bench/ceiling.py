@@ -21,6 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue as queue_module
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,15 +76,6 @@ def parallel_rate(spans: Sequence[tuple[float, float, int]]) -> dict[str, float]
     return {"texts": texts, "seconds": seconds, "texts_per_s": texts / seconds if seconds > 0 else 0.0}
 
 
-def median(values: Sequence[float]) -> float:
-    """The middle value (the mean of the two middle ones for an even count); 0.0 for none."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
-
-
 def ceiling_rate(ceiling: dict[str, Any] | None, processes: int = 2, batch: int = 1) -> float | None:
     """The measured texts/s for (`processes`, `batch`) back to back (a paced row is no ceiling), or None
     when the results hold no such row."""
@@ -120,7 +112,7 @@ def _worker(job: dict[str, Any], barrier: Any, results: Any) -> None:
             before = time.perf_counter()
             classify(session, tokenizer, chunk)
             calls.append(time.perf_counter() - before)
-        results.put((started, time.perf_counter(), len(texts), median(calls)))
+        results.put((started, time.perf_counter(), len(texts), statistics.median(calls) if calls else 0.0))
     except Exception as error:  # reported to the parent, which names it
         barrier.abort()
         results.put(f"{type(error).__name__}: {error}")
@@ -183,7 +175,7 @@ def run_parallel(
         "batch": batch,
         "pause_ms": pause_ms,
         **parallel_rate([span[:3] for span in spans]),
-        "p50_call_us": median([span[3] for span in spans]) * 1e6,
+        "p50_call_us": statistics.median(span[3] for span in spans) * 1e6,
     }
 
 
