@@ -36,18 +36,24 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run([*git, *args], cwd=root, check=True, capture_output=True)
 
 
-def test_only_a_committed_checkout_publishes_and_its_head_names_the_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A committed git checkout with docs/results/ and one code file, as provenance's ROOT; no run started
+    (`_run_start` is restored after the test, so no run leaks into another)."""
     results = tmp_path / "docs" / "results"
     results.mkdir(parents=True)
     (tmp_path / "code.py").write_text("x = 1\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
-    _git(tmp_path, "commit", "-q", "-m", "one")
+    _git(tmp_path, "commit", "-q", "-m", "measured")
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
     monkeypatch.setattr(provenance, "RESULTS_DIR", results)
-    monkeypatch.setattr(provenance, "_run_start", {})  # restored after the test: no run leaks into another
+    monkeypatch.setattr(provenance, "_run_start", {})
+    return tmp_path
+
+
+def test_only_a_committed_checkout_publishes_and_its_head_names_the_commit(checkout: Path) -> None:
+    tmp_path, results = checkout, checkout / "docs" / "results"
 
     assert provenance.publish_refusal() is None
     (results / "soak.md").write_text("a published result, not yet committed\n")  # the commands write here
@@ -95,18 +101,8 @@ def test_every_publish_is_refused_before_the_run_in_a_dirty_checkout(
     assert "uncommitted changes" in capsys.readouterr().err
 
 
-def test_the_head_names_the_commit_the_run_started_from_when_head_moves_during_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    results = tmp_path / "docs" / "results"
-    results.mkdir(parents=True)
-    (tmp_path / "code.py").write_text("x = 1\n")
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", ".")
-    _git(tmp_path, "commit", "-q", "-m", "measured")
-    monkeypatch.setattr(provenance, "ROOT", tmp_path)
-    monkeypatch.setattr(provenance, "RESULTS_DIR", results)
-    monkeypatch.setattr(provenance, "_run_start", {})
+def test_the_head_names_the_commit_the_run_started_from_when_head_moves_during_it(checkout: Path) -> None:
+    tmp_path = checkout
     assert provenance.measured_commit() == provenance.commit()  # no run started: today's commit
 
     assert provenance.publish_refusal() is None  # the run starts here
